@@ -1,0 +1,42 @@
+# anysched — build, test, demo, bench, proto.
+GO      ?= go
+BIN     := bin
+CMDS    := central-scheduler regional-scheduler schedctl
+FUZZTIME ?= 10s
+
+.PHONY: all build test unit fuzz demo bench proto deps clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS))
+
+# Everything: vet, unit and integration tests (real etcd embedded on
+# loopback), race detector on the concurrent packages, then a short run of
+# every fuzz target. Privileged tests run when this runs as root.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -race -timeout 10m ./internal/snapshot/... ./internal/store/...
+	@$(MAKE) --no-print-directory fuzz
+
+# Each fuzz target for FUZZTIME, starting from its committed seed corpus.
+fuzz:
+	@scripts/fuzz-all.sh $(FUZZTIME)
+
+demo: deps build
+	@deploy/examples/loopback/demo.sh
+
+bench:
+	@scripts/bench.sh
+
+# Regenerate the protobuf code (protoc from Debian's protobuf-compiler; the
+# plugins are pinned in go.mod as tools).
+proto: deps
+	@scripts/genproto.sh proto
+
+clean:
+	rm -rf $(BIN)

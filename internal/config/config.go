@@ -1,0 +1,268 @@
+// Package config holds the daemons' configuration: defaults first, then the
+// YAML file (decoded strictly: unknown keys are errors), then flags; Validate
+// reports every problem with its field path.
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anysched/anysched/internal/yamlstrict"
+)
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}
+
+// ClientTLS configures a TLS client (the etcd client, schedctl).
+type ClientTLS struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"` // client certificate, for servers that require one
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Enabled reports whether any TLS setting is given.
+func (t ClientTLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// ServerTLS configures a TLS listener; with ClientCAFile, clients must present
+// a certificate signed by it (mutual TLS).
+type ServerTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Enabled reports whether the listener uses TLS.
+func (t ServerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" }
+
+// Embedded configures the single-node etcd a central scheduler runs when no
+// external endpoints are configured.
+type Embedded struct {
+	Dir          string `yaml:"dir"`
+	ClientListen string `yaml:"client_listen"`
+	PeerListen   string `yaml:"peer_listen"`
+	Name         string `yaml:"name"`
+}
+
+// Etcd configures the store.
+type Etcd struct {
+	Endpoints   []string      `yaml:"endpoints"`
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	Prefix      string        `yaml:"prefix"`
+	TLS         ClientTLS     `yaml:"tls"`
+	Embedded    Embedded      `yaml:"embedded"`
+}
+
+// Admin is the operator listener: /metrics, /healthz, /readyz, /debug/pprof/.
+type Admin struct {
+	Listen string `yaml:"listen"`
+}
+
+// GRPC is the central scheduler's admin API listener.
+type GRPC struct {
+	Listen string    `yaml:"listen"`
+	TLS    ServerTLS `yaml:"tls"`
+}
+
+// Snapshot configures how a scheduler keeps its copy of the topology.
+type Snapshot struct {
+	CacheFile string `yaml:"cache_file"`
+	// MaxStaleness: a snapshot not confirmed against the store for longer
+	// makes the scheduler not ready.
+	MaxStaleness time.Duration `yaml:"max_staleness"`
+	// ConfirmInterval: how often the scheduler checks the store's revision,
+	// besides watching it, so that a lost watch cannot go unnoticed.
+	ConfirmInterval time.Duration `yaml:"confirm_interval"`
+}
+
+// Common is what every scheduler daemon has.
+type Common struct {
+	InstanceID string   `yaml:"instance_id"` // default: hostname-role[-region]
+	Etcd       Etcd     `yaml:"etcd"`
+	Admin      Admin    `yaml:"admin"`
+	Snapshot   Snapshot `yaml:"snapshot"`
+	Log        Log      `yaml:"log"`
+}
+
+// Center is the central scheduler's configuration.
+type Center struct {
+	Common `yaml:",inline"`
+	GRPC   GRPC `yaml:"grpc"`
+}
+
+// Regional is a city scheduler's configuration.
+type Regional struct {
+	Common `yaml:",inline"`
+	Region string `yaml:"region"`
+}
+
+func defaultCommon(stateDir string) Common {
+	return Common{
+		Etcd: Etcd{
+			DialTimeout: 5 * time.Second,
+			Prefix:      "/anysched/",
+			Embedded: Embedded{
+				Dir:          stateDir + "/etcd",
+				ClientListen: "127.0.0.1:2379",
+				PeerListen:   "127.0.0.1:2380",
+				Name:         "anysched-center",
+			},
+		},
+		Admin:    Admin{Listen: "127.0.0.1:9100"},
+		Snapshot: Snapshot{CacheFile: stateDir + "/snapshot.cache", MaxStaleness: 5 * time.Minute, ConfirmInterval: 2 * time.Second},
+		Log:      Log{Level: "info", Format: "text"},
+	}
+}
+
+// DefaultCenter returns the central scheduler's defaults.
+func DefaultCenter() Center {
+	c := Center{Common: defaultCommon("/var/lib/anysched/center")}
+	c.GRPC.Listen = "127.0.0.1:9090"
+	return c
+}
+
+// DefaultRegional returns a regional scheduler's defaults.
+func DefaultRegional() Regional {
+	r := Regional{Common: defaultCommon("/var/lib/anysched/regional")}
+	r.Admin.Listen = "127.0.0.1:9101"
+	return r
+}
+
+// LoadFile decodes a YAML file over the defaults already in cfg.
+func LoadFile(path string, cfg any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	if err := yamlstrict.Decode(data, cfg); err != nil {
+		return fmt.Errorf("config %s:\n%w", path, err)
+	}
+	return nil
+}
+
+// Validate checks the central scheduler's configuration.
+func (c *Center) Validate() error {
+	var errs yamlstrict.Errors
+	c.Common.validate(&errs, true)
+	hostPort(&errs, "grpc.listen", c.GRPC.Listen, true)
+	c.GRPC.TLS.validate(&errs, "grpc.tls")
+	return errs.Err()
+}
+
+// Validate checks a regional scheduler's configuration.
+func (r *Regional) Validate() error {
+	var errs yamlstrict.Errors
+	r.Common.validate(&errs, false)
+	if r.Region == "" {
+		errs.Add("region", "required: the city this scheduler serves")
+	}
+	if len(r.Etcd.Endpoints) == 0 {
+		errs.Add("etcd.endpoints", "required: a regional scheduler is always a client of the province's etcd")
+	}
+	return errs.Err()
+}
+
+func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		errs.Add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
+		errs.Add("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+	for i, ep := range c.Etcd.Endpoints {
+		p := fmt.Sprintf("etcd.endpoints[%d]", i)
+		u, err := url.Parse(ep)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.Add(p, "not an http(s) URL: %q", ep)
+		}
+	}
+	if c.Etcd.DialTimeout <= 0 {
+		errs.Add("etcd.dial_timeout", "must be > 0")
+	}
+	if !strings.HasPrefix(c.Etcd.Prefix, "/") || !strings.HasSuffix(c.Etcd.Prefix, "/") {
+		errs.Add("etcd.prefix", "%q must start and end with '/'", c.Etcd.Prefix)
+	}
+	c.Etcd.TLS.validate(errs, "etcd.tls")
+	if len(c.Etcd.Endpoints) == 0 && embeddedAllowed {
+		if c.Etcd.Embedded.Dir == "" {
+			errs.Add("etcd.embedded.dir", "required when etcd.endpoints is empty")
+		}
+		hostPort(errs, "etcd.embedded.client_listen", c.Etcd.Embedded.ClientListen, true)
+		hostPort(errs, "etcd.embedded.peer_listen", c.Etcd.Embedded.PeerListen, true)
+		if c.Etcd.Embedded.Name == "" {
+			errs.Add("etcd.embedded.name", "required")
+		}
+	}
+	hostPort(errs, "admin.listen", c.Admin.Listen, false)
+	if c.Snapshot.MaxStaleness <= 0 {
+		errs.Add("snapshot.max_staleness", "must be > 0")
+	}
+	if c.Snapshot.ConfirmInterval <= 0 {
+		errs.Add("snapshot.confirm_interval", "must be > 0")
+	} else if c.Snapshot.MaxStaleness > 0 && c.Snapshot.ConfirmInterval >= c.Snapshot.MaxStaleness {
+		errs.Add("snapshot.confirm_interval", "%s must be below snapshot.max_staleness %s", c.Snapshot.ConfirmInterval, c.Snapshot.MaxStaleness)
+	}
+}
+
+func (t ClientTLS) validate(errs *yamlstrict.Errors, path string) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs.Add(path, "cert_file and key_file go together")
+	}
+	for _, f := range []struct{ key, file string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
+		fileExists(errs, path+"."+f.key, f.file)
+	}
+}
+
+func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
+	if !t.Enabled() {
+		return
+	}
+	if t.CertFile == "" || t.KeyFile == "" {
+		errs.Add(path, "cert_file and key_file are both required for TLS")
+	}
+	for _, f := range []struct{ key, file string }{{"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"client_ca_file", t.ClientCAFile}} {
+		fileExists(errs, path+"."+f.key, f.file)
+	}
+}
+
+func fileExists(errs *yamlstrict.Errors, path, file string) {
+	if file == "" {
+		return
+	}
+	if _, err := os.Stat(file); err != nil {
+		errs.Add(path, "cannot read %q: %v", file, err)
+	}
+}
+
+// hostPort checks a listen address; an empty one disables the listener
+// unless required.
+func hostPort(errs *yamlstrict.Errors, path, v string, required bool) {
+	if v == "" {
+		if required {
+			errs.Add(path, "required")
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		errs.Add(path, "not host:port: %q", v)
+		return
+	}
+	if host != "" && host != "localhost" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			errs.Add(path, "host %q is not an IP address", host)
+		}
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		errs.Add(path, "bad port %q", port)
+	}
+}

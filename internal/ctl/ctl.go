@@ -1,0 +1,363 @@
+// Package ctl is schedctl, the operator CLI: it talks to the central
+// scheduler's admin gRPC API. It lives here, not in package main, so tests run
+// it in-process against real daemons.
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anysched/anysched/internal/adminapi"
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/tlsutil"
+	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/version"
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+)
+
+const usage = `schedctl: operate an anysched province through the central scheduler.
+
+Usage:
+  schedctl [global flags] apply -f FILE [--dry-run] [--force] [--base-revision N]
+  schedctl [global flags] get topology|regions|nodes|servers|zones|services [-o table|yaml|json]
+  schedctl [global flags] status [-o table|json]
+  schedctl version
+
+Global flags:
+`
+
+// ErrUsage marks a command-line mistake (exit code 2).
+var ErrUsage = errors.New("usage error")
+
+type globals struct {
+	server  string
+	tls     config.ClientTLS
+	timeout time.Duration
+}
+
+// Run executes one schedctl command.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("schedctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var g globals
+	def := os.Getenv("ANYSCHED_SERVER")
+	if def == "" {
+		def = "127.0.0.1:9090"
+	}
+	fs.StringVar(&g.server, "server", def, "central scheduler admin gRPC address (env ANYSCHED_SERVER)")
+	fs.StringVar(&g.tls.CAFile, "tls-ca", "", "CA certificate that signed the server's certificate (enables TLS)")
+	fs.StringVar(&g.tls.CertFile, "tls-cert", "", "client certificate for mutual TLS")
+	fs.StringVar(&g.tls.KeyFile, "tls-key", "", "client key for mutual TLS")
+	fs.StringVar(&g.tls.ServerName, "tls-server-name", "", "server name to verify, if not the host of --server")
+	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "deadline for the whole command")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return ErrUsage
+	}
+	cmd, rest := rest[0], rest[1:]
+	if cmd == "version" {
+		fmt.Fprintln(stdout, "schedctl", versionString())
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	run := map[string]func(context.Context, pb.AdminClient, []string, io.Writer) error{
+		"apply": apply, "get": get, "status": statusCmd,
+	}[cmd]
+	if run == nil {
+		fs.Usage()
+		return fmt.Errorf("%w: unknown command %q", ErrUsage, cmd)
+	}
+	conn, err := dial(g)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return run(ctx, pb.NewAdminClient(conn), rest, stdout)
+}
+
+func dial(g globals) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if g.tls.Enabled() {
+		tc, err := tlsutil.Client(g.tls)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	return grpc.NewClient(g.server,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(adminapi.MaxMessageBytes), grpc.MaxCallSendMsgSize(adminapi.MaxMessageBytes)),
+	)
+}
+
+func apply(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	file := fs.String("f", "", "topology file (YAML); - for standard input")
+	dry := fs.Bool("dry-run", false, "validate on the server, store nothing")
+	force := fs.Bool("force", false, "apply even if the document is based on an older revision")
+	base := fs.Int64("base-revision", 0, "the revision the document was based on (default: its revision: field)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *file == "" {
+		return fmt.Errorf("%w: apply needs -f FILE", ErrUsage)
+	}
+	var doc []byte
+	var err error
+	if *file == "-" {
+		doc, err = io.ReadAll(os.Stdin)
+	} else {
+		doc, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return err
+	}
+	resp, err := c.ApplyTopology(ctx, &pb.ApplyTopologyRequest{Document: doc, DryRun: *dry, Force: *force, BaseRevision: *base})
+	if err != nil {
+		return explain(err)
+	}
+	s := resp.GetSummary()
+	counts := fmt.Sprintf("%d regions, %d nodes, %d servers, %d zones (%d networks), %d services", s.GetRegions(), s.GetNodes(), s.GetServers(), s.GetZones(), s.GetNetworks(), s.GetServices())
+	switch {
+	case *dry && resp.GetChanged():
+		fmt.Fprintf(out, "valid: %s; would replace revision %d\n", counts, resp.GetRevision())
+	case *dry:
+		fmt.Fprintf(out, "valid: %s; identical to revision %d\n", counts, resp.GetRevision())
+	case resp.GetApplied():
+		fmt.Fprintf(out, "applied revision %d: %s\n", resp.GetRevision(), counts)
+	default:
+		fmt.Fprintf(out, "unchanged: revision %d already holds this topology\n", resp.GetRevision())
+	}
+	return nil
+}
+
+// explain renders an API error with every field violation on its own line.
+func explain(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(st.Message())
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == "" {
+					fmt.Fprintf(&b, "\n  %s", v.GetDescription())
+				} else {
+					fmt.Fprintf(&b, "\n  %s: %s", v.GetField(), v.GetDescription())
+				}
+			}
+		}
+	}
+	if st.Code() == codes.Unavailable {
+		b.WriteString("\n(is the central scheduler running and reachable? see --server)")
+	}
+	return errors.New(b.String())
+}
+
+func outputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "table", "output format: table, yaml or json")
+}
+
+func get(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: get what? topology, regions, nodes, servers, zones or services", ErrUsage)
+	}
+	what := args[0]
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	format := outputFlag(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	resp, err := c.GetTopology(ctx, &pb.GetTopologyRequest{})
+	if err != nil {
+		return explain(err)
+	}
+	if what == "topology" && *format != "json" {
+		_, err := out.Write(resp.GetDocument())
+		return err
+	}
+	t, err := topology.Decode(resp.GetDocument())
+	if err != nil {
+		return fmt.Errorf("the server sent a document this schedctl cannot read: %w", err)
+	}
+	var rows any
+	var table func(*tabwriter.Writer)
+	switch what {
+	case "topology":
+		rows = t
+	case "regions":
+		rows = t.Regions
+		table = func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "NAME\tLAT\tLON\tFALLBACK")
+			for _, r := range t.Regions {
+				fmt.Fprintf(w, "%s\t%.4f\t%.4f\t%s\n", r.Name, r.Location.Lat, r.Location.Lon, strings.Join(r.Fallback, ","))
+			}
+		}
+	case "nodes":
+		rows = t.Nodes
+		table = func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "NAME\tREGION\tSERVERS\tLAT\tLON")
+			for _, n := range t.Nodes {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%.4f\t%.4f\n", n.Name, n.Region, len(n.Servers), n.Location.Lat, n.Location.Lon)
+			}
+		}
+	case "servers":
+		type row struct {
+			Node   string `json:"node" yaml:"node"`
+			Region string `json:"region" yaml:"region"`
+			topology.Server `yaml:",inline"`
+		}
+		var rs []row
+		for _, n := range t.Nodes {
+			for _, s := range n.Servers {
+				rs = append(rs, row{n.Name, n.Region, s})
+			}
+		}
+		rows = rs
+		table = func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "NAME\tNODE\tREGION\tADDRESS\tWEIGHT\tBANDWIDTH_MBPS")
+			for _, r := range rs {
+				weight := r.Weight
+				if weight == 0 {
+					weight = topology.DefaultWeight
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%g\n", r.Name, r.Node, r.Region, r.Address, weight, r.Capacity.BandwidthMbps)
+			}
+		}
+	case "zones":
+		rows = t.Zones
+		table = func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "NAME\tREGION\tNETWORKS")
+			for _, z := range t.Zones {
+				nets := strings.Join(z.Networks, ",")
+				if len(z.Networks) > 4 {
+					nets = fmt.Sprintf("%s,... (%d)", strings.Join(z.Networks[:4], ","), len(z.Networks))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", z.Name, z.Region, nets)
+			}
+		}
+	case "services":
+		rows = t.Services
+		table = func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "NAME\tHOSTNAMES\tSELECTION\tBITRATES_KBPS")
+			for _, s := range t.Services {
+				sel := s.Selection
+				if sel == "" {
+					sel = topology.DefaultSelection
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, strings.Join(s.Hostnames, ","), sel, strings.Trim(fmt.Sprint(s.BitratesKbps), "[]"))
+			}
+		}
+	default:
+		return fmt.Errorf("%w: cannot get %q: want topology, regions, nodes, servers, zones or services", ErrUsage, what)
+	}
+	return render(out, *format, rows, table, fmt.Sprintf("revision %d", resp.GetRevision()))
+}
+
+func render(out io.Writer, format string, rows any, table func(*tabwriter.Writer), footer string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "yaml":
+		enc := yaml.NewEncoder(out)
+		enc.SetIndent(2)
+		defer enc.Close()
+		return enc.Encode(rows)
+	case "table":
+		if table == nil {
+			return fmt.Errorf("%w: no table form; use -o yaml or -o json", ErrUsage)
+		}
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		table(w)
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if footer != "" {
+			fmt.Fprintln(out, footer)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown output format %q (table, yaml, json)", ErrUsage, format)
+	}
+}
+
+func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	format := outputFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	resp, err := c.Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return explain(err)
+	}
+	type inst struct {
+		ID               string  `json:"id" yaml:"id"`
+		Role             string  `json:"role" yaml:"role"`
+		Region           string  `json:"region,omitempty" yaml:"region,omitempty"`
+		State            string  `json:"state" yaml:"state"`
+		SnapshotRevision int64   `json:"snapshot_revision" yaml:"snapshot_revision"`
+		SnapshotAge      float64 `json:"snapshot_age_seconds" yaml:"snapshot_age_seconds"`
+		Version          string  `json:"version" yaml:"version"`
+		Uptime           string  `json:"uptime" yaml:"uptime"`
+		Admin            string  `json:"admin_address,omitempty" yaml:"admin_address,omitempty"`
+	}
+	type doc struct {
+		Revision  int64  `json:"revision" yaml:"revision"`
+		Instances []inst `json:"instances" yaml:"instances"`
+	}
+	d := doc{Revision: resp.GetRevision(), Instances: []inst{}}
+	for _, in := range resp.GetInstances() {
+		d.Instances = append(d.Instances, inst{
+			ID: in.GetId(), Role: in.GetRole(), Region: in.GetRegion(), State: in.GetState(),
+			SnapshotRevision: in.GetSnapshotRevision(), SnapshotAge: in.GetSnapshotAgeSeconds(),
+			Version: in.GetVersion(), Uptime: time.Since(in.GetStartedAt().AsTime()).Round(time.Second).String(),
+			Admin: in.GetAdminAddress(),
+		})
+	}
+	return render(out, *format, d, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "topology revision %d, %d scheduler instance(s)\n", d.Revision, len(d.Instances))
+		fmt.Fprintln(w, "INSTANCE\tROLE\tREGION\tSTATE\tREVISION\tSNAPSHOT_AGE\tUPTIME\tVERSION")
+		for _, in := range d.Instances {
+			region := in.Region
+			if region == "" {
+				region = "-"
+			}
+			lag := ""
+			if in.SnapshotRevision != d.Revision {
+				lag = " (behind)"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d%s\t%.1fs\t%s\t%s\n", in.ID, in.Role, region, in.State, in.SnapshotRevision, lag, in.SnapshotAge, in.Uptime, in.Version)
+		}
+	}, "")
+}
+
+func versionString() string { return version.String() }

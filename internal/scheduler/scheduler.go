@@ -1,0 +1,228 @@
+// Package scheduler assembles a scheduler daemon from its components (the
+// snapshot syncer, the instance registration, the admin listener and, at the
+// center, the embedded etcd and the admin gRPC API) and runs them under one
+// errgroup. The daemon mains only parse flags and call RunCenter or RunRegional.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/anysched/anysched/internal/adminapi"
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/obs"
+	"github.com/anysched/anysched/internal/snapshot"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/version"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Roles of a scheduler instance.
+const (
+	RoleCentral  = "central"
+	RoleRegional = "regional"
+)
+
+// Scheduler is what both roles share.
+type Scheduler struct {
+	ID       string
+	Role     string
+	Region   string
+	Store    *store.Store
+	Syncer   *snapshot.Syncer
+	Admin    *obs.Admin
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+
+	started time.Time
+}
+
+// New builds the shared components over a connected store.
+func New(role, region string, c config.Common, st *store.Store, log *slog.Logger) *Scheduler {
+	s := &Scheduler{
+		ID: c.InstanceID, Role: role, Region: region, Store: st,
+		Registry: obs.NewRegistry(), Logger: log, started: time.Now().UTC(),
+	}
+	if s.ID == "" {
+		s.ID = DefaultInstanceID(role, region)
+	}
+	s.Syncer = &snapshot.Syncer{
+		Source: st, CacheFile: c.Snapshot.CacheFile,
+		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
+		Logger: log.With("component", "snapshot"),
+	}
+	s.Syncer.Register(s.Registry)
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
+	}, func() float64 {
+		if s.Ready() == nil {
+			return 1
+		}
+		return 0
+	}))
+	s.Admin = &obs.Admin{Addr: c.Admin.Listen, Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin")}
+	return s
+}
+
+// DefaultInstanceID is hostname-role[-region].
+func DefaultInstanceID(role, region string) string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "unknown"
+	}
+	id := h + "-" + role
+	if region != "" {
+		id += "-" + region
+	}
+	return id
+}
+
+// Ready reports whether this scheduler can answer: it holds a snapshot that
+// is fresh enough and, for a regional scheduler, names its region.
+func (s *Scheduler) Ready() error {
+	if err := s.Syncer.Ready(); err != nil {
+		return err
+	}
+	if s.Region != "" {
+		snap := s.Syncer.Snapshot()
+		if _, ok := snap.Region(s.Region); !ok {
+			return fmt.Errorf("region %q is not in topology revision %d", s.Region, snap.Revision)
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) instance() store.Instance {
+	in := store.Instance{
+		ID: s.ID, Role: s.Role, Region: s.Region, Version: version.String(),
+		AdminAddress: s.Admin.Addr, StartedAt: s.started, SnapshotAge: s.Syncer.Age().Seconds(),
+	}
+	in.Hostname, _ = os.Hostname()
+	switch snap := s.Syncer.Snapshot(); {
+	case snap == nil:
+		in.State = "starting"
+	case s.Ready() != nil:
+		in.SnapshotRevision = snap.Revision
+		in.State = "stale"
+	default:
+		in.SnapshotRevision = snap.Revision
+		in.State = "ready"
+	}
+	return in
+}
+
+// components returns the shared components' run functions.
+func (s *Scheduler) components() []func(context.Context) error {
+	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance}
+	return []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run}
+}
+
+// RunRegional runs a city scheduler until ctx ends.
+func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error {
+	log = log.With("role", RoleRegional, "region", c.Region)
+	cli, err := store.Connect(c.Etcd, c.Etcd.Endpoints, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	s := New(RoleRegional, c.Region, c.Common, store.New(cli, c.Etcd.Prefix, log), log)
+	if err := s.Syncer.LoadCache(); err != nil {
+		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
+	}
+	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints)
+	return runAll(ctx, s.components()...)
+}
+
+// RunCenter runs the central scheduler until ctx ends.
+func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
+	log = log.With("role", RoleCentral)
+	endpoints := c.Etcd.Endpoints
+	var emb *store.Embedded
+	if len(endpoints) == 0 {
+		var err error
+		emb, err = store.StartEmbedded(ctx, c.Etcd.Embedded, store.EmbeddedOptions{}, log)
+		if err != nil {
+			return err
+		}
+		defer emb.Close()
+		endpoints = []string{emb.ClientURL}
+	}
+	cli, err := store.Connect(c.Etcd, endpoints, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	st := store.New(cli, c.Etcd.Prefix, log)
+	s := New(RoleCentral, "", c.Common, st, log)
+	if err := s.Syncer.LoadCache(); err != nil {
+		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
+	}
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi")}, log)
+	if err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
+	ln, err := net.Listen("tcp", c.GRPC.Listen)
+	if err != nil {
+		return fmt.Errorf("grpc listener: %w", err)
+	}
+	log.Info("central scheduler starting", "id", s.ID, "version", version.String(), "grpc", ln.Addr().String(), "etcd", endpoints, "embedded_etcd", emb != nil)
+	serveGRPC := func(ctx context.Context) error {
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		errc := make(chan error, 1)
+		go func() { errc <- grpcSrv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("grpc: %w", err)
+		case <-ctx.Done():
+			hs.Shutdown()
+			stopped := make(chan struct{})
+			go func() { grpcSrv.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				grpcSrv.Stop()
+			}
+			return nil
+		}
+	}
+	comps := append(s.components(), serveGRPC)
+	if emb != nil {
+		comps = append(comps, func(ctx context.Context) error {
+			select {
+			case err := <-emb.Err():
+				return fmt.Errorf("embedded etcd: %w", err)
+			case <-ctx.Done():
+				return nil
+			}
+		})
+	}
+	return runAll(ctx, comps...)
+}
+
+// runAll runs components until ctx ends or one fails; a component's clean
+// return before ctx ends is a failure too, since all of them should run for
+// the life of the daemon.
+func runAll(ctx context.Context, comps ...func(context.Context) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, run := range comps {
+		g.Go(func() error {
+			err := run(gctx)
+			if err == nil && gctx.Err() == nil {
+				return errors.New("component stopped unexpectedly")
+			}
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}

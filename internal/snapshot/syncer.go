@@ -1,0 +1,265 @@
+// Package snapshot keeps a scheduler's copy of the province current: it
+// watches the store, compiles each new topology into an immutable Snapshot off
+// the hot path, swaps it in through an atomic.Pointer, and persists the last
+// good one on disk so that a scheduler restarted while etcd is down still
+// serves.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Source is what the syncer needs from the store.
+type Source interface {
+	CurrentRevision(ctx context.Context) (int64, error)
+	Current(ctx context.Context) (*store.Stored, error)
+	WatchCurrent(ctx context.Context) clientv3.WatchChan
+}
+
+// Syncer follows the store and holds the current Snapshot.
+type Syncer struct {
+	Source          Source
+	CacheFile       string        // "" disables the disk cache
+	ConfirmInterval time.Duration // how often the revision is checked besides the watch
+	MaxStaleness    time.Duration // older than this, Ready reports an error
+	Logger          *slog.Logger
+	// OnSwap, if set, is called after each swap, off the hot path.
+	OnSwap func(*topology.Snapshot)
+
+	cur       atomic.Pointer[topology.Snapshot]
+	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
+	badRev    int64        // a stored revision that failed to compile; not retried
+	lastTouch time.Time
+
+	swaps      prometheus.Counter
+	errs       *prometheus.CounterVec
+	buildTime  prometheus.Histogram
+	metricsSet bool
+}
+
+// Register adds the syncer's metrics to reg. Call once, before Run.
+func (s *Syncer) Register(reg prometheus.Registerer) {
+	s.swaps = prometheus.NewCounter(prometheus.CounterOpts{Name: "anysched_snapshot_swaps_total", Help: "Snapshots swapped in."})
+	s.errs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_errors_total", Help: "Failures keeping the snapshot current, by stage (fetch, build, cache)."}, []string{"stage"})
+	s.buildTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anysched_snapshot_build_duration_seconds", Help: "Time to fetch and compile a new snapshot.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	for _, st := range []string{"fetch", "build", "cache"} {
+		s.errs.WithLabelValues(st)
+	}
+	reg.MustRegister(s.swaps, s.errs, s.buildTime,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_age_seconds", Help: "Seconds since the snapshot was last confirmed current against the store; -1 when there is none."}, func() float64 {
+			if s.cur.Load() == nil {
+				return -1
+			}
+			return s.Age().Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_revision_number", Help: "Topology revision of the snapshot in use (0: none)."}, func() float64 {
+			if c := s.cur.Load(); c != nil {
+				return float64(c.Revision)
+			}
+			return 0
+		}),
+	)
+	s.metricsSet = true
+}
+
+// Snapshot returns the current snapshot, or nil before the first one.
+func (s *Syncer) Snapshot() *topology.Snapshot { return s.cur.Load() }
+
+// Age is the time since the snapshot was last confirmed current.
+func (s *Syncer) Age() time.Duration {
+	c := s.confirmed.Load()
+	if c == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, c))
+}
+
+// Ready says whether the scheduler has a snapshot fresh enough to answer from.
+func (s *Syncer) Ready() error {
+	if s.cur.Load() == nil {
+		return errors.New("no topology snapshot yet")
+	}
+	if age := s.Age(); s.MaxStaleness > 0 && age > s.MaxStaleness {
+		return fmt.Errorf("snapshot is %s old, more than snapshot.max_staleness %s", age.Round(time.Second), s.MaxStaleness)
+	}
+	return nil
+}
+
+// LoadCache swaps in the snapshot persisted on disk, if there is one. Call it
+// before Run so that the scheduler serves before etcd answers.
+func (s *Syncer) LoadCache() error {
+	if s.CacheFile == "" {
+		return nil
+	}
+	c, err := readCache(s.CacheFile)
+	if err != nil {
+		s.count("cache")
+		return err
+	}
+	if c == nil {
+		return nil
+	}
+	snap, err := topology.Compile(c.topology, c.Revision)
+	if err != nil {
+		s.count("cache")
+		return fmt.Errorf("snapshot cache %s: %w", s.CacheFile, err)
+	}
+	s.swap(snap)
+	s.confirmed.Store(c.confirmedAt.UnixNano())
+	s.Logger.Info("serving the cached snapshot until the store answers", "revision", c.Revision, "age", time.Since(c.confirmedAt).Round(time.Second).String(), "file", s.CacheFile)
+	return nil
+}
+
+// Run follows the store until ctx ends. It never gives up: while the store is
+// unreachable the current snapshot stays in service and its age grows.
+func (s *Syncer) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	failing := false
+	for {
+		err := s.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.count("fetch")
+		if !failing {
+			s.Logger.Warn("lost the store; keeping the current snapshot", "err", err, "revision", s.revision())
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+		if s.Age() < s.ConfirmInterval {
+			// follow() got as far as a confirmation: the store is back.
+			backoff, failing = 100*time.Millisecond, false
+		}
+	}
+}
+
+func (s *Syncer) follow(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := s.Source.WatchCurrent(wctx)
+	if err := s.refresh(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(s.ConfirmInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+			if err := s.refresh(ctx); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := s.refresh(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Syncer) revision() int64 {
+	if c := s.cur.Load(); c != nil {
+		return c.Revision
+	}
+	return 0
+}
+
+// refresh confirms the held revision against the store and loads a new one
+// when it differs.
+func (s *Syncer) refresh(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, max(s.ConfirmInterval, time.Second))
+	rev, err := s.Source.CurrentRevision(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("read topology revision: %w", err)
+	}
+	if rev == 0 || rev == s.revision() || rev == s.badRev {
+		s.confirm()
+		return nil
+	}
+	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	st, err := s.Source.Current(lctx)
+	cancel()
+	if errors.Is(err, store.ErrNoTopology) {
+		s.confirm()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load topology revision %d: %w", rev, err)
+	}
+	snap, err := topology.Compile(st.Topology, st.Revision)
+	if err != nil {
+		// Written by a newer version or corrupted: keep serving what we have,
+		// let staleness grow so readiness and alerts notice.
+		s.count("build")
+		s.badRev = st.Revision
+		s.Logger.Error("stored topology does not compile; keeping the previous snapshot", "revision", st.Revision, "err", err)
+		return nil
+	}
+	s.swap(snap)
+	s.confirm()
+	if s.metricsSet {
+		s.buildTime.Observe(time.Since(start).Seconds())
+	}
+	c := snap.Counts()
+	s.Logger.Info("snapshot swapped in", "revision", snap.Revision, "regions", c.Regions, "servers", c.Servers, "networks", c.Networks, "took", time.Since(start).Round(time.Millisecond).String())
+	if s.CacheFile != "" {
+		if err := writeCache(s.CacheFile, st); err != nil {
+			s.count("cache")
+			s.Logger.Warn("persisting the snapshot failed; a restart without etcd would start empty", "file", s.CacheFile, "err", err)
+		}
+		s.lastTouch = time.Now()
+	}
+	return nil
+}
+
+func (s *Syncer) swap(snap *topology.Snapshot) {
+	s.cur.Store(snap)
+	if s.metricsSet {
+		s.swaps.Inc()
+	}
+	if s.OnSwap != nil {
+		s.OnSwap(snap)
+	}
+}
+
+// confirm records that the held snapshot is the store's current one. The
+// cache file's mtime carries the confirmation time across restarts.
+func (s *Syncer) confirm() {
+	now := time.Now()
+	s.confirmed.Store(now.UnixNano())
+	if s.CacheFile != "" && s.cur.Load() != nil && now.Sub(s.lastTouch) > 10*time.Second {
+		if err := touch(s.CacheFile, now); err == nil {
+			s.lastTouch = now
+		}
+	}
+}
+
+func (s *Syncer) count(stage string) {
+	if s.metricsSet {
+		s.errs.WithLabelValues(stage).Inc()
+	}
+}

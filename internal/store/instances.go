@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Instance is one running scheduler as it registers itself.
+type Instance struct {
+	ID               string    `json:"id"`
+	Role             string    `json:"role"` // central | regional
+	Region           string    `json:"region,omitempty"`
+	Version          string    `json:"version"`
+	Hostname         string    `json:"hostname,omitempty"`
+	AdminAddress     string    `json:"admin_address,omitempty"`
+	SnapshotRevision int64     `json:"snapshot_revision"`
+	SnapshotAge      float64   `json:"snapshot_age_seconds"`
+	State            string    `json:"state"` // starting | ready | stale | stopping
+	StartedAt        time.Time `json:"started_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+func (s *Store) instanceKey(id string) string { return s.prefix + "instances/" + id }
+
+// Instances lists the registered scheduler instances, by role, region, id.
+func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
+	resp, err := s.cli.Get(ctx, s.prefix+"instances/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	out := make([]Instance, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var in Instance
+		if err := json.Unmarshal(kv.Value, &in); err != nil {
+			s.log.Warn("unreadable instance record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Role != b.Role {
+			return a.Role < b.Role
+		}
+		if a.Region != b.Region {
+			return a.Region < b.Region
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// Registration keeps one instance record alive under a lease: when the process
+// dies the record vanishes after TTL, so `schedctl status` shows the living.
+type Registration struct {
+	Store    *Store
+	TTL      time.Duration
+	Interval time.Duration   // how often the record is refreshed
+	Current  func() Instance // the record to publish, read at every refresh
+}
+
+// Run publishes the record until ctx ends, then deletes it.
+func (r *Registration) Run(ctx context.Context) error {
+	log := r.Store.log.With("component", "registration")
+	ttl := max(int64(r.TTL/time.Second), 2)
+	tick := time.NewTicker(r.Interval)
+	defer tick.Stop()
+	var lease clientv3.LeaseID
+	var id string
+	failing := false
+	for {
+		in := r.Current()
+		id = in.ID
+		in.UpdatedAt = time.Now().UTC()
+		err := func() error {
+			cctx, cancel := context.WithTimeout(ctx, r.Interval)
+			defer cancel()
+			if lease == 0 {
+				g, err := r.Store.cli.Grant(cctx, ttl)
+				if err != nil {
+					return err
+				}
+				lease = g.ID
+			} else if _, err := r.Store.cli.KeepAliveOnce(cctx, lease); err != nil {
+				lease = 0 // expired or etcd lost it: grant anew next time
+				return err
+			}
+			val, _ := json.Marshal(in)
+			_, err := r.Store.cli.Put(cctx, r.Store.instanceKey(id), string(val), clientv3.WithLease(lease))
+			return err
+		}()
+		if err != nil && ctx.Err() == nil && !failing {
+			log.Warn("registering instance failed; retrying", "id", id, "err", err)
+		}
+		if err == nil && failing {
+			log.Info("instance registered again", "id", id)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			if lease != 0 {
+				dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, _ = r.Store.cli.Revoke(dctx, lease)
+				cancel()
+			}
+			return nil
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,287 @@
+// Package store keeps the province in etcd: the topology (applied atomically
+// and revisioned), and the registry of running scheduler instances.
+//
+// Layout under the configured prefix (default /anysched/):
+//
+//	topology/current             pointer: digest, chunk count, size, time
+//	topology/blobs/<digest>/<n>  the gzip'd JSON document in <=512 KiB chunks
+//	instances/<id>               one running scheduler, under a lease
+//
+// A province of 100,000 zone networks is larger than etcd's default request
+// limit (1.5 MiB), so a document cannot go in one transaction. It is written
+// as content-addressed chunks first; then one transaction flips the pointer,
+// guarded by the pointer's mod revision. Readers fetch the chunks at the
+// pointer's revision, so nobody ever sees half a topology. The pointer's mod
+// revision is the topology revision shown to operators.
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/anysched/anysched/internal/topology"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ChunkSize bounds one etcd value of a stored document.
+const ChunkSize = 512 << 10
+
+// maxDocumentBytes bounds a stored document after decompression.
+const maxDocumentBytes = 512 << 20
+
+// Store is the project's view of etcd.
+type Store struct {
+	cli    *clientv3.Client
+	prefix string
+	log    *slog.Logger
+}
+
+// New wraps a connected client. prefix must end with '/'.
+func New(cli *clientv3.Client, prefix string, log *slog.Logger) *Store {
+	return &Store{cli: cli, prefix: prefix, log: log.With("component", "store")}
+}
+
+// Client returns the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// CurrentKey is the key schedulers watch.
+func (s *Store) CurrentKey() string { return s.prefix + "topology/current" }
+
+func (s *Store) blobPrefix(digest string) string { return s.prefix + "topology/blobs/" + digest + "/" }
+
+// pointer is the value of topology/current.
+type pointer struct {
+	Digest    string    `json:"digest"`
+	Chunks    int       `json:"chunks"`
+	Size      int       `json:"size"` // uncompressed JSON bytes
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// Stored is the topology as the store holds it.
+type Stored struct {
+	Revision  int64
+	Digest    string
+	AppliedAt time.Time
+	JSON      []byte // canonical JSON of the document (Revision field zero)
+	Topology  *topology.Topology
+}
+
+// ErrNoTopology means nothing has been applied yet.
+var ErrNoTopology = errors.New("no topology has been applied yet")
+
+// StaleError refuses an apply based on a revision that is no longer current.
+type StaleError struct{ Base, Current int64 }
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("the document is based on revision %d but the store is at revision %d: fetch the current topology (schedctl get topology) and apply again, or use --force", e.Base, e.Current)
+}
+
+// ErrConflict means another apply won a race; nothing was changed.
+var ErrConflict = errors.New("the topology changed while this apply was in progress; nothing was applied, try again")
+
+// ApplyOptions control Apply.
+type ApplyOptions struct {
+	// BaseRevision, when non-zero, must equal the current revision unless Force.
+	BaseRevision int64
+	Force        bool
+}
+
+// ApplyResult says what Apply did.
+type ApplyResult struct {
+	Revision int64
+	Digest   string
+	Changed  bool // false when the document equals the stored one
+}
+
+// Canonical returns the stored form of a document and its digest.
+func Canonical(t *topology.Topology) ([]byte, string, error) {
+	c := *t
+	c.Revision = 0 // where a document came from is not part of its content
+	data, err := c.EncodeJSON()
+	if err != nil {
+		return nil, "", fmt.Errorf("encode topology: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return data, hex.EncodeToString(sum[:]), nil
+}
+
+// Apply stores a validated document atomically. The caller validates
+// (topology.Compile): the store only keeps what it is given.
+func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptions) (ApplyResult, error) {
+	data, digest, err := Canonical(t)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	cur, err := s.cli.Get(ctx, s.CurrentKey())
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("read current topology: %w", err)
+	}
+	var curRev int64
+	var curPtr pointer
+	if len(cur.Kvs) > 0 {
+		curRev = cur.Kvs[0].ModRevision
+		if err := json.Unmarshal(cur.Kvs[0].Value, &curPtr); err != nil {
+			s.log.Warn("current topology pointer is unreadable; overwriting it", "err", err)
+		}
+	}
+	if opts.BaseRevision != 0 && !opts.Force && opts.BaseRevision != curRev {
+		return ApplyResult{}, &StaleError{Base: opts.BaseRevision, Current: curRev}
+	}
+	if curPtr.Digest == digest {
+		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
+	}
+
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if _, err := zw.Write(data); err != nil {
+		return ApplyResult{}, err
+	}
+	if err := zw.Close(); err != nil {
+		return ApplyResult{}, err
+	}
+	blob := gz.Bytes()
+	chunks := (len(blob) + ChunkSize - 1) / ChunkSize
+	for i := range chunks {
+		part := blob[i*ChunkSize : min(len(blob), (i+1)*ChunkSize)]
+		if _, err := s.cli.Put(ctx, fmt.Sprintf("%s%06d", s.blobPrefix(digest), i), string(part)); err != nil {
+			return ApplyResult{}, fmt.Errorf("write topology chunk %d/%d: %w", i+1, chunks, err)
+		}
+	}
+	ptr, _ := json.Marshal(pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC()})
+	cmp := clientv3.Compare(clientv3.ModRevision(s.CurrentKey()), "=", curRev)
+	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(s.CurrentKey(), string(ptr))).Commit()
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("switch to the new topology: %w", err)
+	}
+	if !resp.Succeeded {
+		return ApplyResult{}, ErrConflict
+	}
+	rev := resp.Header.Revision
+	s.log.Info("topology applied", "revision", rev, "previous", curRev, "digest", digest[:12], "bytes", len(data), "chunks", chunks)
+	s.collect(ctx, digest, curPtr.Digest)
+	return ApplyResult{Revision: rev, Digest: digest, Changed: true}, nil
+}
+
+// collect deletes chunk sets other than the current and the previous one.
+// Readers fetch at the pointer's revision, so a reader in flight still
+// finds deleted chunks until etcd compacts.
+func (s *Store) collect(ctx context.Context, keep ...string) {
+	root := s.prefix + "topology/blobs/"
+	resp, err := s.cli.Get(ctx, root, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		s.log.Warn("listing old topology chunks failed; they stay until the next apply", "err", err)
+		return
+	}
+	stale := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		d, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), root), "/")
+		keepIt := false
+		for _, k := range keep {
+			keepIt = keepIt || d == k
+		}
+		if !keepIt {
+			stale[d] = true
+		}
+	}
+	for d := range stale {
+		if _, err := s.cli.Delete(ctx, s.blobPrefix(d), clientv3.WithPrefix()); err != nil {
+			s.log.Warn("deleting old topology chunks failed", "digest", d, "err", err)
+		}
+	}
+}
+
+// CurrentRevision returns the revision of the stored topology (0 if none),
+// with a linearizable read: it fails when this member is cut off from quorum.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.CurrentKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
+}
+
+// Current loads the stored topology whole.
+func (s *Store) Current(ctx context.Context) (*Stored, error) {
+	for attempt := 0; ; attempt++ {
+		st, err := s.current(ctx)
+		// A compaction between reading the pointer and its chunks means a
+		// newer apply happened; read again.
+		if errors.Is(err, rpctypes.ErrCompacted) && attempt < 3 {
+			continue
+		}
+		return st, err
+	}
+}
+
+func (s *Store) current(ctx context.Context) (*Stored, error) {
+	resp, err := s.cli.Get(ctx, s.CurrentKey())
+	if err != nil {
+		return nil, fmt.Errorf("read topology pointer: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNoTopology
+	}
+	kv := resp.Kvs[0]
+	var p pointer
+	if err := json.Unmarshal(kv.Value, &p); err != nil {
+		return nil, fmt.Errorf("topology pointer at revision %d: %w", kv.ModRevision, err)
+	}
+	chunks, err := s.cli.Get(ctx, s.blobPrefix(p.Digest), clientv3.WithPrefix(), clientv3.WithRev(kv.ModRevision), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("read topology chunks at revision %d: %w", kv.ModRevision, err)
+	}
+	if len(chunks.Kvs) != p.Chunks {
+		return nil, fmt.Errorf("topology at revision %d: %d of %d chunks present", kv.ModRevision, len(chunks.Kvs), p.Chunks)
+	}
+	var blob bytes.Buffer
+	for _, c := range chunks.Kvs {
+		blob.Write(c.Value)
+	}
+	data, err := gunzip(blob.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("topology at revision %d: %w", kv.ModRevision, err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != p.Digest {
+		return nil, fmt.Errorf("topology at revision %d: digest mismatch (stored %s, computed %s)", kv.ModRevision, p.Digest, got)
+	}
+	t, err := topology.DecodeJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	return &Stored{Revision: kv.ModRevision, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t}, nil
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, maxDocumentBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	if len(data) > maxDocumentBytes {
+		return nil, fmt.Errorf("document larger than %d bytes", maxDocumentBytes)
+	}
+	return data, nil
+}
+
+// WatchCurrent returns a watch on the topology pointer.
+func (s *Store) WatchCurrent(ctx context.Context) clientv3.WatchChan {
+	return s.cli.Watch(clientv3.WithRequireLeader(ctx), s.CurrentKey())
+}

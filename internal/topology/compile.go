@@ -1,0 +1,508 @@
+package topology
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anysched/anysched/internal/yamlstrict"
+	"github.com/gaissmai/bart"
+)
+
+// Selections lists the server-selection policies this version implements.
+// The topology format reserves the others of ARCHITECTURE §5 (qoe, chash, swrr,
+// p2c); they are rejected until their code lands rather than silently ignored.
+var selections = []string{"nearest"}
+
+// URL template placeholders a service may use.
+var templateFields = []string{"server", "host", "port", "channel", "path", "bitrate", "service", "region"}
+
+// Validate checks the meaning of a decoded document and returns every problem,
+// each naming its field path. It builds the same structures Compile does, so a
+// document that validates always compiles.
+func Validate(t *Topology) error {
+	_, err := Compile(t, 0)
+	return err
+}
+
+// Compile validates t and builds the immutable Snapshot schedulers answer from.
+// t must not be modified afterwards: the Snapshot keeps it as its document.
+func Compile(t *Topology, revision int64) (*Snapshot, error) {
+	c := compiler{t: t, s: &Snapshot{Revision: revision, Doc: t}}
+	c.anycast()
+	c.regions()
+	c.nodes()
+	c.zones()
+	c.services()
+	if err := c.errs.Err(); err != nil {
+		return nil, err
+	}
+	return c.s, nil
+}
+
+type compiler struct {
+	t    *Topology
+	s    *Snapshot
+	errs yamlstrict.Errors
+}
+
+func (c *compiler) add(path, format string, args ...any) { c.errs.Add(path, format, args...) }
+
+func (c *compiler) anycast() {
+	a := c.t.Anycast
+	ip, err := netip.ParseAddr(a.ServiceIP)
+	switch {
+	case a.ServiceIP == "":
+		c.add("anycast.service_ip", "required")
+	case err != nil || ip.Zone() != "":
+		c.add("anycast.service_ip", "not an IP address: %q", a.ServiceIP)
+	default:
+		c.s.ServiceIP = ip
+	}
+	pfx, err := netip.ParsePrefix(a.CenterPrefix)
+	switch {
+	case a.CenterPrefix == "":
+		c.add("anycast.center_prefix", "required")
+	case err != nil:
+		c.add("anycast.center_prefix", "not a CIDR prefix: %q", a.CenterPrefix)
+	case pfx.Masked() != pfx:
+		c.add("anycast.center_prefix", "host bits set: %q (did you mean %s?)", a.CenterPrefix, pfx.Masked())
+	case pfx.Bits() == pfx.Addr().BitLen():
+		c.add("anycast.center_prefix", "%s is a host route; the center must announce a covering aggregate", pfx)
+	default:
+		c.s.CenterPrefix = pfx
+		if c.s.ServiceIP.IsValid() && !pfx.Contains(c.s.ServiceIP) {
+			c.add("anycast.center_prefix", "%s does not contain anycast.service_ip %s, so routers could not fall back to the center", pfx, c.s.ServiceIP)
+		}
+	}
+}
+
+func (c *compiler) location(path string, l *Location, required bool) (Location, bool) {
+	if l == nil {
+		if required {
+			c.add(path, "required")
+		}
+		return Location{}, false
+	}
+	ok := true
+	if math.IsNaN(l.Lat) || l.Lat < -90 || l.Lat > 90 {
+		c.add(path+".lat", "%v is out of range [-90, 90]", l.Lat)
+		ok = false
+	}
+	if math.IsNaN(l.Lon) || l.Lon < -180 || l.Lon > 180 {
+		c.add(path+".lon", "%v is out of range [-180, 180]", l.Lon)
+		ok = false
+	}
+	return *l, ok
+}
+
+// name checks a name used in etcd keys, metric labels and CLI arguments.
+func (c *compiler) name(path, n string) bool {
+	if n == "" {
+		c.add(path, "required")
+		return false
+	}
+	if len(n) > 128 {
+		c.add(path, "longer than 128 characters")
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		b := n[i]
+		alnum := b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
+		if alnum || (i > 0 && i < len(n)-1 && (b == '-' || b == '_' || b == '.')) {
+			continue
+		}
+		c.add(path, "%q is not a valid name (lowercase letters, digits, and '-', '_', '.' inside)", n)
+		return false
+	}
+	return true
+}
+
+func (c *compiler) regions() {
+	s := c.s
+	if len(c.t.Regions) == 0 {
+		c.add("regions", "at least one region is required")
+	}
+	s.regionIdx = make(map[string]int32, len(c.t.Regions))
+	s.Regions = make([]RegionView, len(c.t.Regions))
+	for i, r := range c.t.Regions {
+		p := fmt.Sprintf("regions[%d]", i)
+		if c.name(p+".name", r.Name) {
+			if j, dup := s.regionIdx[r.Name]; dup {
+				c.add(p+".name", "duplicate region %q (first at regions[%d])", r.Name, j)
+			} else {
+				s.regionIdx[r.Name] = int32(i)
+			}
+		}
+		loc, _ := c.location(p+".location", r.Location, true)
+		s.Regions[i] = RegionView{Name: r.Name, Loc: loc}
+	}
+	for i, r := range c.t.Regions {
+		seen := map[string]bool{}
+		for j, f := range r.Fallback {
+			p := fmt.Sprintf("regions[%d].fallback[%d]", i, j)
+			idx, ok := s.regionIdx[f]
+			switch {
+			case !ok:
+				c.add(p, "unknown region %q", f)
+			case f == r.Name:
+				c.add(p, "region %q cannot fall back to itself", f)
+			case seen[f]:
+				c.add(p, "region %q listed twice", f)
+			default:
+				s.Regions[i].Fallback = append(s.Regions[i].Fallback, idx)
+			}
+			seen[f] = true
+		}
+	}
+	c.fallbackCycles()
+}
+
+// fallbackCycles rejects cyclic fallback chains: each region's fallbacks must
+// lead towards the center, never back to itself.
+func (c *compiler) fallbackCycles() {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int8, len(c.s.Regions))
+	var stack []int32
+	reported := map[int32]bool{}
+	var visit func(i int32)
+	visit = func(i int32) {
+		color[i] = grey
+		stack = append(stack, i)
+		for _, f := range c.s.Regions[i].Fallback {
+			switch color[f] {
+			case white:
+				visit(f)
+			case grey:
+				start := slices.Index(stack, f)
+				cycle := stack[start:]
+				first := slices.Min(cycle)
+				if !reported[first] {
+					reported[first] = true
+					names := make([]string, 0, len(cycle)+1)
+					for _, k := range cycle {
+						names = append(names, c.s.Regions[k].Name)
+					}
+					names = append(names, c.s.Regions[f].Name)
+					c.add(fmt.Sprintf("regions[%d].fallback", i), "fallback cycle: %s", strings.Join(names, " -> "))
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+	}
+	for i := range c.s.Regions {
+		if color[i] == white {
+			visit(int32(i))
+		}
+	}
+}
+
+func (c *compiler) nodes() {
+	s := c.s
+	s.nodeIdx = make(map[string]int32, len(c.t.Nodes))
+	s.serverIdx = make(map[string]int32)
+	addrs := make(map[netip.AddrPort]string)
+	s.Nodes = make([]NodeView, len(c.t.Nodes))
+	for i, n := range c.t.Nodes {
+		p := fmt.Sprintf("nodes[%d]", i)
+		if c.name(p+".name", n.Name) {
+			if j, dup := s.nodeIdx[n.Name]; dup {
+				c.add(p+".name", "duplicate node %q (first at nodes[%d])", n.Name, j)
+			} else {
+				s.nodeIdx[n.Name] = int32(i)
+			}
+		}
+		region := int32(-1)
+		if n.Region == "" {
+			c.add(p+".region", "required")
+		} else if r, ok := s.regionIdx[n.Region]; ok {
+			region = r
+		} else {
+			c.add(p+".region", "unknown region %q", n.Region)
+		}
+		loc, _ := c.location(p+".location", n.Location, true)
+		nv := NodeView{Name: n.Name, Region: region, Loc: loc}
+		if len(n.Servers) == 0 {
+			c.add(p+".servers", "at least one server is required")
+		}
+		for j, sv := range n.Servers {
+			sp := fmt.Sprintf("%s.servers[%d]", p, j)
+			idx := int32(len(s.Servers))
+			if c.name(sp+".name", sv.Name) {
+				if k, dup := s.serverIdx[sv.Name]; dup {
+					c.add(sp+".name", "duplicate server %q (first in node %q)", sv.Name, s.Nodes[s.Servers[k].Node].Name)
+				} else {
+					s.serverIdx[sv.Name] = idx
+				}
+			}
+			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: sv.Weight, CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity}
+			view.Addr = c.address(sp+".address", sv.Address, addrs)
+			if sv.Health != nil && sv.Health.URL != "" {
+				u, err := url.Parse(sv.Health.URL)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					c.add(sp+".health.url", "not an http(s) URL: %q", sv.Health.URL)
+				}
+				view.HealthURL = sv.Health.URL
+			}
+			switch {
+			case sv.Weight < 0 || sv.Weight > 1_000_000:
+				c.add(sp+".weight", "%d is out of range [0, 1000000] (0 means %d)", sv.Weight, DefaultWeight)
+			case sv.Weight == 0:
+				view.Weight = DefaultWeight
+			}
+			if l, ok := c.location(sp+".location", sv.Location, false); ok {
+				view.Loc = l
+			}
+			c.nonNegative(sp+".coverage_radius_m", sv.CoverageRadiusM)
+			c.nonNegative(sp+".capacity.bandwidth_mbps", sv.Capacity.BandwidthMbps)
+			c.nonNegative(sp+".capacity.transcode_units", sv.Capacity.TranscodeUnits)
+			nv.Servers = append(nv.Servers, idx)
+			s.Servers = append(s.Servers, view)
+		}
+		s.Nodes[i] = nv
+		if region >= 0 {
+			rv := &s.Regions[region]
+			rv.Nodes = append(rv.Nodes, int32(i))
+			rv.Servers = append(rv.Servers, nv.Servers...)
+		}
+	}
+}
+
+func (c *compiler) address(path, a string, seen map[netip.AddrPort]string) netip.AddrPort {
+	if a == "" {
+		c.add(path, "required")
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(a)
+	if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" || ap.Addr().IsUnspecified() {
+		c.add(path, "not host:port with an IP address and a non-zero port: %q", a)
+		return netip.AddrPort{}
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap.Addr() == c.s.ServiceIP {
+		c.add(path, "%s is the anycast service address; redirecting there would loop", ap.Addr())
+	}
+	if other, dup := seen[ap]; dup {
+		c.add(path, "address %s is already used by server %q", ap, other)
+	} else {
+		seen[ap] = path
+	}
+	return ap
+}
+
+func (c *compiler) nonNegative(path string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		c.add(path, "%v must be a finite number >= 0", v)
+	}
+}
+
+func (c *compiler) zones() {
+	s := c.s
+	s.zoneIdx = make(map[string]int32, len(c.t.Zones))
+	s.Zones = make([]ZoneView, len(c.t.Zones))
+	s.zoneTable = new(bart.Table[int32])
+	// where each network was declared, for error messages
+	type origin struct{ zone, net int }
+	origins := make(map[netip.Prefix]origin)
+	for i, z := range c.t.Zones {
+		p := fmt.Sprintf("zones[%d]", i)
+		if c.name(p+".name", z.Name) {
+			if j, dup := s.zoneIdx[z.Name]; dup {
+				c.add(p+".name", "duplicate zone %q (first at zones[%d])", z.Name, j)
+			} else {
+				s.zoneIdx[z.Name] = int32(i)
+			}
+		}
+		region := int32(-1)
+		if z.Region == "" {
+			c.add(p+".region", "required")
+		} else if r, ok := s.regionIdx[z.Region]; ok {
+			region = r
+		} else {
+			c.add(p+".region", "unknown region %q", z.Region)
+		}
+		zv := ZoneView{Name: z.Name, Region: region}
+		if region >= 0 {
+			zv.Loc = s.Regions[region].Loc
+		}
+		if l, ok := c.location(p+".location", z.Location, false); ok {
+			zv.Loc = l
+		}
+		if len(z.Networks) == 0 {
+			c.add(p+".networks", "at least one network is required")
+		}
+		for j, n := range z.Networks {
+			np := fmt.Sprintf("%s.networks[%d]", p, j)
+			pfx, err := netip.ParsePrefix(n)
+			if err != nil {
+				c.add(np, "not a CIDR prefix: %q", n)
+				continue
+			}
+			if pfx.Masked() != pfx {
+				c.add(np, "host bits set: %q (did you mean %s?)", n, pfx.Masked())
+				continue
+			}
+			if o, dup := origins[pfx]; dup {
+				c.add(np, "network %s is already in zones[%d].networks[%d]", pfx, o.zone, o.net)
+				continue
+			}
+			origins[pfx] = origin{i, j}
+			zv.Networks = append(zv.Networks, pfx)
+			s.zoneTable.Insert(pfx, int32(i))
+		}
+		s.Zones[i] = zv
+	}
+	// A network nested in another zone's network is fine within one region (a
+	// more specific zone), but across regions it makes the region ambiguous.
+	for i, zv := range s.Zones {
+		if zv.Region < 0 {
+			continue
+		}
+		for _, pfx := range zv.Networks {
+			for super, zi := range s.zoneTable.Supernets(pfx) {
+				if super == pfx {
+					continue
+				}
+				other := s.Zones[zi]
+				if other.Region >= 0 && other.Region != zv.Region {
+					o := origins[pfx]
+					c.add(fmt.Sprintf("zones[%d].networks[%d]", i, o.net), "%s overlaps %s of zone %q in region %q", pfx, super, other.Name, s.Regions[other.Region].Name)
+				}
+			}
+		}
+	}
+}
+
+func (c *compiler) services() {
+	s := c.s
+	if len(c.t.Services) == 0 {
+		c.add("services", "at least one service is required")
+	}
+	s.serviceIdx = make(map[string]int32, len(c.t.Services))
+	s.hostIdx = make(map[string]int32)
+	s.Services = make([]ServiceView, len(c.t.Services))
+	for i, sv := range c.t.Services {
+		p := fmt.Sprintf("services[%d]", i)
+		if c.name(p+".name", sv.Name) {
+			if j, dup := s.serviceIdx[sv.Name]; dup {
+				c.add(p+".name", "duplicate service %q (first at services[%d])", sv.Name, j)
+			} else {
+				s.serviceIdx[sv.Name] = int32(i)
+			}
+		}
+		view := ServiceView{Name: sv.Name, URLTemplate: sv.URLTemplate, BitratesKbps: sv.BitratesKbps, Selection: sv.Selection}
+		if len(sv.Hostnames) == 0 {
+			c.add(p+".hostnames", "at least one hostname is required")
+		}
+		for j, h := range sv.Hostnames {
+			hp := fmt.Sprintf("%s.hostnames[%d]", p, j)
+			norm, ok := NormalizeHost(h)
+			if !ok {
+				c.add(hp, "not a valid DNS name: %q", h)
+				continue
+			}
+			if k, dup := s.hostIdx[norm]; dup {
+				c.add(hp, "hostname %q already belongs to service %q", norm, c.t.Services[k].Name)
+				continue
+			}
+			s.hostIdx[norm] = int32(i)
+			view.Hostnames = append(view.Hostnames, norm)
+		}
+		c.urlTemplate(p+".url_template", sv.URLTemplate)
+		if len(sv.BitratesKbps) == 0 {
+			c.add(p+".bitrates_kbps", "at least one bitrate is required")
+		}
+		for j, b := range sv.BitratesKbps {
+			if b <= 0 {
+				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d must be > 0", b)
+			} else if j > 0 && b <= sv.BitratesKbps[j-1] {
+				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d is not above the previous %d: the ladder must be strictly ascending", b, sv.BitratesKbps[j-1])
+			}
+		}
+		if view.Selection == "" {
+			view.Selection = DefaultSelection
+		} else if !slices.Contains(selections, view.Selection) {
+			c.add(p+".selection", "%q is not supported (supported: %s)", view.Selection, strings.Join(selections, ", "))
+		}
+		s.Services[i] = view
+	}
+}
+
+func (c *compiler) urlTemplate(path, tpl string) {
+	if tpl == "" {
+		c.add(path, "required")
+		return
+	}
+	if !strings.HasPrefix(tpl, "http://") && !strings.HasPrefix(tpl, "https://") {
+		c.add(path, "must start with http:// or https://: %q", tpl)
+	}
+	fields, err := TemplateFields(tpl)
+	if err != nil {
+		c.add(path, "%v", err)
+		return
+	}
+	if !slices.Contains(fields, "server") && !slices.Contains(fields, "host") {
+		c.add(path, "must contain {server} or {host}: %q", tpl)
+	}
+	for _, f := range fields {
+		if !slices.Contains(templateFields, f) {
+			c.add(path, "unknown placeholder {%s} (known: %s)", f, strings.Join(templateFields, ", "))
+		}
+	}
+}
+
+// TemplateFields lists the {placeholders} of a URL template in order.
+func TemplateFields(tpl string) ([]string, error) {
+	var out []string
+	for i := 0; i < len(tpl); i++ {
+		switch tpl[i] {
+		case '{':
+			end := strings.IndexByte(tpl[i:], '}')
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed '{' at offset %d", i)
+			}
+			name := tpl[i+1 : i+end]
+			if name == "" || strings.ContainsAny(name, "{ ") {
+				return nil, fmt.Errorf("malformed placeholder at offset %d", i)
+			}
+			out = append(out, name)
+			i += end
+		case '}':
+			return nil, fmt.Errorf("unmatched '}' at offset %d", i)
+		}
+	}
+	return out, nil
+}
+
+// NormalizeHost lowercases a DNS name and drops a trailing dot; ok is false
+// when it is not a valid hostname.
+func NormalizeHost(h string) (string, bool) {
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	if h == "" || len(h) > 253 {
+		return "", false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "", false
+		}
+		for i := 0; i < len(label); i++ {
+			b := label[i]
+			if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-') {
+				return "", false
+			}
+		}
+	}
+	if _, err := strconv.Atoi(h[strings.LastIndexByte(h, '.')+1:]); err == nil {
+		return "", false // all-numeric TLD: an IP address, not a name
+	}
+	return h, true
+}

@@ -1,0 +1,141 @@
+// Package topology is the province model operators write (regions, edge nodes
+// with their media servers, coverage zones, services), its strict decoding
+// and validation, and the immutable Snapshot schedulers answer from.
+package topology
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/anysched/anysched/internal/yamlstrict"
+	"gopkg.in/yaml.v3"
+)
+
+// Topology is one whole province, applied atomically.
+type Topology struct {
+	// Revision is the store revision this document was read at (written by
+	// `schedctl get topology`); an apply carrying an older one is refused
+	// unless forced. Zero means the document states no base revision.
+	Revision int64     `yaml:"revision,omitempty" json:"revision,omitempty"`
+	Anycast  Anycast   `yaml:"anycast" json:"anycast"`
+	Regions  []Region  `yaml:"regions" json:"regions"`
+	Nodes    []Node    `yaml:"nodes" json:"nodes"`
+	Zones    []Zone    `yaml:"zones" json:"zones"`
+	Services []Service `yaml:"services" json:"services"`
+}
+
+// Anycast holds the shared service address and the center's aggregate.
+type Anycast struct {
+	ServiceIP    string `yaml:"service_ip" json:"service_ip"`
+	CenterPrefix string `yaml:"center_prefix" json:"center_prefix"`
+}
+
+// Location is a WGS84 point in degrees.
+type Location struct {
+	Lat float64 `yaml:"lat" json:"lat"`
+	Lon float64 `yaml:"lon" json:"lon"`
+}
+
+// Region is one city with its own regional scheduler.
+type Region struct {
+	Name     string    `yaml:"name" json:"name"`
+	Location *Location `yaml:"location" json:"location"`
+	// Fallback regions in order; the center is implicitly last.
+	Fallback []string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
+}
+
+// Node is an edge service node (cache group) in one region.
+type Node struct {
+	Name     string    `yaml:"name" json:"name"`
+	Region   string    `yaml:"region" json:"region"`
+	Location *Location `yaml:"location" json:"location"`
+	Servers  []Server  `yaml:"servers" json:"servers"`
+}
+
+// Server is one edge media server STBs are redirected to.
+type Server struct {
+	Name    string       `yaml:"name" json:"name"`
+	Address string       `yaml:"address" json:"address"` // IP:port
+	Health  *HealthCheck `yaml:"health,omitempty" json:"health,omitempty"`
+	// Weight is relative within a node; 0 in a document means DefaultWeight.
+	Weight          int       `yaml:"weight,omitempty" json:"weight,omitempty"`
+	Location        *Location `yaml:"location,omitempty" json:"location,omitempty"` // defaults to the node's
+	CoverageRadiusM float64   `yaml:"coverage_radius_m,omitempty" json:"coverage_radius_m,omitempty"`
+	Capacity        Capacity  `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+}
+
+// HealthCheck says how agents probe a server.
+type HealthCheck struct {
+	URL string `yaml:"url,omitempty" json:"url,omitempty"`
+}
+
+// Capacity of a server; zero means not stated.
+type Capacity struct {
+	BandwidthMbps  float64 `yaml:"bandwidth_mbps,omitempty" json:"bandwidth_mbps,omitempty"`
+	TranscodeUnits float64 `yaml:"transcode_units,omitempty" json:"transcode_units,omitempty"`
+}
+
+// Zone maps client networks to a region and a location.
+type Zone struct {
+	Name     string    `yaml:"name" json:"name"`
+	Region   string    `yaml:"region" json:"region"`
+	Networks []string  `yaml:"networks" json:"networks"`
+	Location *Location `yaml:"location,omitempty" json:"location,omitempty"` // defaults to the region's
+}
+
+// Service is a delivery service STBs ask for by hostname.
+type Service struct {
+	Name         string   `yaml:"name" json:"name"`
+	Hostnames    []string `yaml:"hostnames" json:"hostnames"`
+	URLTemplate  string   `yaml:"url_template" json:"url_template"`
+	BitratesKbps []int    `yaml:"bitrates_kbps" json:"bitrates_kbps"`
+	Selection    string   `yaml:"selection,omitempty" json:"selection,omitempty"`
+}
+
+// DefaultWeight is a server's weight when the document gives none.
+const DefaultWeight = 100
+
+// DefaultSelection is the policy of a service that names none.
+const DefaultSelection = "nearest"
+
+// Decode reads a topology document strictly: unknown keys, wrong kinds and
+// bad scalars are all reported with their field paths. It does not validate
+// meaning; call Validate (or Compile) for that.
+func Decode(data []byte) (*Topology, error) {
+	t := new(Topology)
+	if err := yamlstrict.Decode(data, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Parse decodes and validates a document.
+func Parse(data []byte) (*Topology, error) {
+	t, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// YAML renders the document as operators write it.
+func (t *Topology) YAML() ([]byte, error) { return yaml.Marshal(t) }
+
+// EncodeJSON is the compact form kept in the store.
+func (t *Topology) EncodeJSON() ([]byte, error) { return json.Marshal(t) }
+
+// DecodeJSON reads the stored form. It is strict too: the store only ever holds
+// documents this code wrote, so anything unexpected means corruption or a newer writer.
+func DecodeJSON(data []byte) (*Topology, error) {
+	t := new(Topology)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(t); err != nil {
+		return nil, fmt.Errorf("decode stored topology: %w", err)
+	}
+	return t, nil
+}

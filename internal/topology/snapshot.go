@@ -1,0 +1,133 @@
+package topology
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/gaissmai/bart"
+)
+
+// Snapshot is a validated topology with every lookup structure a scheduler
+// needs precomputed. It is immutable: schedulers share one through an
+// atomic.Pointer and replace it whole, so a request never sees half a province.
+// References between entities are indices into the slices.
+type Snapshot struct {
+	Revision     int64
+	Doc          *Topology // the validated document; read-only
+	ServiceIP    netip.Addr
+	CenterPrefix netip.Prefix
+	Regions      []RegionView
+	Nodes        []NodeView
+	Servers      []ServerView
+	Zones        []ZoneView
+	Services     []ServiceView
+
+	regionIdx, nodeIdx, serverIdx, zoneIdx, serviceIdx map[string]int32
+	hostIdx                                            map[string]int32 // normalised hostname -> service
+	zoneTable                                          *bart.Table[int32]
+}
+
+// RegionView is a region with its resolved references.
+type RegionView struct {
+	Name     string
+	Loc      Location
+	Fallback []int32 // region indices, in order
+	Nodes    []int32
+	Servers  []int32
+}
+
+// NodeView is an edge node.
+type NodeView struct {
+	Name    string
+	Region  int32
+	Loc     Location
+	Servers []int32
+}
+
+// ServerView is an edge server with parsed address and defaults applied.
+type ServerView struct {
+	Name            string
+	Node            int32
+	Region          int32
+	Addr            netip.AddrPort
+	Loc             Location
+	Weight          int
+	HealthURL       string
+	CoverageRadiusM float64
+	Capacity        Capacity
+}
+
+// ZoneView is a coverage zone.
+type ZoneView struct {
+	Name     string
+	Region   int32
+	Loc      Location
+	Networks []netip.Prefix
+}
+
+// ServiceView is a delivery service with normalised hostnames.
+type ServiceView struct {
+	Name         string
+	Hostnames    []string
+	URLTemplate  string
+	BitratesKbps []int
+	Selection    string
+}
+
+// Counts summarises a snapshot's size.
+type Counts struct {
+	Regions, Nodes, Servers, Zones, Networks, Services int
+}
+
+// Counts returns how many of each entity the snapshot holds.
+func (s *Snapshot) Counts() Counts { return s.Doc.Counts() }
+
+// Counts returns how many of each entity the document holds.
+func (t *Topology) Counts() Counts {
+	c := Counts{Regions: len(t.Regions), Nodes: len(t.Nodes), Zones: len(t.Zones), Services: len(t.Services)}
+	for _, n := range t.Nodes {
+		c.Servers += len(n.Servers)
+	}
+	for _, z := range t.Zones {
+		c.Networks += len(z.Networks)
+	}
+	return c
+}
+
+func lookup(m map[string]int32, name string) (int32, bool) {
+	i, ok := m[name]
+	return i, ok
+}
+
+// Region returns the index of the named region.
+func (s *Snapshot) Region(name string) (int32, bool) { return lookup(s.regionIdx, name) }
+
+// Node returns the index of the named node.
+func (s *Snapshot) Node(name string) (int32, bool) { return lookup(s.nodeIdx, name) }
+
+// Server returns the index of the named server.
+func (s *Snapshot) Server(name string) (int32, bool) { return lookup(s.serverIdx, name) }
+
+// Zone returns the index of the named zone.
+func (s *Snapshot) Zone(name string) (int32, bool) { return lookup(s.zoneIdx, name) }
+
+// Service returns the index of the named service.
+func (s *Snapshot) Service(name string) (int32, bool) { return lookup(s.serviceIdx, name) }
+
+// ServiceByHost returns the service that owns a hostname (case-insensitive,
+// trailing dot and port ignored). It does not allocate for lowercase input.
+func (s *Snapshot) ServiceByHost(host string) (int32, bool) {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") && strings.Count(host, ":") == 1 {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(host, ".")
+	if i, ok := s.hostIdx[host]; ok {
+		return i, true
+	}
+	return lookup(s.hostIdx, strings.ToLower(host))
+}
+
+// ZoneOf returns the coverage zone whose most specific network contains addr.
+func (s *Snapshot) ZoneOf(addr netip.Addr) (int32, bool) {
+	return s.zoneTable.Lookup(addr.Unmap())
+}

@@ -1,0 +1,264 @@
+// Package yamlstrict decodes YAML into Go structs strictly: unknown keys, wrong
+// kinds and unparsable scalars are all reported at once, each with the field
+// path an operator can find in the document (`nodes[3].servers[0].weight`).
+//
+// yaml.v3's own KnownFields mode stops at the first problem and names only a
+// line, which is not enough for a 10,000-server topology.
+package yamlstrict
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FieldError is one problem at one place of a document.
+type FieldError struct {
+	Path string // e.g. nodes[3].servers[0].address; empty for the document itself
+	Line int    // 1-based source line, 0 when unknown
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	p := e.Path
+	if p == "" {
+		p = "(document)"
+	}
+	if e.Line > 0 {
+		return fmt.Sprintf("%s: %s (line %d)", p, e.Msg, e.Line)
+	}
+	return p + ": " + e.Msg
+}
+
+// Errors is every problem found in one document. It is returned as a whole so
+// that an operator fixes a file in one pass.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Add records a problem at path.
+func (es *Errors) Add(path, format string, args ...any) {
+	*es = append(*es, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Err returns nil when there are no problems.
+func (es Errors) Err() error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+// AsErrors extracts the field errors of err, if it carries any.
+func AsErrors(err error) (Errors, bool) {
+	var es Errors
+	if errors.As(err, &es) {
+		return es, true
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return Errors{fe}, true
+	}
+	return nil, false
+}
+
+// MaxDocumentBytes bounds what Decode reads, so a runaway file cannot exhaust memory.
+const MaxDocumentBytes = 256 << 20
+
+// Decode decodes exactly one YAML document from data into out (a pointer to a
+// struct). An empty document is an error. Fields keep the values out already
+// holds when the document does not set them, so callers set defaults first.
+func Decode(data []byte, out any) error {
+	if len(data) > MaxDocumentBytes {
+		return Errors{{Msg: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(data), MaxDocumentBytes)}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Errors{{Msg: "document is empty"}}
+		}
+		return Errors{{Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Errors{{Msg: "more than one YAML document; expected exactly one"}}
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", out)
+	}
+	var errs Errors
+	check(doc, rv.Type().Elem(), "", &errs, 0)
+	if len(errs) > 0 {
+		return errs
+	}
+	if err := doc.Decode(out); err != nil {
+		// check() should have caught everything; keep yaml's words if not.
+		return Errors{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	return nil
+}
+
+const maxDepth = 64
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// check walks the node against the Go type and records every mismatch.
+func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
+	if depth > maxDepth {
+		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "nested too deeply"})
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "YAML aliases are not allowed"})
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // null leaves the default in place
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		probe(n, t, path, errs)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a mapping, found " + kindName(n)})
+			return
+		}
+		fields := yamlFields(t)
+		seen := make(map[string]bool, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			sub := join(path, k.Value)
+			if seen[k.Value] {
+				*errs = append(*errs, &FieldError{Path: sub, Line: k.Line, Msg: "key given twice"})
+				continue
+			}
+			seen[k.Value] = true
+			f, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &FieldError{Path: sub, Line: k.Line, Msg: "unknown field" + suggest(k.Value, fields)})
+				continue
+			}
+			check(v, f, sub, errs, depth+1)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a list, found " + kindName(n)})
+			return
+		}
+		for i, c := range n.Content {
+			check(c, t.Elem(), path+"["+strconv.Itoa(i)+"]", errs, depth+1)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a mapping, found " + kindName(n)})
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs, depth+1)
+		}
+	default:
+		if n.Kind != yaml.ScalarNode {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a single value, found " + kindName(n)})
+			return
+		}
+		probe(n, t, path, errs)
+	}
+}
+
+// probe decodes a scalar into a throwaway value of the field's type.
+func probe(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+	v := reflect.New(t)
+	if err := n.Decode(v.Interface()); err != nil {
+		msg := err.Error()
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			msg = te.Errors[0]
+			if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "line ") {
+				msg = msg[i+2:]
+			}
+		}
+		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "invalid value: " + strings.TrimPrefix(msg, "yaml: ")})
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	m := make(map[string]reflect.Type, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				m[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+func suggest(key string, fields map[string]reflect.Type) string {
+	lk := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+	for name := range fields {
+		if name == lk || strings.ReplaceAll(name, "_", "") == strings.ReplaceAll(lk, "_", "") {
+			return fmt.Sprintf(" (did you mean %q?)", name)
+		}
+	}
+	return ""
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	default:
+		return "something else"
+	}
+}

@@ -1,0 +1,40 @@
+// Command regional-scheduler is a city's scheduler: it announces the Anycast
+// service address inside its city and answers the city's set-top boxes.
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/obs"
+	"github.com/anysched/anysched/internal/scheduler"
+)
+
+func main() { daemon.Main("regional-scheduler", run) }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("regional-scheduler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := daemon.Register(fs)
+	region := fs.String("region", "", "override region")
+	cfg := config.DefaultRegional()
+	err := daemon.Load(fs, f, args, &cfg.Common, &cfg, func(set map[string]bool) {
+		if set["region"] {
+			cfg.Region = *region
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := daemon.Validated(f, cfg.Validate, stdout); err != nil {
+		return err
+	}
+	log, err := obs.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
+	return scheduler.RunRegional(ctx, cfg, log)
+}

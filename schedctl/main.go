@@ -1,0 +1,32 @@
+// Command schedctl is the operator CLI of anysched: apply and inspect the
+// province topology and the state of every scheduler through the central
+// scheduler's admin API.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/anysched/anysched/internal/ctl"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := ctl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, ctl.ErrUsage):
+		if err != ctl.ErrUsage {
+			fmt.Fprintln(os.Stderr, "schedctl:", err)
+		}
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "schedctl:", err)
+		os.Exit(1)
+	}
+}
