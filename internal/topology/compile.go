@@ -60,6 +60,8 @@ func (c *compiler) anycast() {
 		c.add("anycast.service_ip", "required")
 	case err != nil || ip.Zone() != "":
 		c.add("anycast.service_ip", "not an IP address: %q", a.ServiceIP)
+	case ip.Is4In6():
+		c.add("anycast.service_ip", "%s is an IPv4-mapped address: write it as IPv4", a.ServiceIP)
 	default:
 		c.s.ServiceIP = ip
 	}
@@ -69,6 +71,8 @@ func (c *compiler) anycast() {
 		c.add("anycast.center_prefix", "required")
 	case err != nil:
 		c.add("anycast.center_prefix", "not a CIDR prefix: %q", a.CenterPrefix)
+	case pfx.Addr().Is4In6():
+		c.add("anycast.center_prefix", "%s is IPv4-mapped: write it as IPv4", a.CenterPrefix)
 	case pfx.Masked() != pfx:
 		c.add("anycast.center_prefix", "host bits set: %q (did you mean %s?)", a.CenterPrefix, pfx.Masked())
 	case pfx.Bits() == pfx.Addr().BitLen():
@@ -172,7 +176,7 @@ func (c *compiler) fallbackCycles() {
 	)
 	color := make([]int8, len(c.s.Regions))
 	var stack []int32
-	reported := map[int32]bool{}
+	reported := map[string]bool{}
 	var visit func(i int32)
 	visit = func(i int32) {
 		color[i] = grey
@@ -184,9 +188,11 @@ func (c *compiler) fallbackCycles() {
 			case grey:
 				start := slices.Index(stack, f)
 				cycle := stack[start:]
-				first := slices.Min(cycle)
-				if !reported[first] {
-					reported[first] = true
+				// The same cycle is found from each of its members; report it once.
+				at := slices.Index(cycle, slices.Min(cycle))
+				key := fmt.Sprint(append(slices.Clone(cycle[at:]), cycle[:at]...))
+				if !reported[key] {
+					reported[key] = true
 					names := make([]string, 0, len(cycle)+1)
 					for _, k := range cycle {
 						names = append(names, c.s.Regions[k].Name)
@@ -239,7 +245,7 @@ func (c *compiler) nodes() {
 			idx := int32(len(s.Servers))
 			if c.name(sp+".name", sv.Name) {
 				if k, dup := s.serverIdx[sv.Name]; dup {
-					c.add(sp+".name", "duplicate server %q (first in node %q)", sv.Name, s.Nodes[s.Servers[k].Node].Name)
+					c.add(sp+".name", "duplicate server %q (first in node %q)", sv.Name, c.t.Nodes[s.Servers[k].Node].Name)
 				} else {
 					s.serverIdx[sv.Name] = idx
 				}
@@ -292,7 +298,7 @@ func (c *compiler) address(path, a string, seen map[netip.AddrPort]string) netip
 		c.add(path, "%s is the anycast service address; redirecting there would loop", ap.Addr())
 	}
 	if other, dup := seen[ap]; dup {
-		c.add(path, "address %s is already used by server %q", ap, other)
+		c.add(path, "address %s is already used at %s", ap, other)
 	} else {
 		seen[ap] = path
 	}
@@ -349,6 +355,10 @@ func (c *compiler) zones() {
 			}
 			if pfx.Masked() != pfx {
 				c.add(np, "host bits set: %q (did you mean %s?)", n, pfx.Masked())
+				continue
+			}
+			if pfx.Addr().Is4In6() {
+				c.add(np, "%s is IPv4-mapped: write it as IPv4", n)
 				continue
 			}
 			if o, dup := origins[pfx]; dup {

@@ -6,6 +6,8 @@ package topology
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"fmt"
 
 	"github.com/anysched/anysched/internal/yamlstrict"
@@ -122,8 +124,19 @@ func Parse(data []byte) (*Topology, error) {
 	return t, nil
 }
 
-// YAML renders the document as operators write it.
-func (t *Topology) YAML() ([]byte, error) { return yaml.Marshal(t) }
+// YAML renders the document as operators write it (2-space indentation).
+func (t *Topology) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(t); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
 
 // EncodeJSON is the compact form kept in the store.
 func (t *Topology) EncodeJSON() ([]byte, error) { return json.Marshal(t) }
@@ -136,6 +149,9 @@ func DecodeJSON(data []byte) (*Topology, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(t); err != nil {
 		return nil, fmt.Errorf("decode stored topology: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode stored topology: data after the document")
 	}
 	return t, nil
 }

@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -108,6 +109,7 @@ func Decode(data []byte, out any) error {
 		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", out)
 	}
 	var errs Errors
+	dropNulls(doc, 0)
 	check(doc, rv.Type().Elem(), "", &errs, 0)
 	if len(errs) > 0 {
 		return errs
@@ -121,7 +123,32 @@ func Decode(data []byte, out any) error {
 
 const maxDepth = 64
 
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	durationType    = reflect.TypeFor[time.Duration]()
+)
+
+// dropNulls removes `key: ~` pairs from mappings, so that an explicit null
+// keeps the default for every kind of field (yaml.v3 would nil pointers,
+// slices and maps).
+func dropNulls(n *yaml.Node, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	if n.Kind == yaml.MappingNode {
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if v := n.Content[i+1]; v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+				continue
+			}
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		dropNulls(c, depth+1)
+	}
+}
 
 // check walks the node against the Go type and records every mismatch.
 func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
@@ -180,7 +207,9 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs, depth+1)
+			sub := join(path, n.Content[i].Value)
+			probe(n.Content[i], t.Key(), sub, errs)
+			check(n.Content[i+1], t.Elem(), sub, errs, depth+1)
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
@@ -193,6 +222,14 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 
 // probe decodes a scalar into a throwaway value of the field's type.
 func probe(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// yaml.v3 truncates 1.5 into an int field without a word.
+		if n.ShortTag() == "!!float" && t != durationType {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: fmt.Sprintf("invalid value: %s is not a whole number", n.Value)})
+			return
+		}
+	}
 	v := reflect.New(t)
 	if err := n.Decode(v.Interface()); err != nil {
 		msg := err.Error()
@@ -211,7 +248,7 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	m := make(map[string]reflect.Type, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
+		if !f.IsExported() && !f.Anonymous {
 			continue
 		}
 		tag := f.Tag.Get("yaml")
