@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 
 	"github.com/anysched/anysched/internal/yamlstrict"
 	"gopkg.in/yaml.v3"
