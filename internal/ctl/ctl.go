@@ -229,8 +229,8 @@ func get(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) er
 		}
 	case "servers":
 		type row struct {
-			Node   string `json:"node" yaml:"node"`
-			Region string `json:"region" yaml:"region"`
+			Node            string `json:"node" yaml:"node"`
+			Region          string `json:"region" yaml:"region"`
 			topology.Server `yaml:",inline"`
 		}
 		var rs []row

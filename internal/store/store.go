@@ -34,14 +34,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ChunkSize bounds one etcd value of a stored document.
-const ChunkSize = 512 << 10
+// DefaultChunkSize bounds one etcd value of a stored document, well below
+// etcd's default 1.5 MiB request limit.
+const DefaultChunkSize = 512 << 10
 
 // maxDocumentBytes bounds a stored document after decompression.
 const maxDocumentBytes = 512 << 20
 
 // Store is the project's view of etcd.
 type Store struct {
+	// ChunkSize is the largest value written for a document chunk.
+	ChunkSize int
+
 	cli    *clientv3.Client
 	prefix string
 	log    *slog.Logger
@@ -49,7 +53,7 @@ type Store struct {
 
 // New wraps a connected client. prefix must end with '/'.
 func New(cli *clientv3.Client, prefix string, log *slog.Logger) *Store {
-	return &Store{cli: cli, prefix: prefix, log: log.With("component", "store")}
+	return &Store{ChunkSize: DefaultChunkSize, cli: cli, prefix: prefix, log: log.With("component", "store")}
 }
 
 // Client returns the underlying etcd client.
@@ -151,9 +155,10 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		return ApplyResult{}, err
 	}
 	blob := gz.Bytes()
-	chunks := (len(blob) + ChunkSize - 1) / ChunkSize
+	size := s.ChunkSize
+	chunks := (len(blob) + size - 1) / size
 	for i := range chunks {
-		part := blob[i*ChunkSize : min(len(blob), (i+1)*ChunkSize)]
+		part := blob[i*size : min(len(blob), (i+1)*size)]
 		if _, err := s.cli.Put(ctx, fmt.Sprintf("%s%06d", s.blobPrefix(digest), i), string(part)); err != nil {
 			return ApplyResult{}, fmt.Errorf("write topology chunk %d/%d: %w", i+1, chunks, err)
 		}
