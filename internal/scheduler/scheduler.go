@@ -6,10 +6,12 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/snapshot"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -68,8 +71,35 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		}
 		return 0
 	}))
-	s.Admin = &obs.Admin{Addr: c.Admin.Listen, Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin")}
+	s.Admin = &obs.Admin{Addr: c.Admin.Listen, Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin"),
+		Extra: map[string]http.Handler{"/debug/snapshot": http.HandlerFunc(s.serveSnapshotInfo)}}
 	return s
+}
+
+// serveSnapshotInfo tells operators (and tests) which snapshot this instance
+// answers from.
+func (s *Scheduler) serveSnapshotInfo(w http.ResponseWriter, _ *http.Request) {
+	info := struct {
+		ID       string           `json:"id"`
+		Role     string           `json:"role"`
+		Region   string           `json:"region,omitempty"`
+		Revision int64            `json:"revision"`
+		AgeS     float64          `json:"age_seconds"`
+		Ready    bool             `json:"ready"`
+		Why      string           `json:"not_ready_because,omitempty"`
+		Counts   *topology.Counts `json:"counts,omitempty"`
+	}{ID: s.ID, Role: s.Role, Region: s.Region, AgeS: s.Syncer.Age().Seconds()}
+	if snap := s.Syncer.Snapshot(); snap != nil {
+		c := snap.Counts()
+		info.Revision, info.Counts = snap.Revision, &c
+	}
+	if err := s.Ready(); err != nil {
+		info.Why = err.Error()
+	} else {
+		info.Ready = true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(info)
 }
 
 // DefaultInstanceID is hostname-role[-region].

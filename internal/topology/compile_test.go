@@ -333,7 +333,7 @@ func TestAllProblemsReported(t *testing.T) {
 	if got := errs[0].Error(); got != "regions[0].location.lat: invalid value: cannot unmarshal !!str `north` into float64 (line 6)" {
 		t.Errorf("first error reads %q", got)
 	}
-	if !strings.Contains(err.Error(), "nodes[0].servers[0].adress: unknown field (line 16)") {
+	if !strings.Contains(err.Error(), "nodes[0].servers[0].adress: unknown field (did you mean \"address\"?) (line 16)") {
 		t.Errorf("error text lacks the unknown field with its line:\n%v", err)
 	}
 }

@@ -272,12 +272,37 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 
 func suggest(key string, fields map[string]reflect.Type) string {
 	lk := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+	best, bestD := "", 3 // suggest only close spellings (edit distance <= 2)
 	for name := range fields {
-		if name == lk || strings.ReplaceAll(name, "_", "") == strings.ReplaceAll(lk, "_", "") {
-			return fmt.Sprintf(" (did you mean %q?)", name)
+		if d := editDistance(lk, name); d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
 		}
 	}
-	return ""
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance, for "did you mean" hints.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func join(path, key string) string {

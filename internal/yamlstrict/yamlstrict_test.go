@@ -344,7 +344,7 @@ func TestAllErrorsAtOnce(t *testing.T) {
 	_, errs := decode(t, "nam: a\nport: x\nitems: [{b: y}]\ntimeouts: {read: z}\nlimits: {a: b}\n")
 	expect(t, errs, "nam: unknown field", "port: invalid value", "items[0].b: invalid value", "timeouts.read: invalid value", "limits.a: invalid value")
 	text := errs.Error()
-	if strings.Count(text, "\n") != 4 || !strings.HasPrefix(text, "nam: unknown field (line 1)\nport: invalid value") {
+	if strings.Count(text, "\n") != 4 || !strings.HasPrefix(text, "nam: unknown field (did you mean \"name\"?) (line 1)\nport: invalid value") {
 		t.Errorf("Errors.Error() =\n%s", text)
 	}
 }

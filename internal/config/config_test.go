@@ -1,0 +1,92 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	c := DefaultCenter()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("center defaults: %v", err)
+	}
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("regional defaults: %v", err)
+	}
+}
+
+func TestFileOverridesDefaultsAndKeepsTheRest(t *testing.T) {
+	c := DefaultCenter()
+	if err := LoadFile(write(t, "grpc:\n  listen: 127.0.0.1:1234\nsnapshot:\n  max_staleness: 90s\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.GRPC.Listen != "127.0.0.1:1234" || c.Snapshot.MaxStaleness != 90*time.Second {
+		t.Fatalf("file values not applied: %+v", c)
+	}
+	if c.Etcd.Embedded.ClientListen != "127.0.0.1:2379" || c.Snapshot.ConfirmInterval != 2*time.Second {
+		t.Fatalf("defaults lost: %+v", c)
+	}
+}
+
+func TestLoadErrorsNameTheField(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"unknown key", "etcd:\n  endpoint: [x]\n", `etcd.endpoint: unknown field (did you mean "endpoints"?)`},
+		{"bad duration", "snapshot:\n  max_staleness: soon\n", "snapshot.max_staleness: invalid value"},
+		{"wrong kind", "etcd:\n  endpoints: http://x\n", "etcd.endpoints: expected a list"},
+		{"regional key in center", "region: hefei\n", "region: unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultCenter()
+			err := LoadFile(write(t, tt.body), &c)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	r := DefaultRegional()
+	r.Log.Level = "loud"
+	r.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+	r.Admin.Listen = "nowhere"
+	r.Snapshot.MaxStaleness = 0
+	r.Etcd.TLS.CertFile = "/no/such/cert.pem"
+	err := r.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{
+		"region: required", "log.level:", "etcd.endpoints[0]: not an http(s) URL",
+		"admin.listen: not host:port", "snapshot.max_staleness: must be > 0",
+		"etcd.tls: cert_file and key_file go together", "etcd.tls.cert_file: cannot read",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestCenterGRPCTLSNeedsBothFiles(t *testing.T) {
+	c := DefaultCenter()
+	c.GRPC.TLS.ClientCAFile = "/no/such/ca.pem"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "grpc.tls: cert_file and key_file are both required") || !strings.Contains(err.Error(), "grpc.tls.client_ca_file: cannot read") {
+		t.Fatalf("got %v", err)
+	}
+}
