@@ -1,0 +1,116 @@
+package steer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// Candidate is one server the engine looked at, and why it was or was not taken.
+type Candidate struct {
+	Server     string  `json:"server"`
+	Node       string  `json:"node"`
+	Region     string  `json:"region"`
+	Address    string  `json:"address"`
+	DistanceKm float64 `json:"distance_km"`
+	Weight     int     `json:"weight"`
+	Available  bool    `json:"available"`
+	Chosen     bool    `json:"chosen"`
+	Why        string  `json:"why"`
+}
+
+// Explanation is a decision with the reasoning behind it, for operators.
+// Unlike Decide it allocates freely; it is never on the STB path.
+type Explanation struct {
+	Decision   Decision          `json:"-"`
+	Result     string            `json:"result"`
+	Reason     string            `json:"reason,omitempty"`
+	Names      Names             `json:"names"`
+	ClientLoc  topology.Location `json:"client_location"`
+	Steps      []string          `json:"steps"`
+	Candidates []Candidate       `json:"candidates"`
+}
+
+// Explain decides req and says why, listing the servers of every region the
+// decision considered.
+func (e *Engine) Explain(req Request) Explanation {
+	d := e.Decide(req)
+	x := Explanation{Decision: d, Result: d.Result.String(), Reason: d.Reason, Names: e.Names(&d)}
+	s := e.snap
+	if d.Service < 0 {
+		x.Steps = append(x.Steps, fmt.Sprintf("hostname %q belongs to no service", req.Host))
+		return x
+	}
+	x.Steps = append(x.Steps, fmt.Sprintf("hostname %q -> service %s", req.Host, s.Services[d.Service].Name))
+	switch {
+	case d.Zone >= 0:
+		x.ClientLoc = s.Zones[d.Zone].Loc
+		x.Steps = append(x.Steps, fmt.Sprintf("client %s is in coverage zone %s of region %s", req.Client, s.Zones[d.Zone].Name, s.Regions[d.ClientRegion].Name))
+	case d.ClientRegion >= 0:
+		x.ClientLoc = s.Regions[d.ClientRegion].Loc
+		x.Steps = append(x.Steps, fmt.Sprintf("client %s is in no coverage zone: default region %s", req.Client, s.Regions[d.ClientRegion].Name))
+	default:
+		return x
+	}
+	// Regions in the order the engine considers them.
+	considered := []int32{d.ClientRegion}
+	if d.Result == ResultFallback || d.Result == ResultError {
+		x.Steps = append(x.Steps, fmt.Sprintf("region %s has no available server", s.Regions[d.ClientRegion].Name))
+		for _, r := range s.Regions[d.ClientRegion].Fallback {
+			if !slices.Contains(considered, r) {
+				considered = append(considered, r)
+			}
+			if r == d.Region {
+				break
+			}
+		}
+		if d.Region >= 0 && !slices.Contains(considered, d.Region) {
+			considered = append(considered, d.Region)
+		}
+	}
+	if d.Region >= 0 {
+		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, s.Servers[d.Server].Addr, d.BitrateKbps))
+	}
+	for _, r := range considered {
+		for _, si := range s.Regions[r].Servers {
+			sv := &s.Servers[si]
+			c := Candidate{
+				Server: sv.Name, Node: s.Nodes[sv.Node].Name, Region: s.Regions[r].Name, Address: sv.Addr.String(),
+				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Available: e.avail[si],
+			}
+			switch {
+			case si == d.Server:
+				c.Chosen, c.Why = true, "chosen: nearest available"
+			case !e.avail[si]:
+				c.Why = "unavailable"
+			case r != d.Region:
+				c.Why = "region not used"
+			case sv.Node != d.Node:
+				c.Why = "its node is not the nearest with an available server"
+			case !e.colocated[sv.Node] && dist(x.ClientLoc, sv.Loc) > dist(x.ClientLoc, s.Servers[d.Server].Loc)+tieM:
+				c.Why = "farther than the chosen server"
+			default:
+				c.Why = "equally near: lost the weighted hash for this client"
+			}
+			x.Candidates = append(x.Candidates, c)
+		}
+	}
+	slices.SortStableFunc(x.Candidates, func(a, b Candidate) int {
+		if a.Chosen != b.Chosen {
+			if a.Chosen {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.DistanceKm < b.DistanceKm:
+			return -1
+		case a.DistanceKm > b.DistanceKm:
+			return 1
+		}
+		return 0
+	})
+	return x
+}

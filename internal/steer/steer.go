@@ -1,0 +1,328 @@
+// Package steer is the request-routing engine: (client address, hostname,
+// path) -> the edge server and bitrate an STB is sent to. An Engine is built
+// once per topology snapshot and availability change, off the hot path, and
+// is immutable afterwards: Decide takes no locks, does no I/O and does not
+// allocate.
+package steer
+
+import (
+	"hash/maphash"
+	"math"
+	"net/netip"
+	"slices"
+
+	"github.com/anysched/anysched/internal/geo"
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// Result classifies a decision, after Apache Traffic Control's result types.
+type Result uint8
+
+// Result types.
+const (
+	ResultCZ       Result = iota + 1 // client in a coverage zone, served in its region
+	ResultDefault                    // client in no zone, served from the default region
+	ResultFallback                   // client's region had no available server; served by another region
+	ResultMiss                       // hostname belongs to no service
+	ResultError                      // no available server anywhere
+)
+
+var resultNames = [...]string{"", "CZ", "DEFAULT", "FALLBACK", "MISS", "ERROR"}
+
+func (r Result) String() string {
+	if int(r) < len(resultNames) {
+		return resultNames[r]
+	}
+	return "UNKNOWN"
+}
+
+// Results lists every result type, for pre-creating metric series.
+var Results = []Result{ResultCZ, ResultDefault, ResultFallback, ResultMiss, ResultError}
+
+// Reasons for MISS and ERROR decisions (static, so Decide does not allocate).
+const (
+	ReasonUnknownHost   = "hostname belongs to no service"
+	ReasonNoServer      = "no available server in any region"
+	ReasonNoClientPlace = "client is in no coverage zone and there is no default region"
+)
+
+// Request is what the engine needs from one STB request.
+type Request struct {
+	Client netip.Addr // where the STB is (TCP peer, trusted X-Forwarded-For, or ECS)
+	Host   string     // the service hostname asked for
+}
+
+// Decision is the engine's answer. Indices refer to the engine's snapshot;
+// -1 means none.
+type Decision struct {
+	Result       Result
+	Service      int32
+	Zone         int32
+	ClientRegion int32 // where the client is (its zone's region, or the default)
+	Region       int32 // the region of the chosen server
+	Node         int32
+	Server       int32
+	BitrateKbps  int
+	Reason       string // why there is no server, for MISS and ERROR
+}
+
+// Options configure an Engine.
+type Options struct {
+	// DefaultRegion serves clients in no coverage zone: a regional scheduler's
+	// own region, or the center's configured default. Empty: the first region
+	// of the topology.
+	DefaultRegion string
+	// Available reports whether a server may take new STBs (health and
+	// operator drain). Nil means every server is available.
+	Available func(server int32) bool
+}
+
+// Engine is an immutable routing table over one snapshot.
+type Engine struct {
+	snap          *topology.Snapshot
+	defaultRegion int32
+	avail         []bool  // by server
+	nodeAvail     []int32 // available servers per node
+	regionAvail   []int32 // available servers per region
+	// nodesByZone[z]: the nodes of zone z's region, nearest to the zone first.
+	nodesByZone [][]int32
+	// nodesByRegion[r]: region r's nodes, nearest to the region's centre first.
+	nodesByRegion [][]int32
+	// regionsByRegion[r]: every region, nearest to region r first (r itself first).
+	regionsByRegion [][]int32
+	// colocated[n]: every server of node n sits at the node's location.
+	colocated []bool
+	templates []template // by service
+	seed      maphash.Seed
+}
+
+// New builds an engine. It is the slow part (sorting nodes per zone); call it
+// off the hot path when the snapshot or availability changes.
+func New(snap *topology.Snapshot, o Options) *Engine {
+	e := &Engine{snap: snap, defaultRegion: -1, seed: maphash.MakeSeed()}
+	if len(snap.Regions) > 0 {
+		e.defaultRegion = 0
+	}
+	if o.DefaultRegion != "" {
+		if r, ok := snap.Region(o.DefaultRegion); ok {
+			e.defaultRegion = r
+		}
+	}
+	e.avail = make([]bool, len(snap.Servers))
+	e.nodeAvail = make([]int32, len(snap.Nodes))
+	e.regionAvail = make([]int32, len(snap.Regions))
+	for i, s := range snap.Servers {
+		ok := o.Available == nil || o.Available(int32(i))
+		e.avail[i] = ok
+		if ok {
+			e.nodeAvail[s.Node]++
+			if s.Region >= 0 {
+				e.regionAvail[s.Region]++
+			}
+		}
+	}
+	e.colocated = make([]bool, len(snap.Nodes))
+	for i, n := range snap.Nodes {
+		e.colocated[i] = true
+		for _, s := range n.Servers {
+			if snap.Servers[s].Loc != n.Loc {
+				e.colocated[i] = false
+				break
+			}
+		}
+	}
+	e.nodesByRegion = make([][]int32, len(snap.Regions))
+	for r, rv := range snap.Regions {
+		e.nodesByRegion[r] = e.sortNodes(rv.Nodes, rv.Loc)
+	}
+	// Zones of one region at one location share their ordering.
+	type key struct {
+		region int32
+		loc    topology.Location
+	}
+	shared := map[key][]int32{}
+	e.nodesByZone = make([][]int32, len(snap.Zones))
+	for z, zv := range snap.Zones {
+		if zv.Region < 0 {
+			continue
+		}
+		k := key{zv.Region, zv.Loc}
+		if order, ok := shared[k]; ok {
+			e.nodesByZone[z] = order
+			continue
+		}
+		order := e.sortNodes(snap.Regions[zv.Region].Nodes, zv.Loc)
+		shared[k] = order
+		e.nodesByZone[z] = order
+	}
+	e.regionsByRegion = make([][]int32, len(snap.Regions))
+	for r, rv := range snap.Regions {
+		order := make([]int32, len(snap.Regions))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortStableFunc(order, func(a, b int32) int {
+			da, db := dist(rv.Loc, snap.Regions[a].Loc), dist(rv.Loc, snap.Regions[b].Loc)
+			switch {
+			case a == int32(r):
+				return -1
+			case b == int32(r):
+				return 1
+			case da < db:
+				return -1
+			case da > db:
+				return 1
+			}
+			return 0
+		})
+		e.regionsByRegion[r] = order
+	}
+	e.templates = make([]template, len(snap.Services))
+	for i, s := range snap.Services {
+		e.templates[i] = compileTemplate(s.URLTemplate)
+	}
+	return e
+}
+
+func (e *Engine) sortNodes(nodes []int32, from topology.Location) []int32 {
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b int32) int {
+		da, db := dist(from, e.snap.Nodes[a].Loc), dist(from, e.snap.Nodes[b].Loc)
+		switch {
+		case da < db:
+			return -1
+		case da > db:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func dist(a, b topology.Location) float64 { return geo.DistanceM(a.Lat, a.Lon, b.Lat, b.Lon) }
+
+// Snapshot returns the snapshot the engine was built from.
+func (e *Engine) Snapshot() *topology.Snapshot { return e.snap }
+
+// Available reports whether the engine may send STBs to server.
+func (e *Engine) Available(server int32) bool { return e.avail[server] }
+
+// Decide routes one request.
+func (e *Engine) Decide(req Request) Decision {
+	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1}
+	svc, ok := e.snap.ServiceByHost(req.Host)
+	if !ok {
+		d.Result, d.Reason = ResultMiss, ReasonUnknownHost
+		return d
+	}
+	d.Service = svc
+	ladder := e.snap.Services[svc].BitratesKbps
+	d.BitrateKbps = ladder[len(ladder)-1] // the top of the ladder until QoE allocation decides
+	var loc topology.Location
+	var order []int32
+	if z, ok := e.snap.ZoneOf(req.Client); ok && e.snap.Zones[z].Region >= 0 {
+		d.Zone, d.ClientRegion, d.Result = z, e.snap.Zones[z].Region, ResultCZ
+		loc, order = e.snap.Zones[z].Loc, e.nodesByZone[z]
+	} else if e.defaultRegion >= 0 {
+		d.ClientRegion, d.Result = e.defaultRegion, ResultDefault
+		loc, order = e.snap.Regions[e.defaultRegion].Loc, e.nodesByRegion[e.defaultRegion]
+	} else {
+		d.Result, d.Reason = ResultError, ReasonNoClientPlace
+		return d
+	}
+	if e.regionAvail[d.ClientRegion] > 0 {
+		e.pickInRegion(&d, d.ClientRegion, order, loc, req.Client)
+		return d
+	}
+	// The client's region has nothing: its fallbacks in order, then every
+	// region nearest first.
+	for _, r := range e.snap.Regions[d.ClientRegion].Fallback {
+		if e.regionAvail[r] > 0 {
+			d.Result = ResultFallback
+			e.pickInRegion(&d, r, nil, loc, req.Client)
+			return d
+		}
+	}
+	for _, r := range e.regionsByRegion[d.ClientRegion] {
+		if e.regionAvail[r] > 0 {
+			d.Result = ResultFallback
+			e.pickInRegion(&d, r, nil, loc, req.Client)
+			return d
+		}
+	}
+	d.Result, d.Reason = ResultError, ReasonNoServer
+	return d
+}
+
+// pickInRegion chooses the nearest node with an available server (order, if
+// given, is the region's nodes sorted by distance from loc), then the server.
+func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topology.Location, client netip.Addr) {
+	d.Region = region
+	best := int32(-1)
+	if order != nil {
+		for _, n := range order {
+			if e.nodeAvail[n] > 0 {
+				best = n
+				break
+			}
+		}
+	} else {
+		bestD := math.Inf(1)
+		for _, n := range e.snap.Regions[region].Nodes {
+			if e.nodeAvail[n] == 0 {
+				continue
+			}
+			if dd := dist(loc, e.snap.Nodes[n].Loc); dd < bestD {
+				best, bestD = n, dd
+			}
+		}
+	}
+	d.Node = best
+	d.Server = e.pickInNode(best, loc, client)
+}
+
+// tieM: servers closer than this to each other count as equally near.
+const tieM = 1.0
+
+// pickInNode returns the nearest available server of node n; equally near
+// servers share clients in proportion to their weights by rendezvous hashing
+// of the client address, so one STB keeps its server while the set is stable.
+func (e *Engine) pickInNode(n int32, loc topology.Location, client netip.Addr) int32 {
+	servers := e.snap.Nodes[n].Servers
+	nearest := 0.0
+	if !e.colocated[n] {
+		nearest = math.Inf(1)
+		for _, s := range servers {
+			if e.avail[s] {
+				nearest = min(nearest, dist(loc, e.snap.Servers[s].Loc))
+			}
+		}
+	}
+	h := maphash.Comparable(e.seed, client)
+	best, bestScore := int32(-1), math.Inf(-1)
+	for _, s := range servers {
+		if !e.avail[s] {
+			continue
+		}
+		if !e.colocated[n] && dist(loc, e.snap.Servers[s].Loc) > nearest+tieM {
+			continue
+		}
+		if sc := hrwScore(h, uint64(s), e.snap.Servers[s].Weight); sc > bestScore {
+			best, bestScore = s, sc
+		}
+	}
+	return best
+}
+
+// hrwScore is weighted rendezvous hashing: -w / ln(u), u uniform in (0,1)
+// from the client's hash mixed with the server's index.
+func hrwScore(clientHash, server uint64, weight int) float64 {
+	x := clientHash ^ (server+1)*0x9E3779B97F4A7C15
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	u := (float64(x>>11) + 0.5) / (1 << 53)
+	return -float64(weight) / math.Log(u)
+}
