@@ -73,6 +73,26 @@ type GRPC struct {
 	TLS    ServerTLS `yaml:"tls"`
 }
 
+// HTTP is the STB-facing redirect listener.
+type HTTP struct {
+	Listen string `yaml:"listen"` // empty disables it
+	// TrustedProxies: X-Forwarded-For is believed only from these networks.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// DNS is the STB-facing authoritative DNS listener (UDP and TCP).
+type DNS struct {
+	Listen string        `yaml:"listen"` // empty disables it
+	TTL    time.Duration `yaml:"ttl"`
+}
+
+// AccessLog configures the per-decision log.
+type AccessLog struct {
+	Enabled bool `yaml:"enabled"`
+	// SampleEvery logs one decision in N (MISS and ERROR always); 1 logs all.
+	SampleEvery uint64 `yaml:"sample_every"`
+}
+
 // Snapshot configures how a scheduler keeps its copy of the topology.
 type Snapshot struct {
 	CacheFile string `yaml:"cache_file"`
@@ -86,17 +106,23 @@ type Snapshot struct {
 
 // Common is what every scheduler daemon has.
 type Common struct {
-	InstanceID string   `yaml:"instance_id"` // default: hostname-role[-region]
-	Etcd       Etcd     `yaml:"etcd"`
-	Admin      Admin    `yaml:"admin"`
-	Snapshot   Snapshot `yaml:"snapshot"`
-	Log        Log      `yaml:"log"`
+	InstanceID string    `yaml:"instance_id"` // default: hostname-role[-region]
+	Etcd       Etcd      `yaml:"etcd"`
+	Admin      Admin     `yaml:"admin"`
+	Snapshot   Snapshot  `yaml:"snapshot"`
+	Log        Log       `yaml:"log"`
+	HTTP       HTTP      `yaml:"http"`
+	DNS        DNS       `yaml:"dns"`
+	AccessLog  AccessLog `yaml:"access_log"`
 }
 
 // Center is the central scheduler's configuration.
 type Center struct {
 	Common `yaml:",inline"`
 	GRPC   GRPC `yaml:"grpc"`
+	// DefaultRegion serves STBs in no coverage zone; empty: the first region
+	// of the topology.
+	DefaultRegion string `yaml:"default_region"`
 }
 
 // Regional is a city scheduler's configuration.
@@ -117,9 +143,11 @@ func defaultCommon(stateDir string) Common {
 				Name:         "anysched-center",
 			},
 		},
-		Admin:    Admin{Listen: "127.0.0.1:9100"},
-		Snapshot: Snapshot{CacheFile: stateDir + "/snapshot.cache", MaxStaleness: 5 * time.Minute, ConfirmInterval: 2 * time.Second},
-		Log:      Log{Level: "info", Format: "text"},
+		Admin:     Admin{Listen: "127.0.0.1:9100"},
+		Snapshot:  Snapshot{CacheFile: stateDir + "/snapshot.cache", MaxStaleness: 5 * time.Minute, ConfirmInterval: 2 * time.Second},
+		Log:       Log{Level: "info", Format: "text"},
+		DNS:       DNS{TTL: 30 * time.Second},
+		AccessLog: AccessLog{Enabled: true, SampleEvery: 1},
 	}
 }
 
@@ -203,6 +231,22 @@ func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 		}
 	}
 	hostPort(errs, "admin.listen", c.Admin.Listen, false)
+	hostPort(errs, "http.listen", c.HTTP.Listen, false)
+	for i, p := range c.HTTP.TrustedProxies {
+		if _, err := ParsePrefixOrAddr(p); err != nil {
+			errs.Add(fmt.Sprintf("http.trusted_proxies[%d]", i), "not an IP address or CIDR prefix: %q", p)
+		}
+	}
+	hostPort(errs, "dns.listen", c.DNS.Listen, false)
+	if c.DNS.TTL < time.Second || c.DNS.TTL > 24*time.Hour {
+		errs.Add("dns.ttl", "%s is out of range [1s, 24h]", c.DNS.TTL)
+	}
+	if c.AccessLog.SampleEvery == 0 {
+		errs.Add("access_log.sample_every", "must be >= 1")
+	}
+	if c.Admin.Listen != "" && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
+		errs.Add("admin.listen", "must differ from the STB-facing listeners")
+	}
 	if c.Snapshot.MaxStaleness <= 0 {
 		errs.Add("snapshot.max_staleness", "must be > 0")
 	}
@@ -232,6 +276,19 @@ func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
 	for _, f := range []struct{ key, file string }{{"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"client_ca_file", t.ClientCAFile}} {
 		fileExists(errs, path+"."+f.key, f.file)
 	}
+}
+
+// ParsePrefixOrAddr reads "10.0.0.0/8" or a single address "10.0.0.1" (as a /32 or /128).
+func ParsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 func fileExists(errs *yamlstrict.Errors, path, file string) {

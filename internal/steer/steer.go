@@ -6,7 +6,6 @@
 package steer
 
 import (
-	"hash/maphash"
 	"math"
 	"net/netip"
 	"slices"
@@ -93,13 +92,12 @@ type Engine struct {
 	// colocated[n]: every server of node n sits at the node's location.
 	colocated []bool
 	templates []template // by service
-	seed      maphash.Seed
 }
 
 // New builds an engine. It is the slow part (sorting nodes per zone); call it
 // off the hot path when the snapshot or availability changes.
 func New(snap *topology.Snapshot, o Options) *Engine {
-	e := &Engine{snap: snap, defaultRegion: -1, seed: maphash.MakeSeed()}
+	e := &Engine{snap: snap, defaultRegion: -1}
 	if len(snap.Regions) > 0 {
 		e.defaultRegion = 0
 	}
@@ -298,7 +296,7 @@ func (e *Engine) pickInNode(n int32, loc topology.Location, client netip.Addr) i
 			}
 		}
 	}
-	h := maphash.Comparable(e.seed, client)
+	h := addrHash(client)
 	best, bestScore := int32(-1), math.Inf(-1)
 	for _, s := range servers {
 		if !e.avail[s] {
@@ -314,15 +312,28 @@ func (e *Engine) pickInNode(n int32, loc topology.Location, client netip.Addr) i
 	return best
 }
 
-// hrwScore is weighted rendezvous hashing: -w / ln(u), u uniform in (0,1)
-// from the client's hash mixed with the server's index.
-func hrwScore(clientHash, server uint64, weight int) float64 {
-	x := clientHash ^ (server+1)*0x9E3779B97F4A7C15
+// addrHash is a fixed (unseeded) hash of the client address, so that every
+// scheduler, and every rebuild of the tables, sends one STB to the same server.
+func addrHash(a netip.Addr) uint64 {
+	b := a.Unmap().As16()
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	return mix(hi*0x9E3779B97F4A7C15 ^ mix(lo))
+}
+
+func mix(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
+	return x
+}
+
+// hrwScore is weighted rendezvous hashing: -w / ln(u), u uniform in (0,1)
+// from the client's hash mixed with the server's index.
+func hrwScore(clientHash, server uint64, weight int) float64 {
+	x := mix(clientHash ^ (server+1)*0x9E3779B97F4A7C15)
 	u := (float64(x>>11) + 0.5) / (1 << 53)
 	return -float64(weight) / math.Log(u)
 }

@@ -155,6 +155,15 @@ func TestTiesFollowWeights(t *testing.T) {
 	if math.Abs(share-0.75) > 0.1 {
 		t.Fatalf("weight-300 server got %.2f of clients, want about 0.75 (%v)", share, counts)
 	}
+	// Another engine (another scheduler, or a rebuild after any change)
+	// gives every client the same server.
+	other := steer.New(snapshot(t), steer.Options{})
+	for i := range 256 {
+		r := steer.Request{Client: netip.AddrFrom4([4]byte{100, 64, 2, byte(i)}), Host: "live.iptv.example"}
+		if e.Decide(r).Server != other.Decide(r).Server {
+			t.Fatalf("client %s: two engines over the same topology disagree", r.Client)
+		}
+	}
 	a := e.Decide(steer.Request{Client: netip.MustParseAddr("100.64.2.99"), Host: "live.iptv.example"})
 	for range 10 {
 		if b := e.Decide(steer.Request{Client: netip.MustParseAddr("100.64.2.99"), Host: "live.iptv.example"}); b.Server != a.Server {
@@ -171,7 +180,7 @@ func TestAppendLocation(t *testing.T) {
 		{"100.64.4.7", "/", "http://[2001:db8::1]:8080/live//6000/index.m3u8?r=east&h=[2001:db8::1]&p=8080&s=live&path="},
 	} {
 		d := e.Decide(steer.Request{Client: netip.MustParseAddr(tt.client), Host: "live.iptv.example"})
-		if got := string(e.AppendLocation(nil, &d, tt.path)); got != tt.want {
+		if got := string(e.AppendLocation(nil, &d, tt.path, "")); got != tt.want {
 			t.Errorf("client %s path %s:\n got %s\nwant %s", tt.client, tt.path, got, tt.want)
 		}
 	}
@@ -189,7 +198,7 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 	for _, r := range reqs {
 		allocs := testing.AllocsPerRun(100, func() {
 			d := e.Decide(r)
-			buf = e.AppendLocation(buf[:0], &d, "/cctv1/index.m3u8")
+			buf = e.AppendLocation(buf[:0], &d, "/cctv1/index.m3u8", "token=abc")
 		})
 		// ServiceByHost lowercases a mixed-case host (1 allocation); everything else is free.
 		limit := 0.0

@@ -46,12 +46,13 @@ func Channel(path string) string {
 	return path
 }
 
-// AppendLocation appends the redirect URL of decision d for a request path to
-// dst. Fields: {server} host:port, {host} host only, {port}, {channel} the
-// first path segment, {path} the path without its leading slash, {bitrate}
-// kbps, {service}, {region} the server's region. The path is inserted as the
-// STB sent it (already escaped on the wire).
-func (e *Engine) AppendLocation(dst []byte, d *Decision, path string) []byte {
+// AppendLocation appends the redirect URL of decision d for a request path
+// and raw query to dst. Fields: {server} host:port, {host} host only, {port},
+// {channel} the first path segment, {path} the path without its leading
+// slash, {query} the raw query string (for tokens the edge checks), {bitrate}
+// kbps, {service}, {region} the server's region. Path and query are inserted
+// as the STB sent them (already escaped on the wire).
+func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []byte {
 	if d.Server < 0 || d.Service < 0 {
 		return dst
 	}
@@ -76,6 +77,8 @@ func (e *Engine) AppendLocation(dst []byte, d *Decision, path string) []byte {
 			dst = append(dst, Channel(path)...)
 		case "path":
 			dst = append(dst, strings.TrimPrefix(path, "/")...)
+		case "query":
+			dst = append(dst, query...)
 		case "bitrate":
 			dst = strconv.AppendInt(dst, int64(d.BitrateKbps), 10)
 		case "service":
@@ -113,7 +116,7 @@ func (e *Engine) Names(d *Decision) Names {
 	}
 	if d.Server >= 0 {
 		n.Server = s.Servers[d.Server].Name
-		n.Address = s.Servers[d.Server].Addr.String()
+		n.Address = s.Servers[d.Server].AddrString
 	}
 	return n
 }

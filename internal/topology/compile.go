@@ -19,7 +19,7 @@ import (
 var selections = []string{"nearest"}
 
 // URL template placeholders a service may use.
-var templateFields = []string{"server", "host", "port", "channel", "path", "bitrate", "service", "region"}
+var templateFields = []string{"server", "host", "port", "channel", "path", "query", "bitrate", "service", "region"}
 
 // Validate checks the meaning of a decoded document and returns every problem,
 // each naming its field path. It builds the same structures Compile does, so a
@@ -252,6 +252,7 @@ func (c *compiler) nodes() {
 			}
 			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: sv.Weight, CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity}
 			view.Addr = c.address(sp+".address", sv.Address, addrs)
+			view.AddrString = view.Addr.String()
 			if sv.Health != nil && sv.Health.URL != "" {
 				u, err := url.Parse(sv.Health.URL)
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -444,6 +445,17 @@ func (c *compiler) services() {
 			c.add(p+".selection", "%q is not supported (supported: %s)", view.Selection, strings.Join(selections, ", "))
 		}
 		s.Services[i] = view
+	}
+	s.defaultService = -1
+	if len(s.Services) > 0 {
+		s.defaultService = 0
+	}
+	if d := c.t.Anycast.DefaultService; d != "" {
+		if i, ok := s.serviceIdx[d]; ok {
+			s.defaultService = i
+		} else {
+			c.add("anycast.default_service", "unknown service %q", d)
+		}
 	}
 }
 

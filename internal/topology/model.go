@@ -31,6 +31,9 @@ type Topology struct {
 type Anycast struct {
 	ServiceIP    string `yaml:"service_ip" json:"service_ip"`
 	CenterPrefix string `yaml:"center_prefix" json:"center_prefix"`
+	// DefaultService answers requests that name the service IP itself as
+	// their host (http://198.18.0.1/...); empty: the first service.
+	DefaultService string `yaml:"default_service,omitempty" json:"default_service,omitempty"`
 }
 
 // Location is a WGS84 point in degrees.

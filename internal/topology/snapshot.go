@@ -24,6 +24,7 @@ type Snapshot struct {
 
 	regionIdx, nodeIdx, serverIdx, zoneIdx, serviceIdx map[string]int32
 	hostIdx                                            map[string]int32 // normalised hostname -> service
+	defaultService                                     int32            // for requests addressed to the service IP
 	zoneTable                                          *bart.Table[int32]
 }
 
@@ -50,6 +51,7 @@ type ServerView struct {
 	Node            int32
 	Region          int32
 	Addr            netip.AddrPort
+	AddrString      string // Addr formatted once, for answers and logs
 	Loc             Location
 	Weight          int
 	HealthURL       string
@@ -124,7 +126,20 @@ func (s *Snapshot) ServiceByHost(host string) (int32, bool) {
 	if i, ok := s.hostIdx[host]; ok {
 		return i, true
 	}
-	return lookup(s.hostIdx, strings.ToLower(host))
+	if i, ok := s.hostIdx[strings.ToLower(host)]; ok {
+		return i, true
+	}
+	// An STB that was given the Anycast address itself as its URL host.
+	if len(host) > 0 && (host[0] == '[' || host[0] >= '0' && host[0] <= '9') {
+		a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		if ap, perr := netip.ParseAddrPort(host); perr == nil {
+			a, err = ap.Addr(), nil
+		}
+		if err == nil && a.Unmap() == s.ServiceIP && s.defaultService >= 0 {
+			return s.defaultService, true
+		}
+	}
+	return -1, false
 }
 
 // ZoneOf returns the coverage zone whose most specific network contains addr.
