@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/tlsutil"
 	"github.com/anysched/anysched/internal/topology"
@@ -39,6 +42,56 @@ type Service struct {
 	pb.UnimplementedAdminServer
 	Store  *store.Store
 	Logger *slog.Logger
+	// Engine is the center's current routing engine (nil before a snapshot).
+	Engine func() *steer.Engine
+}
+
+// Explain answers as the center (or, with region, as that region's
+// scheduler) would answer the request, with the reasoning.
+func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
+	client, err := netip.ParseAddr(req.GetClientIp())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "client_ip: not an IP address: %q", req.GetClientIp())
+	}
+	if req.GetHost() == "" {
+		return nil, status.Error(codes.InvalidArgument, "host: required")
+	}
+	path := req.GetPath()
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, status.Errorf(codes.InvalidArgument, "path: must start with '/': %q", path)
+	}
+	var eng *steer.Engine
+	if s.Engine != nil {
+		eng = s.Engine()
+	}
+	if eng == nil {
+		return nil, status.Error(codes.Unavailable, "the center has no topology snapshot yet")
+	}
+	snap := eng.Snapshot()
+	if r := req.GetRegion(); r != "" {
+		if _, ok := snap.Region(r); !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "region: unknown region %q in revision %d", r, snap.Revision)
+		}
+		eng = steer.New(snap, steer.Options{DefaultRegion: r, Available: eng.Available})
+	}
+	p, q, _ := strings.Cut(path, "?")
+	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost()})
+	resp := &pb.ExplainResponse{
+		Revision: snap.Revision, Result: x.Result, Reason: x.Reason,
+		Service: x.Names.Service, Zone: x.Names.Zone, ClientRegion: x.Names.ClientRegion, Region: x.Names.Region,
+		Node: x.Names.Node, Server: x.Names.Server, Address: x.Names.Address, BitrateKbps: int32(x.Decision.BitrateKbps),
+		Location: string(eng.AppendLocation(nil, &x.Decision, p, q)), Steps: x.Steps,
+	}
+	for _, c := range x.Candidates {
+		resp.Candidates = append(resp.Candidates, &pb.Candidate{
+			Server: c.Server, Node: c.Node, Region: c.Region, Address: c.Address, DistanceKm: c.DistanceKm,
+			Weight: int32(c.Weight), Available: c.Available, Chosen: c.Chosen, Why: c.Why,
+		})
+	}
+	return resp, nil
 }
 
 // ApplyTopology validates and stores a document.

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
 )
 
@@ -36,6 +37,7 @@ Usage:
   schedctl [global flags] apply -f FILE [--dry-run] [--force] [--base-revision N]
   schedctl [global flags] get topology|regions|nodes|servers|zones|services [-o table|yaml|json]
   schedctl [global flags] status [-o table|json]
+  schedctl [global flags] explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]
   schedctl version
 
 Global flags:
@@ -85,7 +87,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	run := map[string]func(context.Context, pb.AdminClient, []string, io.Writer) error{
-		"apply": apply, "get": get, "status": statusCmd,
+		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd,
 	}[cmd]
 	if run == nil {
 		fs.Usage()
@@ -361,3 +363,53 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 }
 
 func versionString() string { return version.String() }
+
+func explainCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	client := fs.String("client-ip", "", "the STB's address")
+	host := fs.String("host", "", "the hostname the STB asked for")
+	path := fs.String("path", "/", "the request path (and query)")
+	region := fs.String("region", "", "explain as this region's scheduler (default: as the center)")
+	format := outputFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *client == "" || *host == "" {
+		return fmt.Errorf("%w: explain needs --client-ip and --host", ErrUsage)
+	}
+	resp, err := c.Explain(ctx, &pb.ExplainRequest{ClientIp: *client, Host: *host, Path: *path, Region: *region})
+	if err != nil {
+		return explain(err)
+	}
+	switch *format {
+	case "json":
+		b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, string(b))
+		return err
+	case "table":
+	default:
+		return fmt.Errorf("%w: explain output is table or json", ErrUsage)
+	}
+	fmt.Fprintf(out, "revision %d: %s", resp.GetRevision(), resp.GetResult())
+	if resp.GetServer() != "" {
+		fmt.Fprintf(out, " -> %s (%s) at %d kbps\n  %s\n", resp.GetServer(), resp.GetAddress(), resp.GetBitrateKbps(), resp.GetLocation())
+	} else {
+		fmt.Fprintf(out, ": %s\n", resp.GetReason())
+	}
+	for _, st := range resp.GetSteps() {
+		fmt.Fprintf(out, "  - %s\n", st)
+	}
+	if len(resp.GetCandidates()) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SERVER\tNODE\tREGION\tADDRESS\tKM\tWEIGHT\tAVAILABLE\tWHY")
+	for _, cd := range resp.GetCandidates() {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f\t%d\t%t\t%s\n", cd.GetServer(), cd.GetNode(), cd.GetRegion(), cd.GetAddress(), cd.GetDistanceKm(), cd.GetWeight(), cd.GetAvailable(), cd.GetWhy())
+	}
+	return w.Flush()
+}

@@ -12,14 +12,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/snapshot"
+	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
@@ -44,15 +49,21 @@ type Scheduler struct {
 	Admin    *obs.Admin
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	// DefaultRegion serves STBs in no coverage zone: the regional
+	// scheduler's own region, the center's default_region.
+	DefaultRegion string
+	Recorder      *accesslog.Recorder
 
+	engine  atomic.Pointer[steer.Engine]
+	common  config.Common
 	started time.Time
 }
 
 // New builds the shared components over a connected store.
 func New(role, region string, c config.Common, st *store.Store, log *slog.Logger) *Scheduler {
 	s := &Scheduler{
-		ID: c.InstanceID, Role: role, Region: region, Store: st,
-		Registry: obs.NewRegistry(), Logger: log, started: time.Now().UTC(),
+		ID: c.InstanceID, Role: role, Region: region, Store: st, DefaultRegion: region,
+		Registry: obs.NewRegistry(), Logger: log, common: c, started: time.Now().UTC(),
 	}
 	if s.ID == "" {
 		s.ID = DefaultInstanceID(role, region)
@@ -61,8 +72,14 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		Source: st, CacheFile: c.Snapshot.CacheFile,
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
+		OnSwap: s.rebuildEngine,
 	}
 	s.Syncer.Register(s.Registry)
+	accessLog := log
+	if !c.AccessLog.Enabled {
+		accessLog = slog.New(slog.DiscardHandler)
+	}
+	s.Recorder = accesslog.New(s.Registry, accessLog, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery})
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {
@@ -101,6 +118,15 @@ func (s *Scheduler) serveSnapshotInfo(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(info)
 }
+
+// rebuildEngine builds the routing tables for a new snapshot, off the hot
+// path, and swaps them in.
+func (s *Scheduler) rebuildEngine(snap *topology.Snapshot) {
+	s.engine.Store(steer.New(snap, steer.Options{DefaultRegion: s.DefaultRegion}))
+}
+
+// Engine returns the current routing engine, nil before the first snapshot.
+func (s *Scheduler) Engine() *steer.Engine { return s.engine.Load() }
 
 // DefaultInstanceID is hostname-role[-region].
 func DefaultInstanceID(role, region string) string {
@@ -152,7 +178,17 @@ func (s *Scheduler) instance() store.Instance {
 // components returns the shared components' run functions.
 func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance}
-	return []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run}
+	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run}
+	if c := s.common.HTTP; c.Listen != "" {
+		var trusted []netip.Prefix
+		for _, p := range c.TrustedProxies {
+			pfx, _ := config.ParsePrefixOrAddr(p) // validated with the config
+			trusted = append(trusted, pfx)
+		}
+		h := httpd.New(httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		comps = append(comps, h.Run)
+	}
+	return comps
 }
 
 // RunRegional runs a city scheduler until ctx ends.
@@ -192,10 +228,11 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	defer cli.Close()
 	st := store.New(cli, c.Etcd.Prefix, log)
 	s := New(RoleCentral, "", c.Common, st, log)
+	s.DefaultRegion = c.DefaultRegion
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi")}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}

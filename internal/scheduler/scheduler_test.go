@@ -279,3 +279,93 @@ func TestAdminMutualTLS(t *testing.T) {
 		t.Error("client certificate from another CA accepted")
 	}
 }
+
+// TestSTBAnswers: STB requests to the regional and central schedulers are
+// redirected by the current topology, follow an apply within a second, and
+// keep being answered while etcd is down.
+func TestSTBAnswers(t *testing.T) {
+	e := etcdtest.Start(t)
+	cc := centerConfig(t)
+	cc.Etcd.Endpoints = []string{e.Endpoint()}
+	cc.HTTP.Listen = etcdtest.FreePort(t)
+	cc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+	cc.DefaultRegion = "wuhu"
+	daemon(t, func(ctx context.Context) error { return scheduler.RunCenter(ctx, cc, quiet) })
+	rc := regionalConfig(t, cc, "hefei")
+	rc.Etcd.Endpoints = []string{e.Endpoint()}
+	rc.HTTP.Listen = etcdtest.FreePort(t)
+	rc.HTTP.TrustedProxies = []string{"127.0.0.0/8"}
+	daemon(t, func(ctx context.Context) error { return scheduler.RunRegional(ctx, rc, quiet) })
+	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
+	get := func(listen, xff string) (int, string, string) {
+		req, _ := http.NewRequest("GET", "http://"+listen+"/cctv1/index.m3u8", nil)
+		req.Host = "live.iptv.example"
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("X-Anysched-Instance")
+	}
+	waitUp(t, "regional answers", func() bool { code, _, _ := get(rc.HTTP.Listen, ""); return code == http.StatusFound })
+
+	tests := []struct {
+		name, listen, xff, wantPrefix, wantInstance string
+	}{
+		{"regional, client in no zone: its own region", rc.HTTP.Listen, "", "http://10.1.", "hefei-1"},
+		{"regional, client in wuhu's zone", rc.HTTP.Listen, "100.68.0.9", "http://10.2.", "hefei-1"},
+		{"center, client in hefei's zone", cc.HTTP.Listen, "100.64.0.9", "http://10.1.", "center"},
+		{"center, client in no zone: default_region", cc.HTTP.Listen, "", "http://10.2.", "center"},
+	}
+	for _, tt := range tests {
+		code, loc, inst := get(tt.listen, tt.xff)
+		if code != http.StatusFound || !strings.HasPrefix(loc, tt.wantPrefix) || !strings.HasSuffix(loc, "/live/cctv1/6000/index.m3u8") || inst != tt.wantInstance {
+			t.Errorf("%s: %d %q from %q, want 302 to %s... from %s", tt.name, code, loc, inst, tt.wantPrefix, tt.wantInstance)
+		}
+	}
+
+	// schedctl explain shows the same decision as the center made.
+	out, err := schedctl(t, cc.GRPC.Listen, "explain", "--client-ip", "100.64.0.9", "--host", "live.iptv.example", "--path", "/cctv1/index.m3u8")
+	_, loc, _ := get(cc.HTTP.Listen, "100.64.0.9")
+	if err != nil || !strings.Contains(out, "CZ") || !strings.Contains(out, loc) || !strings.Contains(out, "chosen: nearest available") || !strings.Contains(out, "coverage zone hefei-z1") {
+		t.Errorf("explain: %v\n%s", err, out)
+	}
+
+	// An apply that moves hefei's servers changes the answers within a second.
+	doc, _ := os.ReadFile("../../deploy/examples/topology.yaml")
+	moved := strings.ReplaceAll(string(doc), ":8080", ":9080")
+	path := filepath.Join(t.TempDir(), "moved.yaml")
+	os.WriteFile(path, []byte(moved), 0o644)
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", path); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	applied := time.Now()
+	for {
+		_, loc, _ := get(rc.HTTP.Listen, "")
+		if strings.Contains(loc, ":9080/") {
+			t.Logf("answers changed %s after the apply", time.Since(applied).Round(time.Millisecond))
+			break
+		}
+		if time.Since(applied) > time.Second {
+			t.Fatalf("answers still %q one second after the apply", loc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// etcd gone: both keep answering from their snapshots.
+	e.Stop()
+	time.Sleep(500 * time.Millisecond)
+	for _, l := range []string{rc.HTTP.Listen, cc.HTTP.Listen} {
+		if code, loc, _ := get(l, "100.64.0.9"); code != http.StatusFound || !strings.Contains(loc, ":9080/") {
+			t.Errorf("%s with etcd down: %d %q", l, code, loc)
+		}
+	}
+}

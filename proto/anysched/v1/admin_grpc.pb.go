@@ -25,6 +25,7 @@ const (
 	Admin_ApplyTopology_FullMethodName = "/anysched.v1.Admin/ApplyTopology"
 	Admin_GetTopology_FullMethodName   = "/anysched.v1.Admin/GetTopology"
 	Admin_Status_FullMethodName        = "/anysched.v1.Admin/Status"
+	Admin_Explain_FullMethodName       = "/anysched.v1.Admin/Explain"
 )
 
 // AdminClient is the client API for Admin service.
@@ -40,6 +41,9 @@ type AdminClient interface {
 	GetTopology(ctx context.Context, in *GetTopologyRequest, opts ...grpc.CallOption) (*GetTopologyResponse, error)
 	// Status lists the scheduler instances registered in the store.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Explain shows how a request would be answered: the decision, the client's
+	// zone, and every candidate server with why it was or was not taken.
+	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
 }
 
 type adminClient struct {
@@ -80,6 +84,16 @@ func (c *adminClient) Status(ctx context.Context, in *StatusRequest, opts ...grp
 	return out, nil
 }
 
+func (c *adminClient) Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExplainResponse)
+	err := c.cc.Invoke(ctx, Admin_Explain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -93,6 +107,9 @@ type AdminServer interface {
 	GetTopology(context.Context, *GetTopologyRequest) (*GetTopologyResponse, error)
 	// Status lists the scheduler instances registered in the store.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Explain shows how a request would be answered: the decision, the client's
+	// zone, and every candidate server with why it was or was not taken.
+	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -111,6 +128,9 @@ func (UnimplementedAdminServer) GetTopology(context.Context, *GetTopologyRequest
 }
 func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedAdminServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Explain not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -187,6 +207,24 @@ func _Admin_Status_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Explain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Explain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Explain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Explain(ctx, req.(*ExplainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -205,6 +243,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Admin_Status_Handler,
+		},
+		{
+			MethodName: "Explain",
+			Handler:    _Admin_Explain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
