@@ -12,7 +12,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS))
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload
 
 # Everything: vet, unit and integration tests (real etcd embedded on
 # loopback), race detector on the concurrent packages, then a short run of

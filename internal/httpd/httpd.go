@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -213,6 +214,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// resultHeader holds the X-Anysched-Result values, allocated once.
+var resultHeader = func() map[steer.Result][]string {
+	m := map[steer.Result][]string{}
+	for _, r := range steer.Results {
+		m[r] = []string{r.String()}
+	}
+	return m
+}()
+
 // bufPool holds the buffers redirect URLs are rendered into.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
@@ -285,6 +295,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	lat := time.Since(start)
+	// For load generators and debugging: the result type and the decision
+	// time (Server-Timing is shown by browsers' and curl's tooling).
+	h["X-Anysched-Result"] = resultHeader[d.Result]
+	h["Server-Timing"] = []string{"decide;dur=" + strconv.FormatFloat(float64(lat.Nanoseconds())/1e6, 'f', 3, 64)}
 
 	switch {
 	case asJSON:

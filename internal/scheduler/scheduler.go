@@ -21,6 +21,7 @@ import (
 	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/dnsd"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/snapshot"
@@ -187,6 +188,10 @@ func (s *Scheduler) components() []func(context.Context) error {
 		}
 		h := httpd.New(httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
 		comps = append(comps, h.Run)
+	}
+	if c := s.common.DNS; c.Listen != "" {
+		d := dnsd.New(dnsd.Config{Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		comps = append(comps, d.Run)
 	}
 	return comps
 }

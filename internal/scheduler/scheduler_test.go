@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/anysched/anysched/internal/scheduler"
 	"github.com/anysched/anysched/internal/testcerts"
 	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/miekg/dns"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -295,6 +297,7 @@ func TestSTBAnswers(t *testing.T) {
 	rc.Etcd.Endpoints = []string{e.Endpoint()}
 	rc.HTTP.Listen = etcdtest.FreePort(t)
 	rc.HTTP.TrustedProxies = []string{"127.0.0.0/8"}
+	rc.DNS.Listen = etcdtest.FreePort(t)
 	daemon(t, func(ctx context.Context) error { return scheduler.RunRegional(ctx, rc, quiet) })
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
@@ -329,6 +332,20 @@ func TestSTBAnswers(t *testing.T) {
 		code, loc, inst := get(tt.listen, tt.xff)
 		if code != http.StatusFound || !strings.HasPrefix(loc, tt.wantPrefix) || !strings.HasSuffix(loc, "/live/cctv1/6000/index.m3u8") || inst != tt.wantInstance {
 			t.Errorf("%s: %d %q from %q, want 302 to %s... from %s", tt.name, code, loc, inst, tt.wantPrefix, tt.wantInstance)
+		}
+	}
+
+	// DNS from the regional scheduler: a client subnet in wuhu's zone gets a
+	// wuhu server, the same one HTTP would redirect it to.
+	q := new(dns.Msg)
+	q.SetQuestion("live.iptv.example.", dns.TypeA)
+	q.SetEdns0(1232, false)
+	q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 32, Address: net.ParseIP("100.68.0.9").To4()})
+	for _, proto := range []string{"udp", "tcp"} {
+		r, _, err := (&dns.Client{Net: proto, Timeout: 2 * time.Second}).Exchange(q, rc.DNS.Listen)
+		_, loc, _ := get(rc.HTTP.Listen, "100.68.0.9")
+		if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !strings.Contains(loc, "//"+r.Answer[0].(*dns.A).A.String()+":") {
+			t.Errorf("DNS over %s: %v %v; HTTP said %s", proto, err, r, loc)
 		}
 	}
 

@@ -26,7 +26,9 @@ const (
 	ResultError                      // no available server anywhere
 )
 
-var resultNames = [...]string{"", "CZ", "DEFAULT", "FALLBACK", "MISS", "ERROR"}
+// The zero Result is NONE: an answer that needed no decision (a DNS SOA or
+// NS query, a refused or malformed query).
+var resultNames = [...]string{"NONE", "CZ", "DEFAULT", "FALLBACK", "MISS", "ERROR"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {

@@ -119,7 +119,7 @@ func (s *Snapshot) Service(name string) (int32, bool) { return lookup(s.serviceI
 // ServiceByHost returns the service that owns a hostname (case-insensitive,
 // trailing dot and port ignored). It does not allocate for lowercase input.
 func (s *Snapshot) ServiceByHost(host string) (int32, bool) {
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") && strings.Count(host, ":") == 1 {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.Count(host, ":") == 1 && isPort(host[i+1:]) {
 		host = host[:i]
 	}
 	host = strings.TrimSuffix(host, ".")
@@ -145,4 +145,16 @@ func (s *Snapshot) ServiceByHost(host string) (int32, bool) {
 // ZoneOf returns the coverage zone whose most specific network contains addr.
 func (s *Snapshot) ZoneOf(addr netip.Addr) (int32, bool) {
 	return s.zoneTable.Lookup(addr.Unmap())
+}
+
+func isPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Loopback demo: the central scheduler with embedded etcd and three regional
-# schedulers on 127.0.0.x, the sample province applied, and `schedctl status`.
+# schedulers on 127.0.0.1, the sample province applied, STB traffic from five
+# cities (three with their own scheduler, two served by the center), and a
+# summary table.
 # Run from the repository root after `make build` (make demo does both).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -41,7 +43,22 @@ for _ in $(seq 50); do
   [ "$ready" -ge 4 ] && break; sleep 0.2
 done
 ctl status
-step "the province as stored"
-ctl get regions >"$state/regions.txt"; head -6 "$state/regions.txt"; echo "..."
-ctl get services
+step "how the center would answer an STB of huainan (a city without its own scheduler)"
+ctl explain --client-ip 100.76.0.20 --host live.iptv.example --path /ch1/index.m3u8 >"$state/explain.txt"
+head -9 "$state/explain.txt"
+
+step "one STB request by hand: curl through the hefei scheduler"
+curl -s -o /dev/null -D - -H 'Host: live.iptv.example' -H 'X-Forwarded-For: 100.64.0.7' http://127.0.0.1:18081/ch1/index.m3u8 \
+  | grep -iE '^(HTTP|Location|X-Anysched|Server-Timing)'
+
+if command -v dig >/dev/null; then
+  step "the same through DNS: wuhu's scheduler, asked for a client of wuhu (EDNS Client Subnet) and one of hefei"
+  echo "wuhu client:  $(dig @127.0.0.1 -p 15355 live.iptv.example A +short +subnet=100.68.0.0/24)"
+  echo "hefei client: $(dig @127.0.0.1 -p 15355 live.iptv.example A +short +subnet=100.64.0.0/24)"
+fi
+
+step "STB traffic: hefei, wuhu, bengbu reach their own schedulers; huainan and anqing reach the center"
+bin/stbload --topology deploy/examples/topology.yaml --cities hefei,wuhu,bengbu,huainan,anqing \
+  --route hefei=127.0.0.1:18081,wuhu=127.0.0.1:18082,bengbu=127.0.0.1:18083 --default 127.0.0.1:18080 \
+  --requests "${DEMO_REQUESTS:-5000}" --concurrency 16
 printf '\nlogs are in %s\n' "$logs"

@@ -1,0 +1,88 @@
+// Command stbload sends simulated set-top-box requests to schedulers and
+// prints what the boxes saw, per city. On loopback there is no Anycast
+// routing, so --route says which scheduler each city's boxes reach (the rest
+// reach --default, the center), as routers' longest-prefix match would.
+//
+//	go run ./bench/stbload --topology deploy/examples/topology.yaml \
+//	  --cities hefei,wuhu,huainan --route hefei=127.0.0.1:18081,wuhu=127.0.0.1:18082 \
+//	  --default 127.0.0.1:18080 --requests 3000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/topology"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "stbload:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	topo := flag.String("topology", "deploy/examples/topology.yaml", "topology file (client networks per city)")
+	cities := flag.String("cities", "", "comma-separated cities whose STBs send requests (default: every region)")
+	routes := flag.String("route", "", "city=host:port,... the scheduler each city's STBs reach")
+	def := flag.String("default", "127.0.0.1:18080", "scheduler reached by cities without a route (the center)")
+	host := flag.String("host", "live.iptv.example", "service hostname")
+	requests := flag.Int("requests", 3000, "total requests (bounded)")
+	conc := flag.Int("concurrency", 16, "concurrent STBs")
+	maxDur := flag.Duration("max-duration", time.Minute, "stop after this long regardless")
+	seed := flag.Uint64("seed", 1, "random seed")
+	flag.Parse()
+
+	data, err := os.ReadFile(*topo)
+	if err != nil {
+		return err
+	}
+	t, err := topology.Parse(data)
+	if err != nil {
+		return err
+	}
+	var names []string
+	if *cities == "" {
+		for _, r := range t.Regions {
+			names = append(names, r.Name)
+		}
+	} else {
+		names = strings.Split(*cities, ",")
+	}
+	route := map[string]string{}
+	if *routes != "" {
+		for _, kv := range strings.Split(*routes, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("--route: %q is not city=host:port", kv)
+			}
+			route[k] = v
+		}
+	}
+	cs, err := stbload.CitiesFromTopology(t, names, route, *def)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d STB requests from %d cities, %d at a time:\n", *requests, len(cs), *conc)
+	for _, c := range cs {
+		fmt.Printf("  %-10s -> %s (%d client networks)\n", c.Name, c.Scheduler, len(c.Networks))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := stbload.Run(ctx, stbload.Options{
+		Cities: cs, Host: *host, Requests: *requests, Concurrency: *conc, MaxDuration: *maxDur,
+		Channels: 200, Progress: os.Stdout, Seed: *seed,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	return rep.WriteTable(os.Stdout)
+}

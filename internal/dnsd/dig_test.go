@@ -1,0 +1,63 @@
+package dnsd
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/steer"
+)
+
+// TestDig asks the real dig binary, which sends what resolvers and STB
+// stacks send (EDNS cookies, AD bit, its own ECS encoding).
+func TestDig(t *testing.T) {
+	dig, err := exec.LookPath("dig")
+	if err != nil {
+		t.Skip("dig not installed (apt-get install dnsutils)")
+	}
+	s := newTestServer(t, Config{InstanceID: "sched-1"}, steer.Options{})
+	host, port, _ := net.SplitHostPort(start(t, s))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // +short output, or a line of the full output
+	}{
+		{"A", []string{"live.iptv.example", "A", "+short"}, "10.1.1.10"},
+		{"0x20 case", []string{"LIVE.iptv.Example", "A", "+short"}, "10.1.1.10"},
+		{"ECS south", []string{"live.iptv.example", "A", "+short", "+subnet=100.65.0.0/24"}, "10.2.1.10"},
+		{"ECS north-b", []string{"live.iptv.example", "A", "+short", "+subnet=100.64.1.0/24"}, "10.1.2.10"},
+		{"ECS v6 node", []string{"live.iptv.example", "AAAA", "+short", "+subnet=2001:db8:200::/56"}, "2001:db8:2::10"},
+		{"ECS scope", []string{"live.iptv.example", "A", "+subnet=100.65.0.0/24"}, "; CLIENT-SUBNET: 100.65.0.0/24/24"},
+		{"TCP", []string{"live.iptv.example", "A", "+short", "+tcp"}, "10.1.1.10"},
+		{"TCP ECS", []string{"live.iptv.example", "A", "+short", "+tcp", "+subnet=100.65.0.0/24"}, "10.2.1.10"},
+		{"NSID", []string{"live.iptv.example", "A", "+nsid"}, `; NSID: 73 63 68 65 64 2d 31 ("sched-1")`},
+		{"NXDOMAIN", []string{"nope.live.iptv.example", "A"}, "status: NXDOMAIN"},
+		{"REFUSED", []string{"www.example.com", "A"}, "status: REFUSED"},
+		{"SOA", []string{"live.iptv.example", "SOA", "+short"}, "ns1.live.iptv.example. hostmaster.live.iptv.example. 42 3600 600 86400 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=2"}, tc.args...)
+			out, err := exec.CommandContext(ctx, dig, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("dig %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			if !containsLine(string(out), tc.want) {
+				t.Fatalf("dig %s: want a line with %q in:\n%s", strings.Join(args, " "), tc.want, out)
+			}
+		})
+	}
+}
+
+func containsLine(out, want string) bool {
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, want) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,301 @@
+// Package stbload simulates set-top boxes asking schedulers where to play:
+// each request comes from a client address inside one of its city's coverage
+// networks (sent as X-Forwarded-For, so a scheduler that trusts the load
+// generator locates it), asks for a channel drawn from a Zipf popularity, and
+// records the answer: status, which scheduler answered, the result type and
+// the decision time the scheduler reports (Server-Timing). The number of
+// requests and the run time are bounded.
+package stbload
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// City is where a group of STBs lives and which scheduler its routers reach.
+type City struct {
+	Name      string
+	Scheduler string         // host:port of the HTTP front end its STBs reach
+	Networks  []netip.Prefix // client networks (the city's coverage zones)
+}
+
+// Options bound and shape a run.
+type Options struct {
+	Cities      []City
+	Host        string // service hostname in the Host header
+	Requests    int    // total, spread evenly over the cities
+	Concurrency int
+	MaxDuration time.Duration // the run stops at this time even if requests remain
+	Channels    int           // distinct channels, Zipf(1.1) popularity
+	Timeout     time.Duration // per request
+	Progress    io.Writer     // one line per second; nil for none
+	Seed        uint64
+}
+
+// CitiesFromTopology returns the given cities' client networks, with each
+// city's scheduler address from route (cities missing from route use def).
+func CitiesFromTopology(t *topology.Topology, names []string, route map[string]string, def string) ([]City, error) {
+	var out []City
+	for _, n := range names {
+		c := City{Name: n, Scheduler: def}
+		if a, ok := route[n]; ok {
+			c.Scheduler = a
+		}
+		for _, z := range t.Zones {
+			if z.Region != n {
+				continue
+			}
+			for _, s := range z.Networks {
+				p, err := netip.ParsePrefix(s)
+				if err != nil {
+					return nil, fmt.Errorf("zone %s: %w", z.Name, err)
+				}
+				c.Networks = append(c.Networks, p)
+			}
+		}
+		if len(c.Networks) == 0 {
+			return nil, fmt.Errorf("city %q has no coverage zones in the topology", n)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// CityStats is what one city's STBs saw.
+type CityStats struct {
+	Requests, Redirects, Failures int
+	Results                       map[string]int
+	AnsweredBy                    map[string]int
+	Latency                       []time.Duration // request round trip
+	Decide                        []time.Duration // scheduler-reported decision time
+}
+
+// Report is a whole run.
+type Report struct {
+	Cities   []string
+	PerCity  map[string]*CityStats
+	Duration time.Duration
+}
+
+type sample struct {
+	city        int
+	status      int
+	instance    string
+	result      string
+	lat, decide time.Duration
+	err         error
+}
+
+// Run sends the requests and returns what the STBs saw.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if len(o.Cities) == 0 || o.Requests <= 0 {
+		return nil, fmt.Errorf("stbload: no cities or no requests")
+	}
+	o.Concurrency = max(o.Concurrency, 1)
+	o.Channels = max(o.Channels, 1)
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.MaxDuration)
+	defer cancel()
+	tr := &http.Transport{MaxIdleConnsPerHost: o.Concurrency, MaxConnsPerHost: o.Concurrency, IdleConnTimeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	var next atomic.Int64
+	samples := make(chan sample, 1024)
+	var wg sync.WaitGroup
+	for w := range o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
+			zipf := rand.NewZipf(rand.New(rand.NewPCG(o.Seed^0xfeed, uint64(w))), 1.1, 1, uint64(o.Channels-1))
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(o.Requests) || ctx.Err() != nil {
+					return
+				}
+				c := int(i) % len(o.Cities)
+				samples <- one(ctx, client, o, c, rng, zipf)
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(samples) }()
+
+	rep := &Report{PerCity: map[string]*CityStats{}}
+	for _, c := range o.Cities {
+		rep.Cities = append(rep.Cities, c.Name)
+		rep.PerCity[c.Name] = &CityStats{Results: map[string]int{}, AnsweredBy: map[string]int{}}
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	done, failed, lastDone := 0, 0, 0
+	for {
+		select {
+		case s, ok := <-samples:
+			if !ok {
+				rep.Duration = time.Since(start)
+				if o.Progress != nil {
+					fmt.Fprintf(o.Progress, "  %5.1fs  %d requests, %d failed (done)\n", rep.Duration.Seconds(), done, failed)
+				}
+				return rep, nil
+			}
+			cs := rep.PerCity[o.Cities[s.city].Name]
+			cs.Requests++
+			done++
+			if s.err != nil || s.status != http.StatusFound {
+				cs.Failures++
+				failed++
+				if s.err != nil {
+					cs.Results["conn-error"]++
+					continue
+				}
+			} else {
+				cs.Redirects++
+			}
+			cs.Results[s.result]++
+			cs.AnsweredBy[s.instance]++
+			cs.Latency = append(cs.Latency, s.lat)
+			if s.decide > 0 {
+				cs.Decide = append(cs.Decide, s.decide)
+			}
+		case <-tick.C:
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "  %5.1fs  %d/%d requests, %d/s, %d failed\n", time.Since(start).Seconds(), done, o.Requests, done-lastDone, failed)
+			}
+			lastDone = done
+		}
+	}
+}
+
+func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.Rand, zipf *rand.Zipf) sample {
+	c := o.Cities[ci]
+	p := c.Networks[rng.IntN(len(c.Networks))]
+	addr := randomIn(p, rng)
+	path := "/ch" + strconv.FormatUint(zipf.Uint64()+1, 10) + "/index.m3u8"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Scheduler+path, nil)
+	if err != nil {
+		return sample{city: ci, err: err}
+	}
+	req.Host = o.Host
+	req.Header.Set("X-Forwarded-For", addr.String())
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return sample{city: ci, err: err}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return sample{
+		city: ci, status: resp.StatusCode, lat: time.Since(t0),
+		instance: resp.Header.Get("X-Anysched-Instance"), result: resp.Header.Get("X-Anysched-Result"),
+		decide: serverTiming(resp.Header.Get("Server-Timing")),
+	}
+}
+
+// randomIn picks a random address inside p.
+func randomIn(p netip.Prefix, rng *rand.Rand) netip.Addr {
+	b := p.Addr().AsSlice()
+	host := len(b)*8 - p.Bits()
+	for i := len(b) - 1; i >= 0 && host > 0; i-- {
+		bits := min(host, 8)
+		b[i] |= byte(rng.IntN(1<<bits)) & byte((1<<bits)-1)
+		host -= bits
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// serverTiming reads "decide;dur=0.012" (milliseconds).
+func serverTiming(v string) time.Duration {
+	_, d, ok := strings.Cut(v, "dur=")
+	if !ok {
+		return 0
+	}
+	if i := strings.IndexAny(d, ",;"); i >= 0 {
+		d = d[:i]
+	}
+	ms, err := strconv.ParseFloat(d, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// Percentile returns the p-th percentile (0-100) of ds, 0 when empty.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}
+
+// WriteTable prints one row per city.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99")
+	total := 0
+	for _, name := range r.Cities {
+		c := r.PerCity[name]
+		total += c.Requests
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s\n", name, c.Requests, c.Redirects, c.Failures,
+			counts(c.Results), counts(c.AnsweredBy),
+			round(Percentile(c.Latency, 50)), round(Percentile(c.Latency, 99)),
+			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d requests in %s (%.0f/s)\n", total, r.Duration.Round(time.Millisecond), float64(total)/r.Duration.Seconds())
+	return err
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		name := k
+		if name == "" {
+			name = "?"
+		}
+		parts = append(parts, fmt.Sprintf("%s=%d", name, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	default:
+		return d.Round(10 * time.Microsecond).String()
+	}
+}
