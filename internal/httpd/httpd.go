@@ -15,8 +15,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
