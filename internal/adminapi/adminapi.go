@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/tlsutil"
@@ -23,7 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
+	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -44,6 +46,82 @@ type Service struct {
 	Logger *slog.Logger
 	// Engine is the center's current routing engine (nil before a snapshot).
 	Engine func() *steer.Engine
+	// Health is the merged availability behind that engine (nil before one).
+	Health func() *health.Availability
+	// Drains lists the operator drains in force.
+	Drains func() []health.Drain
+}
+
+// Drain records an operator drain after checking the target exists.
+func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainResponse, error) {
+	n, err := s.drainTarget(req.GetKind(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range s.drains() {
+		if d.Kind == req.GetKind() && d.Name == req.GetName() && d.Reason == req.GetReason() {
+			return &pb.DrainResponse{Servers: n, Changed: false}, nil
+		}
+	}
+	if err := health.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), health.Drain{Kind: req.GetKind(), Name: req.GetName(), Reason: req.GetReason()}); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+	}
+	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)
+	return &pb.DrainResponse{Servers: n, Changed: true}, nil
+}
+
+// Undrain removes an operator drain.
+func (s *Service) Undrain(ctx context.Context, req *pb.UndrainRequest) (*pb.DrainResponse, error) {
+	if !health.ValidDrainKind(req.GetKind()) {
+		return nil, status.Errorf(codes.InvalidArgument, "kind: %q is not server, node or region", req.GetKind())
+	}
+	existed, err := health.ClearDrain(ctx, s.Store.Client(), s.Store.Prefix(), req.GetKind(), req.GetName())
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+	}
+	n, _ := s.drainTarget(req.GetKind(), req.GetName())
+	if existed {
+		s.Logger.Info("undrained", "kind", req.GetKind(), "name", req.GetName())
+	}
+	return &pb.DrainResponse{Servers: n, Changed: existed}, nil
+}
+
+func (s *Service) drains() []health.Drain {
+	if s.Drains == nil {
+		return nil
+	}
+	return s.Drains()
+}
+
+// drainTarget checks kind and name against the current topology and counts
+// the servers they cover.
+func (s *Service) drainTarget(kind, name string) (int32, error) {
+	if !health.ValidDrainKind(kind) {
+		return 0, status.Errorf(codes.InvalidArgument, "kind: %q is not server, node or region", kind)
+	}
+	var eng *steer.Engine
+	if s.Engine != nil {
+		eng = s.Engine()
+	}
+	if eng == nil {
+		return 0, status.Error(codes.Unavailable, "the center has no topology snapshot yet")
+	}
+	snap := eng.Snapshot()
+	switch kind {
+	case health.DrainServer:
+		if _, ok := snap.Server(name); ok {
+			return 1, nil
+		}
+	case health.DrainNode:
+		if i, ok := snap.Node(name); ok {
+			return int32(len(snap.Nodes[i].Servers)), nil
+		}
+	case health.DrainRegion:
+		if i, ok := snap.Region(name); ok {
+			return int32(len(snap.Regions[i].Servers)), nil
+		}
+	}
+	return 0, status.Errorf(codes.NotFound, "no %s named %q in topology revision %d", kind, name, snap.Revision)
 }
 
 // Explain answers as the center (or, with region, as that region's
@@ -169,6 +247,7 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	resp := &pb.StatusResponse{Revision: rev}
+	s.healthStatus(resp)
 	for _, in := range ins {
 		resp.Instances = append(resp.Instances, &pb.Instance{
 			Id: in.ID, Role: in.Role, Region: in.Region, Version: in.Version,
@@ -178,6 +257,48 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 		})
 	}
 	return resp, nil
+}
+
+// healthStatus adds per-region health counts, live checkers and drains.
+func (s *Service) healthStatus(resp *pb.StatusResponse) {
+	if s.Engine == nil || s.Health == nil {
+		return
+	}
+	eng, av := s.Engine(), s.Health()
+	if eng == nil || av == nil || len(av.Available) != len(eng.Snapshot().Servers) {
+		return
+	}
+	snap := eng.Snapshot()
+	for ri, rv := range snap.Regions {
+		rh := &pb.RegionHealth{Region: rv.Name, Servers: int32(len(rv.Servers))}
+		for _, si := range rv.Servers {
+			switch {
+			case av.Drained[si]:
+				rh.Drained++
+			case av.Healthy[si]:
+				rh.Healthy++
+			default:
+				rh.Unhealthy++
+			}
+			if av.Available[si] {
+				rh.Available++
+			}
+		}
+		for _, ni := range snap.Regions[ri].Nodes {
+			if av.Panic[ni] {
+				rh.PanicNodes++
+			}
+		}
+		resp.Regions = append(resp.Regions, rh)
+	}
+	for _, c := range av.Checkers {
+		resp.Checkers = append(resp.Checkers, &pb.CheckerStatus{Id: c.ID, Region: c.Region, Targets: int32(c.Targets), StartedAt: timestamppb.New(c.StartedAt)})
+	}
+	sort.Slice(resp.Checkers, func(i, j int) bool { return resp.Checkers[i].Id < resp.Checkers[j].Id })
+	for _, d := range s.drains() {
+		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: d.Kind, Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At)})
+	}
+	sort.Slice(resp.Drains, func(i, j int) bool { return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name })
 }
 
 func summarize(t *topology.Topology, digest string) *pb.TopologySummary {
@@ -216,7 +337,7 @@ func invalid(err error) error {
 
 // NewServer builds the gRPC server: the admin service, gRPC health (SERVING
 // while the process runs) and reflection for grpcurl.
-func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *health.Server, error) {
+func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -231,7 +352,7 @@ func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *he
 	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterAdminServer(srv, svc)
-	hs := health.NewServer()
+	hs := grpchealth.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
 	return srv, hs, nil

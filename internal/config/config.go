@@ -93,6 +93,52 @@ type AccessLog struct {
 	SampleEvery uint64 `yaml:"sample_every"`
 }
 
+// Check configures a health checker (the healthcheck daemon, or one embedded
+// in a regional scheduler).
+type Check struct {
+	Interval time.Duration `yaml:"interval"` // between probes of one server
+	Timeout  time.Duration `yaml:"timeout"`  // of one probe
+	Rise     int           `yaml:"rise"`     // consecutive successes to come up
+	Fall     int           `yaml:"fall"`     // consecutive failures to go down
+	// BandwidthThreshold: a server reporting more than this share of its
+	// capacity gets no new STBs.
+	BandwidthThreshold float64 `yaml:"bandwidth_threshold"`
+}
+
+// Health configures how a scheduler uses the checkers' verdicts.
+type Health struct {
+	Merge          string        `yaml:"merge"`           // optimistic | majority
+	Grace          time.Duration `yaml:"grace"`           // keep a vanished checker's verdict this long
+	PanicThreshold float64       `yaml:"panic_threshold"` // share of healthy servers below which a node ignores health
+	// Embedded runs a checker inside a regional scheduler (small sites).
+	Embedded bool  `yaml:"embedded"`
+	Check    Check `yaml:"check"`
+}
+
+// DefaultCheck is the checker's defaults: a dead server is out within about
+// 1.3 s (a failed probe, one fast re-probe, propagation).
+func DefaultCheck() Check {
+	return Check{Interval: time.Second, Timeout: 500 * time.Millisecond, Rise: 2, Fall: 2, BandwidthThreshold: 0.9}
+}
+
+func (c Check) validate(errs *yamlstrict.Errors, path string) {
+	if c.Interval < 50*time.Millisecond {
+		errs.Add(path+"interval", "%s is below 50ms", c.Interval)
+	}
+	if c.Timeout <= 0 || c.Timeout > c.Interval {
+		errs.Add(path+"timeout", "%s must be > 0 and at most the interval %s", c.Timeout, c.Interval)
+	}
+	if c.Rise < 1 || c.Rise > 100 {
+		errs.Add(path+"rise", "%d is out of range [1, 100]", c.Rise)
+	}
+	if c.Fall < 1 || c.Fall > 100 {
+		errs.Add(path+"fall", "%d is out of range [1, 100]", c.Fall)
+	}
+	if c.BandwidthThreshold <= 0 || c.BandwidthThreshold > 1 {
+		errs.Add(path+"bandwidth_threshold", "%v is out of range (0, 1]", c.BandwidthThreshold)
+	}
+}
+
 // Snapshot configures how a scheduler keeps its copy of the topology.
 type Snapshot struct {
 	CacheFile string `yaml:"cache_file"`
@@ -114,6 +160,7 @@ type Common struct {
 	HTTP       HTTP      `yaml:"http"`
 	DNS        DNS       `yaml:"dns"`
 	AccessLog  AccessLog `yaml:"access_log"`
+	Health     Health    `yaml:"health"`
 }
 
 // Center is the central scheduler's configuration.
@@ -148,6 +195,7 @@ func defaultCommon(stateDir string) Common {
 		Log:       Log{Level: "info", Format: "text"},
 		DNS:       DNS{TTL: 30 * time.Second},
 		AccessLog: AccessLog{Enabled: true, SampleEvery: 1},
+		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
 	}
 }
 
@@ -183,6 +231,9 @@ func (c *Center) Validate() error {
 	c.Common.validate(&errs, true)
 	hostPort(&errs, "grpc.listen", c.GRPC.Listen, true)
 	c.GRPC.TLS.validate(&errs, "grpc.tls")
+	if c.Health.Embedded {
+		errs.Add("health.embedded", "only a regional scheduler embeds a checker; run the healthcheck daemon instead")
+	}
 	return errs.Err()
 }
 
@@ -240,6 +291,18 @@ func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	hostPort(errs, "dns.listen", c.DNS.Listen, false)
 	if c.DNS.TTL < time.Second || c.DNS.TTL > 24*time.Hour {
 		errs.Add("dns.ttl", "%s is out of range [1s, 24h]", c.DNS.TTL)
+	}
+	if c.Health.Merge != "optimistic" && c.Health.Merge != "majority" {
+		errs.Add("health.merge", "%q is not one of optimistic, majority", c.Health.Merge)
+	}
+	if c.Health.Grace < 0 {
+		errs.Add("health.grace", "must be >= 0")
+	}
+	if c.Health.PanicThreshold < 0 || c.Health.PanicThreshold > 1 {
+		errs.Add("health.panic_threshold", "%v is out of range [0, 1]", c.Health.PanicThreshold)
+	}
+	if c.Health.Embedded {
+		c.Health.Check.validate(errs, "health.check.")
 	}
 	if c.AccessLog.SampleEvery == 0 {
 		errs.Add("access_log.sample_every", "must be >= 1")

@@ -38,6 +38,8 @@ Usage:
   schedctl [global flags] get topology|regions|nodes|servers|zones|services [-o table|yaml|json]
   schedctl [global flags] status [-o table|json]
   schedctl [global flags] explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]
+  schedctl [global flags] drain server|node|region NAME [--reason TEXT]
+  schedctl [global flags] undrain server|node|region NAME
   schedctl version
 
 Global flags:
@@ -87,7 +89,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	run := map[string]func(context.Context, pb.AdminClient, []string, io.Writer) error{
-		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd,
+		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd, "drain": drainCmd, "undrain": undrainCmd,
 	}[cmd]
 	if run == nil {
 		fs.Usage()
@@ -332,11 +334,44 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 		Uptime           string  `json:"uptime" yaml:"uptime"`
 		Admin            string  `json:"admin_address,omitempty" yaml:"admin_address,omitempty"`
 	}
-	type doc struct {
-		Revision  int64  `json:"revision" yaml:"revision"`
-		Instances []inst `json:"instances" yaml:"instances"`
+	type region struct {
+		Region     string `json:"region" yaml:"region"`
+		Servers    int32  `json:"servers" yaml:"servers"`
+		Healthy    int32  `json:"healthy" yaml:"healthy"`
+		Unhealthy  int32  `json:"unhealthy" yaml:"unhealthy"`
+		Drained    int32  `json:"drained" yaml:"drained"`
+		Available  int32  `json:"available" yaml:"available"`
+		PanicNodes int32  `json:"panic_nodes" yaml:"panic_nodes"`
 	}
-	d := doc{Revision: resp.GetRevision(), Instances: []inst{}}
+	type checker struct {
+		ID      string `json:"id" yaml:"id"`
+		Region  string `json:"region" yaml:"region"`
+		Targets int32  `json:"targets" yaml:"targets"`
+		Uptime  string `json:"uptime" yaml:"uptime"`
+	}
+	type drain struct {
+		Kind   string `json:"kind" yaml:"kind"`
+		Name   string `json:"name" yaml:"name"`
+		Reason string `json:"reason,omitempty" yaml:"reason,omitempty"`
+		Since  string `json:"since" yaml:"since"`
+	}
+	type doc struct {
+		Revision  int64     `json:"revision" yaml:"revision"`
+		Instances []inst    `json:"instances" yaml:"instances"`
+		Regions   []region  `json:"regions" yaml:"regions"`
+		Checkers  []checker `json:"checkers" yaml:"checkers"`
+		Drains    []drain   `json:"drains" yaml:"drains"`
+	}
+	d := doc{Revision: resp.GetRevision(), Instances: []inst{}, Regions: []region{}, Checkers: []checker{}, Drains: []drain{}}
+	for _, r := range resp.GetRegions() {
+		d.Regions = append(d.Regions, region{r.GetRegion(), r.GetServers(), r.GetHealthy(), r.GetUnhealthy(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes()})
+	}
+	for _, c := range resp.GetCheckers() {
+		d.Checkers = append(d.Checkers, checker{c.GetId(), c.GetRegion(), c.GetTargets(), time.Since(c.GetStartedAt().AsTime()).Round(time.Second).String()})
+	}
+	for _, dr := range resp.GetDrains() {
+		d.Drains = append(d.Drains, drain{dr.GetKind(), dr.GetName(), dr.GetReason(), dr.GetAt().AsTime().Format(time.RFC3339)})
+	}
 	for _, in := range resp.GetInstances() {
 		d.Instances = append(d.Instances, inst{
 			ID: in.GetId(), Role: in.GetRole(), Region: in.GetRegion(), State: in.GetState(),
@@ -358,6 +393,28 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 				lag = " (behind)"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d%s\t%.1fs\t%s\t%s\n", in.ID, in.Role, region, in.State, in.SnapshotRevision, lag, in.SnapshotAge, in.Uptime, in.Version)
+		}
+		if len(d.Regions) > 0 {
+			checkersOf := map[string]int{}
+			for _, c := range d.Checkers {
+				checkersOf[c.Region]++
+			}
+			fmt.Fprintln(w, "\nREGION\tSERVERS\tHEALTHY\tUNHEALTHY\tDRAINED\tAVAILABLE\tPANIC_NODES\tCHECKERS")
+			for _, r := range d.Regions {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Region, r.Servers, r.Healthy, r.Unhealthy, r.Drained, r.Available, r.PanicNodes, checkersOf[r.Region])
+			}
+		}
+		if len(d.Checkers) > 0 {
+			fmt.Fprintln(w, "\nCHECKER\tREGION\tTARGETS\tUPTIME")
+			for _, c := range d.Checkers {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", c.ID, c.Region, c.Targets, c.Uptime)
+			}
+		}
+		if len(d.Drains) > 0 {
+			fmt.Fprintln(w, "\nDRAINED\tNAME\tREASON\tSINCE")
+			for _, dr := range d.Drains {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", dr.Kind, dr.Name, dr.Reason, dr.Since)
+			}
 		}
 	}, "")
 }
@@ -412,4 +469,53 @@ func explainCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wri
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f\t%d\t%t\t%s\n", cd.GetServer(), cd.GetNode(), cd.GetRegion(), cd.GetAddress(), cd.GetDistanceKm(), cd.GetWeight(), cd.GetAvailable(), cd.GetWhy())
 	}
 	return w.Flush()
+}
+
+func drainArgs(cmd string, args []string) (kind, name string, rest []string, err error) {
+	if len(args) < 2 || strings.HasPrefix(args[0], "-") || strings.HasPrefix(args[1], "-") {
+		return "", "", nil, fmt.Errorf("%w: %s server|node|region NAME", ErrUsage, cmd)
+	}
+	return args[0], args[1], args[2:], nil
+}
+
+func drainCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	kind, name, rest, err := drainArgs("drain", args)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
+	reason := fs.String("reason", "", "why, shown by status and explain")
+	if err := fs.Parse(rest); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	resp, err := c.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason})
+	if err != nil {
+		return explain(err)
+	}
+	if resp.GetChanged() {
+		fmt.Fprintf(out, "drained %s %s (%d servers): no new STBs go there\n", kind, name, resp.GetServers())
+	} else {
+		fmt.Fprintf(out, "%s %s was already drained\n", kind, name)
+	}
+	return nil
+}
+
+func undrainCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	kind, name, rest, err := drainArgs("undrain", args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: unexpected arguments %v", ErrUsage, rest)
+	}
+	resp, err := c.Undrain(ctx, &pb.UndrainRequest{Kind: kind, Name: name})
+	if err != nil {
+		return explain(err)
+	}
+	if resp.GetChanged() {
+		fmt.Fprintf(out, "undrained %s %s (%d servers)\n", kind, name, resp.GetServers())
+	} else {
+		fmt.Fprintf(out, "%s %s was not drained\n", kind, name)
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
+	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/snapshot"
@@ -55,9 +58,15 @@ type Scheduler struct {
 	DefaultRegion string
 	Recorder      *accesslog.Recorder
 
+	Merger *health.Merger
+
 	engine  atomic.Pointer[steer.Engine]
+	avail   atomic.Pointer[health.Availability]
 	common  config.Common
 	started time.Time
+
+	rebuildMu sync.Mutex // serialises engine rebuilds (snapshot swaps and health changes)
+	builtFor  *topology.Snapshot
 }
 
 // New builds the shared components over a connected store.
@@ -73,8 +82,14 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		Source: st, CacheFile: c.Snapshot.CacheFile,
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
-		OnSwap: s.rebuildEngine,
+		OnSwap: func(*topology.Snapshot) { s.rebuildEngine() },
 	}
+	s.Merger = &health.Merger{
+		Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log,
+		Options:  health.MergerOptions{Rule: c.Health.Merge, Grace: c.Health.Grace, PanicThreshold: c.Health.PanicThreshold},
+		OnChange: s.rebuildEngine,
+	}
+	s.Merger.Register(s.Registry)
 	s.Syncer.Register(s.Registry)
 	accessLog := log
 	if !c.AccessLog.Enabled {
@@ -120,11 +135,33 @@ func (s *Scheduler) serveSnapshotInfo(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(info)
 }
 
-// rebuildEngine builds the routing tables for a new snapshot, off the hot
-// path, and swaps them in.
-func (s *Scheduler) rebuildEngine(snap *topology.Snapshot) {
-	s.engine.Store(steer.New(snap, steer.Options{DefaultRegion: s.DefaultRegion}))
+// rebuildEngine builds the routing tables from the current snapshot and the
+// merged health and drains, off the hot path, and swaps them in. It is
+// called on every snapshot swap and health change; when neither the snapshot
+// nor availability changed it does nothing.
+func (s *Scheduler) rebuildEngine() {
+	s.rebuildMu.Lock()
+	defer s.rebuildMu.Unlock()
+	snap := s.Syncer.Snapshot()
+	if snap == nil {
+		return
+	}
+	av := s.Merger.Compute(snap)
+	if prev := s.avail.Load(); snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) && slices.Equal(prev.Why, av.Why) {
+		s.avail.Store(av) // keep checker liveness current for status
+		return
+	}
+	s.engine.Store(steer.New(snap, steer.Options{
+		DefaultRegion: s.DefaultRegion,
+		Available:     func(i int32) bool { return av.Available[i] },
+		Why:           func(i int32) string { return av.Why[i] },
+	}))
+	s.avail.Store(av)
+	s.builtFor = snap
 }
+
+// Availability returns the merged health behind the current engine.
+func (s *Scheduler) Availability() *health.Availability { return s.avail.Load() }
 
 // Engine returns the current routing engine, nil before the first snapshot.
 func (s *Scheduler) Engine() *steer.Engine { return s.engine.Load() }
@@ -179,7 +216,7 @@ func (s *Scheduler) instance() store.Instance {
 // components returns the shared components' run functions.
 func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance}
-	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run}
+	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run, s.Merger.Run}
 	if c := s.common.HTTP; c.Listen != "" {
 		var trusted []netip.Prefix
 		for _, p := range c.TrustedProxies {
@@ -237,7 +274,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}

@@ -85,6 +85,11 @@ func (e *Engine) Explain(req Request) Explanation {
 				c.Chosen, c.Why = true, "chosen: nearest available"
 			case !e.avail[si]:
 				c.Why = "unavailable"
+				if e.why != nil {
+					if w := e.why(si); w != "" {
+						c.Why = "unavailable: " + w
+					}
+				}
 			case r != d.Region:
 				c.Why = "region not used"
 			case sv.Node != d.Node:

@@ -76,6 +76,8 @@ type Options struct {
 	// Available reports whether a server may take new STBs (health and
 	// operator drain). Nil means every server is available.
 	Available func(server int32) bool
+	// Why says why a server is unavailable, for Explain; may be nil.
+	Why func(server int32) string
 }
 
 // Engine is an immutable routing table over one snapshot.
@@ -94,12 +96,13 @@ type Engine struct {
 	// colocated[n]: every server of node n sits at the node's location.
 	colocated []bool
 	templates []template // by service
+	why       func(int32) string
 }
 
 // New builds an engine. It is the slow part (sorting nodes per zone); call it
 // off the hot path when the snapshot or availability changes.
 func New(snap *topology.Snapshot, o Options) *Engine {
-	e := &Engine{snap: snap, defaultRegion: -1}
+	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why}
 	if len(snap.Regions) > 0 {
 		e.defaultRegion = 0
 	}

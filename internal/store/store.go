@@ -56,6 +56,9 @@ func New(cli *clientv3.Client, prefix string, log *slog.Logger) *Store {
 	return &Store{ChunkSize: DefaultChunkSize, cli: cli, prefix: prefix, log: log.With("component", "store")}
 }
 
+// Prefix is the key prefix of this province.
+func (s *Store) Prefix() string { return s.prefix }
+
 // Client returns the underlying etcd client.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 

@@ -25,6 +25,404 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DrainRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "server", "node" or "region".
+	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DrainRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DrainRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrainRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type UndrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainRequest) Reset() {
+	*x = UndrainRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainRequest) ProtoMessage() {}
+
+func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
+func (*UndrainRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UndrainRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *UndrainRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DrainResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Servers the drain covers.
+	Servers int32 `protobuf:"varint,1,opt,name=servers,proto3" json:"servers,omitempty"`
+	// False when the target was already in the requested state.
+	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DrainResponse) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *DrainResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+// RegionHealth counts one region's servers as the center sees them.
+type RegionHealth struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Region    string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Servers   int32                  `protobuf:"varint,2,opt,name=servers,proto3" json:"servers,omitempty"`
+	Healthy   int32                  `protobuf:"varint,3,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	Unhealthy int32                  `protobuf:"varint,4,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	Drained   int32                  `protobuf:"varint,5,opt,name=drained,proto3" json:"drained,omitempty"`
+	// Taking STBs: healthy (or in a panicking node) and not drained.
+	Available int32 `protobuf:"varint,6,opt,name=available,proto3" json:"available,omitempty"`
+	// Nodes below the panic threshold, where health is ignored.
+	PanicNodes    int32 `protobuf:"varint,7,opt,name=panic_nodes,json=panicNodes,proto3" json:"panic_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionHealth) Reset() {
+	*x = RegionHealth{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionHealth) ProtoMessage() {}
+
+func (x *RegionHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
+func (*RegionHealth) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RegionHealth) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RegionHealth) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetHealthy() int32 {
+	if x != nil {
+		return x.Healthy
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetUnhealthy() int32 {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetDrained() int32 {
+	if x != nil {
+		return x.Drained
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetAvailable() int32 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetPanicNodes() int32 {
+	if x != nil {
+		return x.PanicNodes
+	}
+	return 0
+}
+
+type CheckerStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	Targets       int32                  `protobuf:"varint,3,opt,name=targets,proto3" json:"targets,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckerStatus) Reset() {
+	*x = CheckerStatus{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckerStatus) ProtoMessage() {}
+
+func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
+func (*CheckerStatus) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CheckerStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckerStatus) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *CheckerStatus) GetTargets() int32 {
+	if x != nil {
+		return x.Targets
+	}
+	return 0
+}
+
+func (x *CheckerStatus) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+type DrainEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainEntry) Reset() {
+	*x = DrainEntry{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainEntry) ProtoMessage() {}
+
+func (x *DrainEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
+func (*DrainEntry) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DrainEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DrainEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrainEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DrainEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type ExplainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The STB's address (what locates it).
@@ -42,7 +440,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +452,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +465,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -122,7 +520,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +532,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +545,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -265,7 +663,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +675,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +688,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Candidate) GetServer() string {
@@ -373,7 +771,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +783,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +796,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -443,7 +841,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +853,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +866,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -515,7 +913,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +925,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +938,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -600,7 +998,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +1010,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +1023,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type GetTopologyResponse struct {
@@ -641,7 +1039,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +1051,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +1064,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -705,7 +1103,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +1115,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,21 +1128,25 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type StatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The stored topology revision.
-	Revision      int64       `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	Instances     []*Instance `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	Revision  int64           `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Instances []*Instance     `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	Regions   []*RegionHealth `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
+	// Health checkers alive (holding their lease).
+	Checkers      []*CheckerStatus `protobuf:"bytes,4,rep,name=checkers,proto3" json:"checkers,omitempty"`
+	Drains        []*DrainEntry    `protobuf:"bytes,5,rep,name=drains,proto3" json:"drains,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1158,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1171,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -782,6 +1184,27 @@ func (x *StatusResponse) GetRevision() int64 {
 func (x *StatusResponse) GetInstances() []*Instance {
 	if x != nil {
 		return x.Instances
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetRegions() []*RegionHealth {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetCheckers() []*CheckerStatus {
+	if x != nil {
+		return x.Checkers
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDrains() []*DrainEntry {
+	if x != nil {
+		return x.Drains
 	}
 	return nil
 }
@@ -809,7 +1232,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1244,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1257,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Instance) GetId() string {
@@ -918,7 +1341,38 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"m\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"\fDrainRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"8\n" +
+	"\x0eUndrainRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"C\n" +
+	"\rDrainResponse\x12\x18\n" +
+	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\xd1\x01\n" +
+	"\fRegionHealth\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
+	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
+	"\ahealthy\x18\x03 \x01(\x05R\ahealthy\x12\x1c\n" +
+	"\tunhealthy\x18\x04 \x01(\x05R\tunhealthy\x12\x18\n" +
+	"\adrained\x18\x05 \x01(\x05R\adrained\x12\x1c\n" +
+	"\tavailable\x18\x06 \x01(\x05R\tavailable\x12\x1f\n" +
+	"\vpanic_nodes\x18\a \x01(\x05R\n" +
+	"panicNodes\"\x8c\x01\n" +
+	"\rCheckerStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x18\n" +
+	"\atargets\x18\x03 \x01(\x05R\atargets\x129\n" +
+	"\n" +
+	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"x\n" +
+	"\n" +
+	"DrainEntry\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"m\n" +
 	"\x0eExplainRequest\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -978,10 +1432,13 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x129\n" +
 	"\n" +
 	"applied_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\x0f\n" +
-	"\rStatusRequest\"a\n" +
+	"\rStatusRequest\"\xff\x01\n" +
 	"\x0eStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
-	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\"\x8c\x03\n" +
+	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
+	"\aregions\x18\x03 \x03(\v2\x19.anysched.v1.RegionHealthR\aregions\x126\n" +
+	"\bcheckers\x18\x04 \x03(\v2\x1a.anysched.v1.CheckerStatusR\bcheckers\x12/\n" +
+	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\x8c\x03\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -996,12 +1453,14 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x14snapshot_age_seconds\x18\t \x01(\x01R\x12snapshotAgeSeconds\x12\x1a\n" +
 	"\bhostname\x18\n" +
 	" \x01(\tR\bhostname\x12#\n" +
-	"\radmin_address\x18\v \x01(\tR\fadminAddress2\xba\x02\n" +
+	"\radmin_address\x18\v \x01(\tR\fadminAddress2\xbe\x03\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
 	"\x06Status\x12\x1a.anysched.v1.StatusRequest\x1a\x1b.anysched.v1.StatusResponse\x12D\n" +
-	"\aExplain\x12\x1b.anysched.v1.ExplainRequest\x1a\x1c.anysched.v1.ExplainResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\aExplain\x12\x1b.anysched.v1.ExplainRequest\x1a\x1c.anysched.v1.ExplainResponse\x12>\n" +
+	"\x05Drain\x12\x19.anysched.v1.DrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12B\n" +
+	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -1015,42 +1474,57 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*ExplainRequest)(nil),        // 0: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 1: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 2: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 3: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 4: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 5: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 6: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 7: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 8: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 9: anysched.v1.StatusResponse
-	(*Instance)(nil),              // 10: anysched.v1.Instance
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*DrainRequest)(nil),          // 0: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 1: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 2: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 3: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 4: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 5: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 6: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 7: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 8: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 9: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 10: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 11: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 12: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 13: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 14: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 15: anysched.v1.StatusResponse
+	(*Instance)(nil),              // 16: anysched.v1.Instance
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	5,  // 1: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	5,  // 2: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	11, // 3: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	10, // 4: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	11, // 5: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	11, // 6: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 7: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	6,  // 8: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	8,  // 9: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	0,  // 10: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	4,  // 11: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	7,  // 12: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	9,  // 13: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	1,  // 14: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	17, // 0: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	17, // 1: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	8,  // 2: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	11, // 3: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	11, // 4: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	17, // 5: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	16, // 6: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	3,  // 7: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	4,  // 8: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	5,  // 9: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	17, // 10: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	17, // 11: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 12: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	12, // 13: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	14, // 14: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	6,  // 15: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	0,  // 16: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	1,  // 17: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	10, // 18: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	13, // 19: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	15, // 20: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	7,  // 21: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	2,  // 22: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	2,  // 23: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -1064,7 +1538,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,8 @@ const (
 	Admin_GetTopology_FullMethodName   = "/anysched.v1.Admin/GetTopology"
 	Admin_Status_FullMethodName        = "/anysched.v1.Admin/Status"
 	Admin_Explain_FullMethodName       = "/anysched.v1.Admin/Explain"
+	Admin_Drain_FullMethodName         = "/anysched.v1.Admin/Drain"
+	Admin_Undrain_FullMethodName       = "/anysched.v1.Admin/Undrain"
 )
 
 // AdminClient is the client API for Admin service.
@@ -44,6 +46,10 @@ type AdminClient interface {
 	// Explain shows how a request would be answered: the decision, the client's
 	// zone, and every candidate server with why it was or was not taken.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
+	// Drain takes a server, node or region out of service for new STBs (health
+	// aside); it persists until Undrain.
+	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	Undrain(ctx context.Context, in *UndrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
 type adminClient struct {
@@ -94,6 +100,26 @@ func (c *adminClient) Explain(ctx context.Context, in *ExplainRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Admin_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Undrain(ctx context.Context, in *UndrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Admin_Undrain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -110,6 +136,10 @@ type AdminServer interface {
 	// Explain shows how a request would be answered: the decision, the client's
 	// zone, and every candidate server with why it was or was not taken.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
+	// Drain takes a server, node or region out of service for new STBs (health
+	// aside); it persists until Undrain.
+	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	Undrain(context.Context, *UndrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -131,6 +161,12 @@ func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*Status
 }
 func (UnimplementedAdminServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Explain not implemented")
+}
+func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedAdminServer) Undrain(context.Context, *UndrainRequest) (*DrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Undrain not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -225,6 +261,42 @@ func _Admin_Explain_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Drain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Undrain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Undrain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Undrain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Undrain(ctx, req.(*UndrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -247,6 +319,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Explain",
 			Handler:    _Admin_Explain_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _Admin_Drain_Handler,
+		},
+		{
+			MethodName: "Undrain",
+			Handler:    _Admin_Undrain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,56 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Drain kinds: what an operator can take out of service.
+const (
+	DrainServer = "server"
+	DrainNode   = "node"
+	DrainRegion = "region"
+)
+
+// Drain is an operator's decision that a target gets no new STBs. It is
+// separate from health: a drained server may be perfectly healthy (being
+// upgraded, say), and it stays drained across restarts until undrained.
+type Drain struct {
+	Kind   string    `json:"kind"`
+	Name   string    `json:"name"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+func drainKey(prefix, kind, name string) string { return prefix + "drain/" + kind + "/" + name }
+
+// ValidDrainKind reports whether kind is server, node or region.
+func ValidDrainKind(kind string) bool {
+	return kind == DrainServer || kind == DrainNode || kind == DrainRegion
+}
+
+// SetDrain records a drain.
+func SetDrain(ctx context.Context, cli *clientv3.Client, prefix string, d Drain) error {
+	if !ValidDrainKind(d.Kind) {
+		return fmt.Errorf("drain kind %q: want server, node or region", d.Kind)
+	}
+	if d.At.IsZero() {
+		d.At = time.Now().UTC()
+	}
+	b, _ := json.Marshal(d)
+	_, err := cli.Put(ctx, drainKey(prefix, d.Kind, d.Name), string(b))
+	return err
+}
+
+// ClearDrain removes a drain; existed says whether there was one.
+func ClearDrain(ctx context.Context, cli *clientv3.Client, prefix, kind, name string) (existed bool, err error) {
+	resp, err := cli.Delete(ctx, drainKey(prefix, kind, name))
+	if err != nil {
+		return false, err
+	}
+	return resp.Deleted > 0, nil
+}

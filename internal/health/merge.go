@@ -1,0 +1,362 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anysched/anysched/internal/topology"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Merge rules for several checkers' verdicts on one server.
+const (
+	// MergeOptimistic: down only when every live checker says down (Apache
+	// Traffic Control's rule: one checker's network trouble must not take
+	// servers out).
+	MergeOptimistic = "optimistic"
+	// MergeMajority: down when more than half of the live checkers say down.
+	MergeMajority = "majority"
+)
+
+// MergerOptions configure the scheduler side.
+type MergerOptions struct {
+	Rule string // optimistic (default) or majority
+	// Grace: a server whose checkers all vanished keeps its last verdict this
+	// long, then counts as available (fail open).
+	Grace time.Duration
+	// PanicThreshold: when less than this share of a node's servers is
+	// healthy, health is ignored for that node (Envoy's panic mode) rather
+	// than sending every STB to the survivors. 0 disables it.
+	PanicThreshold float64
+}
+
+// Merger follows health reports, checker liveness and drains in etcd and
+// computes availability. It never blocks the hot path: Compute is called off
+// it, when the scheduler rebuilds its routing tables.
+type Merger struct {
+	Client  *clientv3.Client
+	Prefix  string
+	Options MergerOptions
+	Logger  *slog.Logger
+	// OnChange is called (from the merger's goroutine) after anything that
+	// may change availability.
+	OnChange func()
+
+	mu       sync.Mutex
+	reports  map[string]map[string]Report // server -> checker -> report
+	lost     map[string]lostVerdict       // server -> last verdict after its checkers vanished
+	checkers map[string]CheckerInfo
+	drains   map[string]Drain // kind/name -> drain
+	failOpen map[string]bool  // servers already reported as failed open
+
+	failOpenGauge prometheus.Gauge
+}
+
+type lostVerdict struct {
+	up     bool
+	reason string
+	at     time.Time
+}
+
+// Register adds the merger's metrics.
+func (m *Merger) Register(reg prometheus.Registerer) {
+	m.failOpenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_health_failopen_servers", Help: "Servers with no live checker past the grace period, counted as available."})
+	reg.MustRegister(m.failOpenGauge)
+}
+
+func (m *Merger) reset() {
+	m.reports = map[string]map[string]Report{}
+	m.checkers = map[string]CheckerInfo{}
+	m.drains = map[string]Drain{}
+	if m.lost == nil {
+		m.lost = map[string]lostVerdict{}
+	}
+	if m.failOpen == nil {
+		m.failOpen = map[string]bool{}
+	}
+}
+
+// Run follows etcd until ctx ends. On any watch failure it lists everything
+// again, so it converges after an outage; while etcd is unreachable the last
+// known state stays in use.
+func (m *Merger) Run(ctx context.Context) error {
+	log := m.Logger.With("component", "health-merger")
+	tick := time.NewTicker(time.Second) // grace periods expire with time, not events
+	defer tick.Stop()
+	failing := false
+	for {
+		err := m.follow(ctx, tick.C)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !failing {
+			log.Warn("lost the health feed; keeping the last known verdicts", "err", err)
+		}
+		failing = true
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	var resps [3]*clientv3.GetResponse
+	var err error
+	for i, sub := range []string{"health/", "checkers/", "drain/"} {
+		if resps[i], err = m.Client.Get(lctx, m.Prefix+sub, clientv3.WithPrefix()); err != nil {
+			cancel()
+			return err
+		}
+	}
+	cancel()
+	m.mu.Lock()
+	before := m.reports
+	m.reset()
+	for _, r := range resps {
+		for _, kv := range r.Kvs {
+			m.apply(string(kv.Key), kv.Value, false)
+		}
+	}
+	// Servers whose reports vanished while we were not watching.
+	for s, byChecker := range before {
+		if len(m.reports[s]) == 0 {
+			m.noteLost(s, byChecker)
+		}
+	}
+	m.mu.Unlock()
+	m.changed()
+	rev := resps[0].Header.Revision
+	for _, r := range resps[1:] {
+		rev = min(rev, r.Header.Revision)
+	}
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer wcancel()
+	wch := m.Client.Watch(wctx, m.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, ok := <-wch:
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if err := resp.Err(); err != nil {
+				return err
+			}
+			touched := false
+			m.mu.Lock()
+			for _, ev := range resp.Events {
+				touched = m.apply(string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete) || touched
+			}
+			m.mu.Unlock()
+			if touched {
+				m.changed()
+			}
+		case <-tick:
+			m.changed() // cheap: the scheduler recomputes only if the result differs
+		}
+	}
+}
+
+// apply records one key; it reports whether it concerned health at all.
+func (m *Merger) apply(key string, val []byte, deleted bool) bool {
+	rest, ok := strings.CutPrefix(key, m.Prefix)
+	if !ok {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(rest, "health/"):
+		server, checker, ok := strings.Cut(strings.TrimPrefix(rest, "health/"), "/")
+		if !ok {
+			return false
+		}
+		if deleted {
+			if prev, had := m.reports[server][checker]; had {
+				delete(m.reports[server], checker)
+				if len(m.reports[server]) == 0 {
+					delete(m.reports, server)
+					m.noteLost(server, map[string]Report{checker: prev})
+				}
+			}
+			return true
+		}
+		var r Report
+		if json.Unmarshal(val, &r) != nil {
+			return false
+		}
+		if m.reports[server] == nil {
+			m.reports[server] = map[string]Report{}
+		}
+		m.reports[server][checker] = r
+		delete(m.lost, server)
+		delete(m.failOpen, server)
+		return true
+	case strings.HasPrefix(rest, "checkers/"):
+		id := strings.TrimPrefix(rest, "checkers/")
+		if deleted {
+			delete(m.checkers, id)
+			return true
+		}
+		var ci CheckerInfo
+		if json.Unmarshal(val, &ci) == nil {
+			m.checkers[id] = ci
+		}
+		return true
+	case strings.HasPrefix(rest, "drain/"):
+		k := strings.TrimPrefix(rest, "drain/")
+		if deleted {
+			delete(m.drains, k)
+			return true
+		}
+		var d Drain
+		if json.Unmarshal(val, &d) == nil {
+			m.drains[k] = d
+		}
+		return true
+	}
+	return false
+}
+
+// noteLost keeps a vanished server's last merged verdict for the grace period.
+func (m *Merger) noteLost(server string, last map[string]Report) {
+	up, reason := merge(m.Options.Rule, last)
+	m.lost[server] = lostVerdict{up: up, reason: reason, at: time.Now()}
+}
+
+func (m *Merger) changed() {
+	if m.OnChange != nil {
+		m.OnChange()
+	}
+}
+
+// merge applies the rule to one server's reports.
+func merge(rule string, reports map[string]Report) (up bool, reason string) {
+	downs, total := 0, len(reports)
+	var why []string
+	for _, r := range reports {
+		if !r.Up {
+			downs++
+			if r.Reason != "" {
+				why = append(why, r.Checker+": "+r.Reason)
+			}
+		}
+	}
+	var down bool
+	if rule == MergeMajority {
+		down = downs*2 > total
+	} else {
+		down = total > 0 && downs == total
+	}
+	if !down {
+		return true, ""
+	}
+	return false, fmt.Sprintf("down by %d of %d checkers (%s)", downs, total, strings.Join(why, "; "))
+}
+
+// Availability is the merged state for one snapshot, indexed by server.
+type Availability struct {
+	Available []bool
+	Why       []string // why a server is unavailable ("" when available)
+	Healthy   []bool   // health alone, before drains and panic mode
+	Drained   []bool
+	Panic     []bool // by node: health ignored for it
+	Checkers  []CheckerInfo
+}
+
+// Compute merges everything known into per-server availability for snap.
+func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reports == nil {
+		m.reset()
+	}
+	n := len(snap.Servers)
+	a := &Availability{Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
+	now := time.Now()
+	failOpen := 0
+	for i, sv := range snap.Servers {
+		up, reason := true, ""
+		if rs, ok := m.reports[sv.Name]; ok && len(rs) > 0 {
+			up, reason = merge(m.Options.Rule, rs)
+		} else if lv, ok := m.lost[sv.Name]; ok {
+			if now.Sub(lv.at) < m.Options.Grace {
+				up, reason = lv.up, lv.reason+" (no live checker; last verdict kept)"
+			} else {
+				failOpen++
+				if !lv.up && !m.failOpen[sv.Name] {
+					m.failOpen[sv.Name] = true
+					m.Logger.Warn("no live checker for a server past the grace period; counting it as available", "component", "health-merger", "server", sv.Name, "last_verdict", lv.reason)
+				}
+			}
+		}
+		a.Healthy[i] = up
+		if !up {
+			a.Why[i] = reason
+		}
+		if d, drained := m.drainOf(snap, int32(i)); drained {
+			a.Drained[i] = true
+			a.Why[i] = "drained: " + d
+		}
+	}
+	if m.failOpenGauge != nil {
+		m.failOpenGauge.Set(float64(failOpen))
+	}
+	for ni, nv := range snap.Nodes {
+		healthy := 0
+		for _, s := range nv.Servers {
+			if a.Healthy[s] {
+				healthy++
+			}
+		}
+		a.Panic[ni] = m.Options.PanicThreshold > 0 && float64(healthy) < m.Options.PanicThreshold*float64(len(nv.Servers))
+		for _, s := range nv.Servers {
+			a.Available[s] = !a.Drained[s] && (a.Healthy[s] || a.Panic[ni])
+			if a.Available[s] {
+				a.Why[s] = ""
+			}
+		}
+	}
+	for _, c := range m.checkers {
+		a.Checkers = append(a.Checkers, c)
+	}
+	return a
+}
+
+// drainOf says whether server i is drained directly, by its node or by its region.
+func (m *Merger) drainOf(snap *topology.Snapshot, i int32) (string, bool) {
+	sv := snap.Servers[i]
+	for _, k := range [...]string{
+		DrainServer + "/" + sv.Name,
+		DrainNode + "/" + snap.Nodes[sv.Node].Name,
+		DrainRegion + "/" + snap.Regions[sv.Region].Name,
+	} {
+		if d, ok := m.drains[k]; ok {
+			r := d.Kind + " " + d.Name
+			if d.Reason != "" {
+				r += " (" + d.Reason + ")"
+			}
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// Drains lists the current drains.
+func (m *Merger) Drains() []Drain {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Drain, 0, len(m.drains))
+	for _, d := range m.drains {
+		out = append(out, d)
+	}
+	return out
+}

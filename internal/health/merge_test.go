@@ -1,0 +1,232 @@
+package health_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/etcdtest"
+	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/topology/topogen"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// One region, one node of four servers: syn-1-1-a .. syn-1-1-d.
+func snap(t *testing.T) *topology.Snapshot {
+	t.Helper()
+	tp := topogen.Province(topogen.Cities(nil, 1), topogen.Options{NodesPerRegion: 1, ServersPerNode: 4, ZonesPerRegion: 1, NetworksPerZone: 1})
+	s, err := topology.Compile(tp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type harness struct {
+	t       *testing.T
+	e       *etcdtest.Etcd
+	m       *health.Merger
+	changes atomic.Int64
+	stop    func()
+}
+
+func newHarness(t *testing.T, opts health.MergerOptions) *harness {
+	h := &harness{t: t, e: etcdtest.Start(t)}
+	h.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: opts, Logger: quiet, OnChange: func() { h.changes.Add(1) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	var once sync.Once
+	h.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(h.stop)
+	return h
+}
+
+// publisher runs a checker's publisher until the returned stop is called.
+func (h *harness) publisher(id string, ttl time.Duration) (*health.Publisher, func()) {
+	p := &health.Publisher{Client: h.e.Client(), Prefix: "/anysched/", Info: health.CheckerInfo{ID: id, Region: "syn-1", StartedAt: time.Now()}, TTL: ttl, Logger: quiet}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	h.t.Cleanup(stop)
+	return p, stop
+}
+
+func (h *harness) eventually(what string, limit time.Duration, s *topology.Snapshot, cond func(*health.Availability) bool) *health.Availability {
+	h.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		a := h.m.Compute(s)
+		if cond(a) {
+			return a
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not within %s (available %v, why %q)", what, limit, a.Available, a.Why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func report(server, checker string, up bool) health.Report {
+	r := health.Report{Server: server, Checker: checker, Up: up, At: time.Now()}
+	if !up {
+		r.Reason = "refused"
+	}
+	return r
+}
+
+func TestMergeRules(t *testing.T) {
+	s := snap(t)
+	a, b, c := s.Servers[0].Name, s.Servers[1].Name, s.Servers[2].Name
+	for _, tt := range []struct {
+		rule           string
+		wantA, wantB   bool // a: down by 1 of 2; b: down by 2 of 2
+		wantC          bool // c: down by 2 of 3
+		wantReasonPart string
+	}{
+		{health.MergeOptimistic, true, false, true, "down by 2 of 2 checkers"},
+		{health.MergeMajority, true, false, false, "down by 2 of 2 checkers"},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			h := newHarness(t, health.MergerOptions{Rule: tt.rule, Grace: time.Minute})
+			p1, _ := h.publisher("c1", 5*time.Second)
+			p2, _ := h.publisher("c2", 5*time.Second)
+			p3, _ := h.publisher("c3", 5*time.Second)
+			p1.Publish(report(a, "c1", false))
+			p2.Publish(report(a, "c2", true))
+			p1.Publish(report(b, "c1", false))
+			p2.Publish(report(b, "c2", false))
+			p1.Publish(report(c, "c1", false))
+			p2.Publish(report(c, "c2", false))
+			p3.Publish(report(c, "c3", true))
+			av := h.eventually("verdicts merged", 5*time.Second, s, func(av *health.Availability) bool {
+				return !av.Healthy[1] && len(av.Checkers) == 3
+			})
+			if av.Available[0] != tt.wantA || av.Available[1] != tt.wantB || av.Available[2] != tt.wantC || !av.Available[3] {
+				t.Fatalf("available = %v, want [%v %v %v true]", av.Available, tt.wantA, tt.wantB, tt.wantC)
+			}
+			if !strings.Contains(av.Why[1], tt.wantReasonPart) || !strings.Contains(av.Why[1], "refused") {
+				t.Fatalf("why = %q", av.Why[1])
+			}
+		})
+	}
+}
+
+// TestCheckerDeath: a checker that dies (its lease expires) takes its
+// verdicts with it; the last verdict is kept for the grace period, then the
+// server fails open.
+func TestCheckerDeath(t *testing.T) {
+	s := snap(t)
+	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: 1500 * time.Millisecond})
+	// A checker that is killed: its lease is never revoked, it just expires.
+	cli := h.e.Client()
+	lease, err := cli.Grant(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := report(s.Servers[0].Name, "dead", false)
+	put := func(key, val string) {
+		if _, err := cli.Put(context.Background(), key, val, clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("/anysched/checkers/dead", `{"id":"dead","region":"syn-1","targets":4}`)
+	put("/anysched/health/"+s.Servers[0].Name+"/dead", `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
+	h.eventually("verdict seen", 3*time.Second, s, func(av *health.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
+
+	// Lease expires (~2 s): the checker vanishes, the verdict is kept...
+	av := h.eventually("checker gone", 8*time.Second, s, func(av *health.Availability) bool { return len(av.Checkers) == 0 })
+	if av.Available[0] || !strings.Contains(av.Why[0], "no live checker") {
+		t.Fatalf("right after the checker died: available %v why %q; want the last verdict kept", av.Available[0], av.Why[0])
+	}
+	// ...until the grace period ends: fail open.
+	h.eventually("fail open after grace", 5*time.Second, s, func(av *health.Availability) bool { return av.Available[0] })
+}
+
+func TestPanicThreshold(t *testing.T) {
+	s := snap(t)
+	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute, PanicThreshold: 0.5})
+	p, _ := h.publisher("c1", 5*time.Second)
+	// 2 of 4 down: exactly at the threshold, health applies.
+	p.Publish(report(s.Servers[0].Name, "c1", false))
+	p.Publish(report(s.Servers[1].Name, "c1", false))
+	av := h.eventually("two down", 3*time.Second, s, func(av *health.Availability) bool { return !av.Healthy[0] && !av.Healthy[1] })
+	if av.Panic[0] || av.Available[0] || av.Available[1] || !av.Available[2] {
+		t.Fatalf("at 50%% healthy: panic %v available %v", av.Panic[0], av.Available)
+	}
+	// 3 of 4 down: below the threshold, the node ignores health.
+	p.Publish(report(s.Servers[2].Name, "c1", false))
+	av = h.eventually("panic", 3*time.Second, s, func(av *health.Availability) bool { return av.Panic[0] })
+	for i, ok := range av.Available {
+		if !ok {
+			t.Fatalf("in panic mode server %d is unavailable", i)
+		}
+	}
+}
+
+func TestDrainsAndRestarts(t *testing.T) {
+	s := snap(t)
+	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute})
+	ctx := context.Background()
+	if err := health.SetDrain(ctx, h.e.Client(), "/anysched/", health.Drain{Kind: health.DrainServer, Name: s.Servers[1].Name, Reason: "disk swap"}); err != nil {
+		t.Fatal(err)
+	}
+	av := h.eventually("server drained", 3*time.Second, s, func(av *health.Availability) bool { return av.Drained[1] })
+	if av.Available[1] || !av.Healthy[1] || !strings.Contains(av.Why[1], "disk swap") {
+		t.Fatalf("drained server: available %v healthy %v why %q", av.Available[1], av.Healthy[1], av.Why[1])
+	}
+	// A node drain covers all its servers; it survives a restart of the
+	// scheduler side (a new merger reads it back).
+	if err := health.SetDrain(ctx, h.e.Client(), "/anysched/", health.Drain{Kind: health.DrainNode, Name: s.Nodes[0].Name}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("node drained", 3*time.Second, s, func(av *health.Availability) bool { return av.Drained[0] && av.Drained[3] })
+	h.stop()
+	h2 := &harness{t: t, e: h.e}
+	h2.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: health.MergerOptions{Grace: time.Minute}, Logger: quiet}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go h2.m.Run(cctx)
+	h2.eventually("drains read back after restart", 3*time.Second, s, func(av *health.Availability) bool {
+		return av.Drained[0] && av.Drained[1] && av.Drained[2] && av.Drained[3] && len(h2.m.Drains()) == 2
+	})
+	if _, err := health.ClearDrain(ctx, h.e.Client(), "/anysched/", health.DrainNode, s.Nodes[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	h2.eventually("node undrained", 3*time.Second, s, func(av *health.Availability) bool { return !av.Drained[0] && av.Drained[1] })
+}
+
+// TestEtcdOutage: while etcd is down the merger keeps the last verdicts and
+// the publisher keeps what it could not write; both converge when it returns.
+func TestEtcdOutage(t *testing.T) {
+	s := snap(t)
+	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute})
+	p, _ := h.publisher("c1", 10*time.Second)
+	p.Publish(report(s.Servers[0].Name, "c1", false))
+	h.eventually("down", 3*time.Second, s, func(av *health.Availability) bool { return !av.Available[0] })
+	h.e.Stop()
+	time.Sleep(time.Second)
+	if av := h.m.Compute(s); av.Available[0] {
+		t.Fatal("verdict lost while etcd is down")
+	}
+	// The server recovers during the outage; the publisher queues it.
+	p.Publish(report(s.Servers[0].Name, "c1", true))
+	h.e.Restart()
+	h.eventually("recovery published after etcd returns", 15*time.Second, s, func(av *health.Availability) bool { return av.Available[0] && av.Healthy[0] })
+}
