@@ -10,3 +10,4 @@ go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1s}" -timeout 30m 
 grep -q '^FAIL' "$out" && { echo "bench: a benchmark failed" >&2; exit 1; }
 go run ./bench/benchdoc -doc docs/benchmarks.md <"$out"
 echo "bench: docs/benchmarks.md updated"
+go run ./bench/frontends -doc docs/benchmarks.md

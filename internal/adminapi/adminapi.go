@@ -298,7 +298,9 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 	for _, d := range s.drains() {
 		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: d.Kind, Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At)})
 	}
-	sort.Slice(resp.Drains, func(i, j int) bool { return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name })
+	sort.Slice(resp.Drains, func(i, j int) bool {
+		return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name
+	})
 }
 
 func summarize(t *topology.Topology, digest string) *pb.TopologySummary {
