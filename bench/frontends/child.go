@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// The bare baselines (and the fallback DNS load generator) run in a child
+// process, this program re-executed with -child: the anysched process holds
+// the province-scale snapshot, and a baseline sharing its heap would pay for
+// marking it on every GC cycle. A child serving prints "ADDR host:port" on
+// stdout and serves until its stdin is closed (the parent's exit closes it
+// too, so no child outlives the run).
+
+// bareLocation is the bare HTTP server's fixed redirect (the shape of
+// anysched's: a server address, the channel, a bitrate).
+const bareLocation = "http://10.0.0.1:8080/live/cctv1/6000/index.m3u8"
+
+// bareA is the bare DNS server's fixed answer.
+var bareA = net.IPv4(10, 0, 0, 1).To4()
+
+func runChild(kind string, args []string) error {
+	switch kind {
+	case "http-bare":
+		return childHTTPBare()
+	case "dns-bare":
+		return childDNSBare()
+	case "dns-load":
+		return childDNSLoad(args)
+	}
+	return fmt.Errorf("unknown child kind %q", kind)
+}
+
+// untilStdinCloses returns a context cancelled when stdin reaches EOF.
+func untilStdinCloses() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return ctx
+}
+
+func childHTTPBare() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", bareLocation)
+			w.WriteHeader(http.StatusFound)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Printf("ADDR %s\n", ln.Addr())
+	select {
+	case <-untilStdinCloses().Done():
+	case err := <-errc:
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
+
+func childDNSBare() error {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	started := make(chan struct{})
+	srv := &dns.Server{
+		PacketConn: pc,
+		Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(req)
+			m.Authoritative = true
+			name := "live.iptv.example."
+			if len(req.Question) == 1 {
+				name = req.Question[0].Name
+			}
+			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: bareA}}
+			_ = w.WriteMsg(m)
+		}),
+		NotifyStartedFunc: func() { close(started) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ActivateAndServe() }()
+	select {
+	case <-started:
+	case err := <-errc:
+		return err
+	}
+	fmt.Printf("ADDR %s\n", pc.LocalAddr())
+	select {
+	case <-untilStdinCloses().Done():
+	case err := <-errc:
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.ShutdownContext(ctx)
+	pc.Close()
+	return nil
+}
+
+// child is a running child process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addr  string
+	wait  chan error
+}
+
+// startChild starts this program with -child kind and waits for its ADDR
+// line.
+func startChild(ctx context.Context, kind string, args ...string) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{"-child", kind}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, wait: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+		c.wait <- cmd.Wait()
+	}()
+	select {
+	case l, ok := <-lines:
+		if ok && strings.HasPrefix(l, "ADDR ") {
+			c.addr = strings.TrimPrefix(l, "ADDR ")
+			return c, nil
+		}
+		c.stop()
+		return nil, fmt.Errorf("child %s: unexpected first line %q", kind, l)
+	case <-time.After(15 * time.Second):
+		c.stop()
+		return nil, fmt.Errorf("child %s: no address within 15s", kind)
+	case <-ctx.Done():
+		c.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop closes the child's stdin (it shuts down) and waits for it, killing
+// it if it does not exit within a few seconds.
+func (c *child) stop() {
+	_ = c.stdin.Close()
+	select {
+	case <-c.wait:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.wait
+	}
+}
+
+// dnsLoadResult is what the internal DNS load generator reports.
+type dnsLoadResult struct {
+	sent, completed, lost int
+	qps                   float64
+	avg, p50, p99         time.Duration
+}
+
+// childDNSLoad is the fallback DNS load generator: `clients` UDP sockets,
+// each a closed loop of one query in flight, for a fixed duration. It
+// prints one RESULT line.
+func childDNSLoad(args []string) error {
+	fs := flag.NewFlagSet("dns-load", flag.ContinueOnError)
+	target := fs.String("target", "", "server host:port")
+	duration := fs.Duration("duration", 10*time.Second, "")
+	clients := fs.Int("clients", 64, "")
+	ecs := fs.String("ecs", "", "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	q, err := queryMsg(*ecs)
+	if err != nil {
+		return err
+	}
+	r, err := dnsLoad(*target, *duration, *clients, q)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("RESULT %d %d %d %f %d %d %d\n", r.sent, r.completed, r.lost, r.qps, r.avg, r.p50, r.p99)
+	return nil
+}
+
+// queryMsg is the A query for the service, with an ECS option when ecs is
+// a prefix.
+func queryMsg(ecs string) (*dns.Msg, error) {
+	q := new(dns.Msg)
+	q.SetQuestion("live.iptv.example.", dns.TypeA)
+	if ecs == "" {
+		return q, nil
+	}
+	_, n, err := net.ParseCIDR(ecs)
+	if err != nil || n.IP.To4() == nil {
+		return nil, fmt.Errorf("-dns-ecs %q: not an IPv4 prefix", ecs)
+	}
+	bits, _ := n.Mask.Size()
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(1232)
+	o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(bits), Address: n.IP.To4()})
+	q.Extra = append(q.Extra, o)
+	return q, nil
+}
+
+func dnsLoad(target string, d time.Duration, clients int, q *dns.Msg) (dnsLoadResult, error) {
+	wire, err := q.Pack()
+	if err != nil {
+		return dnsLoadResult{}, err
+	}
+	type stats struct {
+		sent, completed, lost int
+		lat                   []time.Duration
+	}
+	all := make([]stats, clients)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	deadline := time.Now().Add(d)
+	for i := range clients {
+		wg.Go(func() {
+			st := &all[i]
+			conn, err := net.Dial("udp", target)
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+				return
+			}
+			defer conn.Close()
+			pkt := append([]byte(nil), wire...)
+			buf := make([]byte, 1500)
+			id := uint16(i * 7919)
+			for time.Now().Before(deadline) {
+				id++
+				pkt[0], pkt[1] = byte(id>>8), byte(id)
+				t0 := time.Now()
+				if _, err := conn.Write(pkt); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				st.sent++
+				_ = conn.SetReadDeadline(t0.Add(time.Second))
+				for {
+					n, err := conn.Read(buf)
+					if err != nil {
+						st.lost++
+						break
+					}
+					if n >= 2 && buf[0] == byte(id>>8) && buf[1] == byte(id) {
+						st.completed++
+						st.lat = append(st.lat, time.Since(t0))
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return dnsLoadResult{}, firstErr
+	}
+	var r dnsLoadResult
+	var lat []time.Duration
+	for _, st := range all {
+		r.sent += st.sent
+		r.completed += st.completed
+		r.lost += st.lost
+		lat = append(lat, st.lat...)
+	}
+	if len(lat) == 0 {
+		return r, errors.New("no query answered")
+	}
+	r.qps = float64(r.completed) / d.Seconds()
+	var sum time.Duration
+	for _, l := range lat {
+		sum += l
+	}
+	r.avg = sum / time.Duration(len(lat))
+	slices.Sort(lat)
+	r.p50 = lat[len(lat)*50/100]
+	r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	return r, nil
+}
