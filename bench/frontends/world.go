@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -40,13 +39,7 @@ func buildWorld(o opts) (*world, error) {
 		return nil, fmt.Errorf("compile province-scale topology: %w", err)
 	}
 	w := &world{snap: snap, engine: steer.New(snap, steer.Options{}), reg: prometheus.NewRegistry(), done: make(chan struct{})}
-	var h slog.Handler
-	if o.logFormat == "json" {
-		h = slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})
-	} else {
-		h = slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})
-	}
-	w.rec = accesslog.New(w.reg, slog.New(h), accesslog.Options{SampleEvery: o.sampleEvery})
+	w.rec = accesslog.New(w.reg, io.Discard, accesslog.Options{SampleEvery: o.sampleEvery})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {

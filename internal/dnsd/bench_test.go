@@ -2,7 +2,6 @@ package dnsd
 
 import (
 	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/anysched/anysched/internal/accesslog"
@@ -16,7 +15,7 @@ import (
 // writer's and not included), without and with the access log.
 func BenchmarkServeDNS(b *testing.B) {
 	eng := steer.New(compile(b, []byte(testTopology)), steer.Options{})
-	rec := accesslog.New(prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(io.Discard, nil)), accesslog.Options{})
+	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{})
 	go rec.Run(b.Context())
 	for _, bc := range []struct {
 		name string

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -693,7 +692,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 
 func TestAccessLog(t *testing.T) {
 	var buf syncBuffer
-	rec := accesslog.New(prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&buf, nil)), accesslog.Options{})
+	rec := accesslog.New(prometheus.NewRegistry(), &buf, accesslog.Options{})
 	eng := steer.New(compile(t, []byte(testTopology)), steer.Options{})
 	s := New(Config{}, engineFunc(eng), rec, nil)
 	ctx, cancel := context.WithCancel(t.Context())

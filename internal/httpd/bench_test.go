@@ -2,7 +2,6 @@ package httpd_test
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -36,8 +35,7 @@ func BenchmarkHandler(b *testing.B) {
 	snap := compile(b, readFile(b, "../../deploy/examples/topology.yaml"))
 	eng := steer.New(snap, steer.Options{})
 	engine := func() *steer.Engine { return eng }
-	rec := accesslog.New(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)),
-		accesslog.Options{SampleEvery: 1 << 62})
+	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{SampleEvery: 1 << 62})
 	for _, bc := range []struct {
 		name   string
 		rec    *accesslog.Recorder

@@ -214,6 +214,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// DebugHeader in a request asks for X-Anysched-Result and Server-Timing in
+// the answer (canonical form, as net/http stores it).
+const DebugHeader = "X-Anysched-Debug"
+
 // resultHeader holds the X-Anysched-Result values, allocated once.
 var resultHeader = func() map[steer.Result][]string {
 	m := map[steer.Result][]string{}
@@ -295,10 +299,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	lat := time.Since(start)
-	// For load generators and debugging: the result type and the decision
-	// time (Server-Timing is shown by browsers' and curl's tooling).
-	h["X-Anysched-Result"] = resultHeader[d.Result]
-	h["Server-Timing"] = []string{"decide;dur=" + strconv.FormatFloat(float64(lat.Nanoseconds())/1e6, 'f', 3, 64)}
+	// On request (DebugHeader), the result type and the decision time
+	// (Server-Timing is shown by browsers' and curl's tooling). Off by
+	// default: every header costs net/http a map insert, a sort and a write.
+	if _, debug := r.Header[DebugHeader]; debug {
+		h["X-Anysched-Result"] = resultHeader[d.Result]
+		h["Server-Timing"] = []string{"decide;dur=" + strconv.FormatFloat(float64(lat.Nanoseconds())/1e6, 'f', 3, 64)}
+	}
 
 	switch {
 	case asJSON:
@@ -316,13 +323,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.json(w, r, status, a)
 	case status == http.StatusFound:
+		// No body: STBs follow the Location, and the bytes are the cost.
 		h["Location"] = []string{string(buf)}
-		h["Content-Type"] = hdrText
 		w.WriteHeader(status)
-		if r.Method != http.MethodHead {
-			buf = append(buf, '\n')
-			_, _ = w.Write(buf)
-		}
 	case status == http.StatusNotFound:
 		s.text(w, r, status, "hostname belongs to no service\n")
 	default:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -86,8 +85,8 @@ func TestRedirect(t *testing.T) {
 			if tc.req.method == "HEAD" && body != "" {
 				t.Errorf("HEAD answered with a body: %q", body)
 			}
-			if tc.status == 302 && tc.req.method != "HEAD" && body != tc.location+"\n" {
-				t.Errorf("302 body = %q, want the location", body)
+			if tc.status == 302 && body != "" {
+				t.Errorf("302 body = %q, want none", body)
 			}
 		})
 	}
@@ -269,7 +268,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func TestRecord(t *testing.T) {
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
-	rec := accesslog.New(reg, slog.New(slog.NewJSONHandler(&logs, nil)), accesslog.Options{})
+	rec := accesslog.New(reg, &logs, accesslog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	recDone := make(chan struct{})
 	go func() { _ = rec.Run(ctx); close(recDone) }()
@@ -480,6 +479,24 @@ func TestLocationParses(t *testing.T) {
 		u, err := url.Parse(loc)
 		if w.Code != 302 || err != nil || u.Host != "10.2.1.10:8080" || strings.ContainsAny(loc, " \"<>") {
 			t.Errorf("path %q: %d %q (%v)", p, w.Code, loc, err)
+		}
+	}
+}
+
+func TestDebugHeadersOnRequest(t *testing.T) {
+	s := httpd.New(httpd.Config{InstanceID: instance}, testEngine(t, availAll), nil, nil)
+	h := s.Handler()
+	for _, debug := range []bool{false, true} {
+		r := httptest.NewRequest("GET", "http://live.iptv.example/cctv1/index.m3u8", nil)
+		r.RemoteAddr = "127.0.0.2:5555"
+		if debug {
+			r.Header.Set(httpd.DebugHeader, "1")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		res, timing := w.Header().Get("X-Anysched-Result"), w.Header().Get("Server-Timing")
+		if debug != (res == "CZ") || debug != strings.HasPrefix(timing, "decide;dur=") {
+			t.Errorf("debug=%v: X-Anysched-Result %q, Server-Timing %q", debug, res, timing)
 		}
 	}
 }

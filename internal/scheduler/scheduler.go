@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -91,11 +92,11 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 	}
 	s.Merger.Register(s.Registry)
 	s.Syncer.Register(s.Registry)
-	accessLog := log
+	var accessOut io.Writer = os.Stdout
 	if !c.AccessLog.Enabled {
-		accessLog = slog.New(slog.DiscardHandler)
+		accessOut = io.Discard
 	}
-	s.Recorder = accesslog.New(s.Registry, accessLog, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery})
+	s.Recorder = accesslog.New(s.Registry, accessOut, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery})
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {

@@ -198,6 +198,7 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	}
 	req.Host = o.Host
 	req.Header.Set("X-Forwarded-For", addr.String())
+	req.Header.Set("X-Anysched-Debug", "1") // result type and decision time in the answer
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {

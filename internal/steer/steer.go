@@ -95,6 +95,9 @@ type Engine struct {
 	regionsByRegion [][]int32
 	// colocated[n]: every server of node n sits at the node's location.
 	colocated []bool
+	// uniform[n]: every server of node n has the same weight, so rendezvous
+	// hashing needs no logarithm.
+	uniform []bool
 	templates []template // by service
 	why       func(int32) string
 }
@@ -125,13 +128,12 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 		}
 	}
 	e.colocated = make([]bool, len(snap.Nodes))
+	e.uniform = make([]bool, len(snap.Nodes))
 	for i, n := range snap.Nodes {
-		e.colocated[i] = true
+		e.colocated[i], e.uniform[i] = true, true
 		for _, s := range n.Servers {
-			if snap.Servers[s].Loc != n.Loc {
-				e.colocated[i] = false
-				break
-			}
+			e.colocated[i] = e.colocated[i] && snap.Servers[s].Loc == n.Loc
+			e.uniform[i] = e.uniform[i] && snap.Servers[s].Weight == snap.Servers[n.Servers[0]].Weight
 		}
 	}
 	e.nodesByRegion = make([][]int32, len(snap.Regions))
@@ -302,6 +304,16 @@ func (e *Engine) pickInNode(n int32, loc topology.Location, client netip.Addr) i
 		}
 	}
 	h := addrHash(client)
+	if e.colocated[n] && e.uniform[n] {
+		// Equal weights: the highest hash wins (what -w/ln(u) would pick).
+		best, bestX := int32(-1), uint64(0)
+		for _, s := range servers {
+			if x := mix(h ^ (uint64(s)+1)*0x9E3779B97F4A7C15); e.avail[s] && (best < 0 || x > bestX) {
+				best, bestX = s, x
+			}
+		}
+		return best
+	}
 	best, bestScore := int32(-1), math.Inf(-1)
 	for _, s := range servers {
 		if !e.avail[s] {

@@ -1,0 +1,75 @@
+package accesslog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestLinesAreJSON(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(prometheus.NewRegistry(), &buf, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	odd := "/ch1/\"quoted\"\\back\nslash/\xff/é"
+	r.Record(Entry{Time: time.Unix(1, 5000).UTC(), Proto: "http", Client: netip.MustParseAddr("100.64.0.7"), Host: "live.iptv.example", Path: odd, Result: steer.ResultCZ, Zone: "z", Region: "hefei", Server: "s", Target: "10.0.0.1:80", Status: 302, Latency: 1500})
+	r.Record(Entry{Proto: "dns", Result: steer.ResultMiss, Status: 3}) // invalid client address
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %q", len(lines), buf.String())
+	}
+	var v struct {
+		TS, Proto, Client, Path, Result, Region string
+		Status                                  int
+		Latency                                 int64
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &v); err != nil {
+		t.Fatalf("line %q: %v", lines[0], err)
+	}
+	if v.TS != "1970-01-01T00:00:01.000005Z" || v.Proto != "http" || v.Client != "100.64.0.7" || v.Path != strings.ToValidUTF8(odd, "\uFFFD") || v.Result != "CZ" || v.Status != 302 || v.Latency != 1500 {
+		t.Errorf("decoded %+v", v)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil || v.Client != "" || v.Result != "MISS" {
+		t.Errorf("line %q: %v %+v", lines[1], err, v)
+	}
+}
+
+func TestFullQueueDropsAndCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := New(reg, nil, Options{Queue: 2})
+	for range 5 { // nobody drains: 2 queued, 3 dropped
+		r.Record(Entry{Proto: "http", Result: steer.ResultCZ, Region: "hefei"})
+	}
+	if got := testutil.ToFloat64(r.dropped); got != 3 {
+		t.Fatalf("dropped = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(r.requests.WithLabelValues("http", "hefei", "CZ")); got != 5 {
+		t.Fatalf("requests_total = %v, want 5 (metrics count every decision)", got)
+	}
+}
+
+func TestSamplingKeepsErrors(t *testing.T) {
+	r := New(prometheus.NewRegistry(), nil, Options{Queue: 100, SampleEvery: 10})
+	for range 20 {
+		r.Record(Entry{Result: steer.ResultCZ})
+	}
+	for range 3 {
+		r.Record(Entry{Result: steer.ResultError})
+	}
+	if got := len(r.q); got != 2+3 {
+		t.Fatalf("%d lines queued, want 2 sampled + 3 errors", got)
+	}
+}
