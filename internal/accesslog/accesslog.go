@@ -11,8 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"strconv"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 	"time"
 

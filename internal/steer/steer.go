@@ -97,7 +97,7 @@ type Engine struct {
 	colocated []bool
 	// uniform[n]: every server of node n has the same weight, so rendezvous
 	// hashing needs no logarithm.
-	uniform []bool
+	uniform   []bool
 	templates []template // by service
 	why       func(int32) string
 }
