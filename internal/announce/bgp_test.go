@@ -1,0 +1,193 @@
+package announce_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/announce"
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+	"golang.org/x/sys/unix"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// router is a second GoBGP in the test process standing in for the uplink
+// router: it listens on loopback and accepts the speaker's session.
+type router struct {
+	srv  *server.BgpServer
+	port int
+}
+
+func newRouter(t *testing.T, asn, peerASN uint32, password string) *router {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := server.NewBgpServer()
+	go srv.Serve()
+	ctx := context.Background()
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: "10.255.0.1", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: "127.0.0.1", PeerAsn: peerASN, AuthPassword: password},
+		Transport: &api.Transport{PassiveMode: true},
+		Timers:    &api.Timers{Config: &api.TimersConfig{HoldTime: 3, KeepaliveInterval: 1}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.StopBgp(context.Background(), &api.StopBgpRequest{}); srv.Stop() })
+	return &router{srv: srv, port: port}
+}
+
+type learned struct {
+	prefix      string
+	med         uint32
+	communities []uint32
+	asPathLen   int
+}
+
+func (r *router) routes(t *testing.T) []learned {
+	t.Helper()
+	var out []learned
+	err := r.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}}, func(d *api.Destination) {
+		for _, p := range d.Paths {
+			l := learned{prefix: d.Prefix}
+			for _, a := range p.Pattrs {
+				m, err := a.UnmarshalNew()
+				if err != nil {
+					continue
+				}
+				switch v := m.(type) {
+				case *api.MultiExitDiscAttribute:
+					l.med = v.Med
+				case *api.CommunitiesAttribute:
+					l.communities = v.Communities
+				case *api.AsPathAttribute:
+					for _, s := range v.Segments {
+						l.asPathLen += len(s.Numbers)
+					}
+				}
+			}
+			out = append(out, l)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 15s", what)
+		}
+	}
+}
+
+func TestBGPSetIsDesiredState(t *testing.T) {
+	for _, password := range []string{"", "s3cret"} {
+		t.Run("md5="+strconv.FormatBool(password != ""), func(t *testing.T) {
+			if password != "" && !md5Supported() {
+				t.Skip("this kernel has no TCP-MD5 (TCP_MD5SIG: protocol not available)")
+			}
+			r := newRouter(t, 65000, 65101, password)
+			sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
+				{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second, Password: password},
+			}}, logger())
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- sp.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			vip := netip.MustParsePrefix("198.18.0.1/32")
+			if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip: {MED: 50, Communities: []uint32{65101<<16 | 7}}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "session established", func() bool {
+				ps := sp.Peers(ctx)
+				return len(ps) == 1 && ps[0].State == "established"
+			})
+			eventually(t, "route learned", func() bool {
+				rs := r.routes(t)
+				return len(rs) == 1 && rs[0].prefix == "198.18.0.1/32" && rs[0].med == 50 && slices.Equal(rs[0].communities, []uint32{65101<<16 | 7}) && rs[0].asPathLen == 1
+			})
+			// New attributes replace the old: a standby's longer path, graceful shutdown.
+			if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip: announce.Attrs{MED: 200, Prepend: 2}.With(announce.GracefulShutdown)}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "attributes replaced", func() bool {
+				rs := r.routes(t)
+				return len(rs) == 1 && rs[0].med == 200 && slices.Contains(rs[0].communities, announce.GracefulShutdown) && rs[0].asPathLen == 3
+			})
+			// Empty desired state withdraws.
+			if err := sp.Set(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "route withdrawn", func() bool { return len(r.routes(t)) == 0 })
+		})
+	}
+}
+
+func TestBGPStopWithdraws(t *testing.T) {
+	r := newRouter(t, 65000, 65101, "")
+	sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
+		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second},
+	}}, quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sp.Run(ctx) }()
+	if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{netip.MustParsePrefix("198.18.0.0/26"): {}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "route learned", func() bool { return len(r.routes(t)) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "route gone with the session", func() bool { return len(r.routes(t)) == 0 })
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("ANYSCHED_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return quiet
+}
+
+// md5Supported probes the kernel for TCP-MD5 signatures (RFC 2385) the way
+// GoBGP sets them: on a listening socket.
+func md5Supported() bool {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	sc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	sig := unix.TCPMD5Sig{Keylen: 3}
+	sig.Addr.Family = unix.AF_INET
+	copy(sig.Addr.Data[2:6], []byte{127, 0, 0, 1})
+	copy(sig.Key[:], "key")
+	if err := sc.Control(func(fd uintptr) { serr = unix.SetsockoptTCPMD5Sig(int(fd), unix.IPPROTO_TCP, unix.TCP_MD5SIG, &sig) }); err != nil {
+		return false
+	}
+	return serr == nil
+}
