@@ -1,0 +1,186 @@
+package announce
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ControllerOptions tune when the route follows readiness.
+type ControllerOptions struct {
+	Prefix netip.Prefix // the /32 (regional) or the aggregate (center)
+	Attrs  Attrs
+	// Check is how often readiness is evaluated.
+	Check time.Duration
+	// Rise and Fall: consecutive ready / not-ready checks before announcing /
+	// withdrawing, so one bad check cannot flap the route.
+	Rise, Fall int
+	// HoldDown is the least time between two changes of the route.
+	HoldDown time.Duration
+	// GracefulWait: after re-announcing with GRACEFUL_SHUTDOWN, how long to
+	// let routers move traffic before withdrawing.
+	GracefulWait time.Duration
+	// Drain: after withdrawing, how long the scheduler keeps answering
+	// (requests still routed here while routers converge).
+	Drain time.Duration
+}
+
+// ReadyFunc says whether the scheduler can take STBs; the error says why not.
+type ReadyFunc func() error
+
+// Controller announces Prefix while Ready holds, with hysteresis, and stops
+// gracefully. A drill can force a withdrawal for a while.
+type Controller struct {
+	Speaker Speaker
+	Options ControllerOptions
+	Ready   ReadyFunc
+	Logger  *slog.Logger
+
+	mu          sync.Mutex
+	announced   bool
+	changedAt   time.Time
+	why         string    // why the route is withdrawn ("" when announced)
+	forcedUntil time.Time // drill: withdrawn until then
+	state       prometheus.Gauge
+	changes     *prometheus.CounterVec
+}
+
+// Register adds the controller's metrics.
+func (c *Controller) Register(reg prometheus.Registerer) {
+	c.state = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_announce_announced_bool", Help: "1 while the Anycast route is announced."})
+	c.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_changes_total", Help: "Route announcements and withdrawals.", ConstLabels: nil}, []string{"to"})
+	c.changes.WithLabelValues("announced")
+	c.changes.WithLabelValues("withdrawn")
+	reg.MustRegister(c.state, c.changes)
+}
+
+// State reports whether the route is announced, and why not.
+func (c *Controller) State() (announced bool, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.announced, c.why
+}
+
+// Withdraw forces the route down for d (a failover drill); it comes back by
+// itself when d has passed and the scheduler is ready.
+func (c *Controller) Withdraw(d time.Duration) {
+	c.mu.Lock()
+	c.forcedUntil = time.Now().Add(d)
+	c.mu.Unlock()
+}
+
+// Run follows readiness until ctx ends, then performs the graceful stop:
+// GRACEFUL_SHUTDOWN, wait, withdraw, wait for the drain. It returns when the
+// drain is over; the caller stops the front ends after that.
+func (c *Controller) Run(ctx context.Context) error {
+	o := c.Options
+	if o.Check <= 0 {
+		o.Check = 200 * time.Millisecond
+	}
+	o.Rise, o.Fall = max(o.Rise, 1), max(o.Fall, 1)
+	tick := time.NewTicker(o.Check)
+	defer tick.Stop()
+	okRun, badRun := 0, 0
+	for {
+		err := c.Ready()
+		c.mu.Lock()
+		forced := time.Now().Before(c.forcedUntil)
+		c.mu.Unlock()
+		if forced && err == nil {
+			err = errDrill
+		}
+		if err == nil {
+			okRun, badRun = okRun+1, 0
+		} else {
+			okRun, badRun = 0, badRun+1
+		}
+		c.mu.Lock()
+		announced, since := c.announced, time.Since(c.changedAt)
+		c.mu.Unlock()
+		held := !c.changedAtZero() && since < o.HoldDown && !forced
+		switch {
+		case !announced && okRun >= o.Rise && !held:
+			c.set(ctx, true, o.Attrs, "")
+		case announced && (badRun >= o.Fall || forced) && !held:
+			c.set(ctx, false, o.Attrs, err.Error())
+		case !announced && err != nil:
+			c.mu.Lock()
+			c.why = err.Error()
+			c.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			c.gracefulStop(o)
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+type drillError struct{}
+
+func (drillError) Error() string { return "withdrawn by a failover drill" }
+
+var errDrill error = drillError{}
+
+func (c *Controller) changedAtZero() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changedAt.IsZero()
+}
+
+func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why string) {
+	routes := map[netip.Prefix]Attrs{}
+	if announce {
+		routes[c.Options.Prefix] = attrs
+	}
+	if err := c.Speaker.Set(ctx, routes); err != nil {
+		c.Logger.Error("changing the announcement failed; will retry", "component", "announce", "announce", announce, "err", err)
+		return
+	}
+	c.mu.Lock()
+	c.announced, c.changedAt, c.why = announce, time.Now(), why
+	c.mu.Unlock()
+	to := "withdrawn"
+	if announce {
+		to = "announced"
+		c.Logger.Info("route announced", "component", "announce", "prefix", c.Options.Prefix)
+	} else {
+		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", c.Options.Prefix, "why", why)
+	}
+	if c.state != nil {
+		c.state.Set(boolFloat(announce))
+		c.changes.WithLabelValues(to).Inc()
+	}
+}
+
+// gracefulStop runs after the daemon was asked to stop: routers are told to
+// prefer other paths (RFC 8326), then the route is withdrawn, then the
+// scheduler keeps answering for the drain period while routers converge.
+func (c *Controller) gracefulStop(o ControllerOptions) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.GracefulWait+o.Drain+10*time.Second)
+	defer cancel()
+	announced, _ := c.State()
+	if announced && o.GracefulWait > 0 {
+		c.Logger.Info("stopping: announcing with GRACEFUL_SHUTDOWN", "component", "announce", "wait", o.GracefulWait)
+		if err := c.Speaker.Set(ctx, map[netip.Prefix]Attrs{o.Prefix: o.Attrs.With(GracefulShutdown)}); err == nil {
+			time.Sleep(o.GracefulWait)
+		}
+	}
+	c.set(ctx, false, o.Attrs, "stopping")
+	if announced && o.Drain > 0 {
+		c.Logger.Info("stopping: route withdrawn, still answering while routers converge", "component", "announce", "drain", o.Drain)
+		time.Sleep(o.Drain)
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,143 @@
+package announce_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/announce"
+)
+
+// recorder is a Speaker that keeps the history of desired states; the
+// controller's logic is tested with it, the BGP path below with real GoBGP.
+type recorder struct {
+	mu      sync.Mutex
+	history []bool // announced or not, per Set
+}
+
+func (r *recorder) Set(_ context.Context, routes map[netip.Prefix]announce.Attrs) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.history = append(r.history, len(routes) > 0)
+	return nil
+}
+func (r *recorder) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (r *recorder) changes() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.history)
+}
+
+var vip = netip.MustParsePrefix("198.18.0.1/32")
+
+func run(t *testing.T, c *announce.Controller) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestHysteresisHoldsAgainstFlapping(t *testing.T) {
+	var ready atomic.Bool
+	rec := &recorder{}
+	c := &announce.Controller{Speaker: rec, Logger: quiet, Ready: func() error {
+		if ready.Load() {
+			return nil
+		}
+		return errors.New("no snapshot")
+	}, Options: announce.ControllerOptions{Prefix: vip, Check: 10 * time.Millisecond, Rise: 3, Fall: 3, HoldDown: 300 * time.Millisecond}}
+	run(t, c)
+	time.Sleep(100 * time.Millisecond)
+	if len(rec.changes()) != 0 {
+		t.Fatalf("announced while not ready: %v", rec.changes())
+	}
+	if ok, why := c.State(); ok || why != "no snapshot" {
+		t.Fatalf("state %v %q", ok, why)
+	}
+	ready.Store(true)
+	eventually(t, "announced after rise", func() bool { ok, _ := c.State(); return ok })
+	// Flap every check: never 3 bad checks in a row, so the route stays.
+	stopFlap := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopFlap:
+				return
+			case <-time.After(10 * time.Millisecond):
+				ready.Store(i%2 == 0)
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	close(stopFlap)
+	if got := rec.changes(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("a flapping check changed the route: %v", got)
+	}
+	// Really down: withdrawn after Fall checks, with the reason.
+	ready.Store(false)
+	eventually(t, "withdrawn", func() bool { ok, _ := c.State(); return !ok })
+	// Back up at once: the hold-down keeps it withdrawn for 300 ms.
+	ready.Store(true)
+	withdrawnAt := time.Now()
+	eventually(t, "announced again", func() bool { ok, _ := c.State(); return ok })
+	if held := time.Since(withdrawnAt); held < 250*time.Millisecond {
+		t.Fatalf("re-announced after %s, inside the 300ms hold-down", held)
+	}
+}
+
+func TestDrillWithdrawsForAWhile(t *testing.T) {
+	rec := &recorder{}
+	c := &announce.Controller{Speaker: rec, Logger: quiet, Ready: func() error { return nil },
+		Options: announce.ControllerOptions{Prefix: vip, Check: 10 * time.Millisecond, Rise: 1, Fall: 3}}
+	run(t, c)
+	eventually(t, "announced", func() bool { ok, _ := c.State(); return ok })
+	c.Withdraw(300 * time.Millisecond)
+	eventually(t, "withdrawn by the drill", func() bool { ok, why := c.State(); return !ok && why == "withdrawn by a failover drill" })
+	eventually(t, "back after the drill", func() bool { ok, _ := c.State(); return ok })
+}
+
+// TestGracefulStop: on stop the router first sees GRACEFUL_SHUTDOWN, then the
+// withdrawal, and Run returns only after the drain period.
+func TestGracefulStop(t *testing.T) {
+	r := newRouter(t, 65000, 65101, "")
+	sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
+		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second},
+	}}, quiet)
+	sctx, scancel := context.WithCancel(context.Background())
+	sdone := make(chan error, 1)
+	go func() { sdone <- sp.Run(sctx) }()
+	t.Cleanup(func() { scancel(); <-sdone })
+
+	c := &announce.Controller{Speaker: sp, Logger: quiet, Ready: func() error { return nil },
+		Options: announce.ControllerOptions{Prefix: vip, Check: 20 * time.Millisecond, Rise: 1, Fall: 1, GracefulWait: 700 * time.Millisecond, Drain: 500 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	eventually(t, "route learned", func() bool { return len(r.routes(t)) == 1 })
+
+	stopAt := time.Now()
+	cancel()
+	eventually(t, "GRACEFUL_SHUTDOWN seen", func() bool {
+		rs := r.routes(t)
+		return len(rs) == 1 && slices.Contains(rs[0].communities, announce.GracefulShutdown)
+	})
+	eventually(t, "withdrawn", func() bool { return len(r.routes(t)) == 0 })
+	withdrawnAfter := time.Since(stopAt)
+	if withdrawnAfter < 600*time.Millisecond {
+		t.Fatalf("withdrawn %s after stop, before the graceful wait", withdrawnAfter)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if total := time.Since(stopAt); total < 1200*time.Millisecond {
+		t.Fatalf("Run returned %s after stop, before the drain ended", total)
+	}
+}
