@@ -1,7 +1,7 @@
 # anysched — build, test, demo, bench, proto.
 GO      ?= go
 BIN     := bin
-CMDS    := central-scheduler regional-scheduler schedctl
+CMDS    := central-scheduler regional-scheduler schedctl healthcheck
 FUZZTIME ?= 10s
 
 .PHONY: all build test unit fuzz demo bench proto deps clean

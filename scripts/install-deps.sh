@@ -9,6 +9,9 @@ declare -A need=(
   [protoc]=protobuf-compiler   # make proto, and the staleness test of generated code
   [dig]=dnsutils               # DNS front-end tests
   [curl]=curl                  # HTTP front-end tests and the demo
+  [nginx]=nginx                # a real edge in the health end-to-end test
+  [wrk]=wrk                    # make bench: HTTP front end vs a bare handler
+  [dnsperf]=dnsperf            # make bench: DNS front end vs a bare server
 )
 missing=()
 for cmd in "${!need[@]}"; do

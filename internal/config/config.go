@@ -118,7 +118,7 @@ type Health struct {
 // DefaultCheck is the checker's defaults: a dead server is out within about
 // 1.3 s (a failed probe, one fast re-probe, propagation).
 func DefaultCheck() Check {
-	return Check{Interval: time.Second, Timeout: 500 * time.Millisecond, Rise: 2, Fall: 2, BandwidthThreshold: 0.9}
+	return Check{Interval: time.Second, Timeout: 250 * time.Millisecond, Rise: 2, Fall: 2, BandwidthThreshold: 0.9}
 }
 
 func (c Check) validate(errs *yamlstrict.Errors, path string) {
@@ -137,6 +137,41 @@ func (c Check) validate(errs *yamlstrict.Errors, path string) {
 	if c.BandwidthThreshold <= 0 || c.BandwidthThreshold > 1 {
 		errs.Add(path+"bandwidth_threshold", "%v is out of range (0, 1]", c.BandwidthThreshold)
 	}
+}
+
+// Checker is the healthcheck daemon's configuration.
+type Checker struct {
+	// Region whose servers to probe; or Servers, an explicit list of names.
+	Region  string   `yaml:"region"`
+	Servers []string `yaml:"servers"`
+	// CheckerID names this checker in its verdicts; default: hostname.
+	CheckerID string `yaml:"checker_id"`
+	Check     `yaml:",inline"`
+	Etcd      Etcd     `yaml:"etcd"`
+	Admin     Admin    `yaml:"admin"`
+	Snapshot  Snapshot `yaml:"snapshot"`
+	Log       Log      `yaml:"log"`
+}
+
+// DefaultChecker returns the healthcheck daemon's defaults.
+func DefaultChecker() Checker {
+	c := defaultCommon("/var/lib/anysched/healthcheck")
+	return Checker{Check: DefaultCheck(), Etcd: c.Etcd, Admin: Admin{Listen: "127.0.0.1:9102"}, Snapshot: c.Snapshot, Log: c.Log}
+}
+
+// Validate checks the healthcheck daemon's configuration.
+func (c *Checker) Validate() error {
+	var errs yamlstrict.Errors
+	if c.Region == "" && len(c.Servers) == 0 {
+		errs.Add("region", "required (or servers: an explicit list)")
+	}
+	if len(c.Etcd.Endpoints) == 0 {
+		errs.Add("etcd.endpoints", "required")
+	}
+	common := Common{Etcd: c.Etcd, Admin: c.Admin, Snapshot: c.Snapshot, Log: c.Log, DNS: DNS{TTL: time.Second}, AccessLog: AccessLog{SampleEvery: 1}, Health: Health{Merge: "optimistic"}}
+	common.validate(&errs, false)
+	c.Check.validate(&errs, "")
+	return errs.Err()
 }
 
 // Snapshot configures how a scheduler keeps its copy of the topology.

@@ -68,6 +68,14 @@ type Scheduler struct {
 
 	rebuildMu sync.Mutex // serialises engine rebuilds (snapshot swaps and health changes)
 	builtFor  *topology.Snapshot
+	swapHooks []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
+}
+
+func (s *Scheduler) onSwap(snap *topology.Snapshot) {
+	s.rebuildEngine()
+	for _, h := range s.swapHooks {
+		h(snap)
+	}
 }
 
 // New builds the shared components over a connected store.
@@ -83,7 +91,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		Source: st, CacheFile: c.Snapshot.CacheFile,
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
-		OnSwap: func(*topology.Snapshot) { s.rebuildEngine() },
+		OnSwap: s.onSwap,
 	}
 	s.Merger = &health.Merger{
 		Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log,
@@ -243,11 +251,20 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	}
 	defer cli.Close()
 	s := New(RoleRegional, c.Region, c.Common, store.New(cli, c.Etcd.Prefix, log), log)
+	agent, err := embeddedAgent(s, c, s.Registry)
+	if err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
+	comps := s.components()
+	if agent != nil {
+		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
+		comps = append(comps, agent.Run)
+	}
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints)
-	return runAll(ctx, s.components()...)
+	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil)
+	return runAll(ctx, comps...)
 }
 
 // RunCenter runs the central scheduler until ctx ends.

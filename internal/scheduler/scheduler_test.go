@@ -28,7 +28,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func centerConfig(t *testing.T) config.Center {
+func centerConfig(t testing.TB) config.Center {
 	dir := t.TempDir()
 	c := config.DefaultCenter()
 	c.InstanceID = "center"
@@ -43,7 +43,7 @@ func centerConfig(t *testing.T) config.Center {
 	return c
 }
 
-func regionalConfig(t *testing.T, c config.Center, region string) config.Regional {
+func regionalConfig(t testing.TB, c config.Center, region string) config.Regional {
 	r := config.DefaultRegional()
 	r.InstanceID = region + "-1"
 	r.Region = region
@@ -59,7 +59,7 @@ func regionalConfig(t *testing.T, c config.Center, region string) config.Regiona
 
 // daemon runs fn until the test ends (or stop is called) and fails the test
 // if fn returns an error.
-func daemon(t *testing.T, fn func(context.Context) error) (stop func()) {
+func daemon(t testing.TB, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
@@ -83,7 +83,7 @@ func daemon(t *testing.T, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
-func schedctl(t *testing.T, server string, args ...string) (string, error) {
+func schedctl(t testing.TB, server string, args ...string) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := ctl.Run(context.Background(), append([]string{"--server", server, "--timeout", "30s"}, args...), &out, &errb)
@@ -107,7 +107,7 @@ func info(admin string) (snapInfo, error) {
 	return si, err
 }
 
-func waitUp(t *testing.T, what string, cond func() bool) {
+func waitUp(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -116,7 +116,7 @@ func waitUp(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func writeTopology(t *testing.T, weight int) string {
+func writeTopology(t testing.TB, weight int) string {
 	t.Helper()
 	tp := topogen.Province(topogen.Cities(nil, 3), topogen.Options{NodesPerRegion: 1, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	tp.Nodes[0].Servers[0].Weight = weight
