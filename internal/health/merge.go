@@ -56,6 +56,7 @@ type Merger struct {
 	failOpen map[string]bool  // servers already reported as failed open
 
 	failOpenGauge prometheus.Gauge
+	checkerGauge  *prometheus.GaugeVec
 }
 
 type lostVerdict struct {
@@ -67,7 +68,8 @@ type lostVerdict struct {
 // Register adds the merger's metrics.
 func (m *Merger) Register(reg prometheus.Registerer) {
 	m.failOpenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_health_failopen_servers", Help: "Servers with no live checker past the grace period, counted as available."})
-	reg.MustRegister(m.failOpenGauge)
+	m.checkerGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anysched_health_checkers", Help: "Live health checkers (holding their lease), by the region they check."}, []string{"region"})
+	reg.MustRegister(m.failOpenGauge, m.checkerGauge)
 }
 
 func (m *Merger) reset() {
@@ -325,8 +327,18 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 			}
 		}
 	}
+	perRegion := map[string]int{}
+	for _, rv := range snap.Regions {
+		perRegion[rv.Name] = 0
+	}
 	for _, c := range m.checkers {
 		a.Checkers = append(a.Checkers, c)
+		perRegion[c.Region]++
+	}
+	if m.checkerGauge != nil {
+		for r, n := range perRegion {
+			m.checkerGauge.WithLabelValues(r).Set(float64(n))
+		}
 	}
 	return a
 }

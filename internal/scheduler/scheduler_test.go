@@ -19,6 +19,7 @@ import (
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/ctl"
 	"github.com/anysched/anysched/internal/etcdtest"
+	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/scheduler"
 	"github.com/anysched/anysched/internal/testcerts"
@@ -253,6 +254,10 @@ func TestProvince(t *testing.T) {
 func TestMetricNames(t *testing.T) {
 	e := etcdtest.Start(t)
 	s := scheduler.New(scheduler.RoleRegional, "hefei", config.DefaultRegional().Common, e.Store(), quiet)
+	// The embedded checker's metrics too.
+	if _, err := health.NewAgent(s.Store.Client(), "/anysched/", health.AgentOptions{CheckerID: "c", Region: "hefei"}, s.Registry, quiet); err != nil {
+		t.Fatal(err)
+	}
 	if problems := obs.LintMetrics(s.Registry); len(problems) > 0 {
 		t.Fatalf("metric lint:\n%s", strings.Join(problems, "\n"))
 	}
