@@ -74,4 +74,3 @@ func metricValue(b *testing.B, reg *prometheus.Registry, name string) float64 {
 	b.Fatalf("metric %s not found", name)
 	return 0
 }
-
