@@ -14,6 +14,7 @@ import (
 
 	"github.com/anysched/anysched/internal/announce"
 	api "github.com/osrg/gobgp/v3/api"
+	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +36,7 @@ func newRouter(t *testing.T, asn, peerASN uint32, password string) *router {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	srv := server.NewBgpServer()
+	srv := server.NewBgpServer(server.LoggerOption(nopLogger{}))
 	go srv.Serve()
 	ctx := context.Background()
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: "10.255.0.1", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}}); err != nil {
@@ -191,3 +192,15 @@ func md5Supported() bool {
 	}
 	return serr == nil
 }
+
+// nopLogger keeps the test router's GoBGP quiet.
+type nopLogger struct{}
+
+func (nopLogger) Panic(string, gobgplog.Fields) {}
+func (nopLogger) Fatal(string, gobgplog.Fields) {}
+func (nopLogger) Error(string, gobgplog.Fields) {}
+func (nopLogger) Warn(string, gobgplog.Fields)  {}
+func (nopLogger) Info(string, gobgplog.Fields)  {}
+func (nopLogger) Debug(string, gobgplog.Fields) {}
+func (nopLogger) SetLevel(gobgplog.LogLevel)    {}
+func (nopLogger) GetLevel() gobgplog.LogLevel   { return gobgplog.PanicLevel }

@@ -46,47 +46,45 @@ func run(t *testing.T, c *announce.Controller) (stop func()) {
 }
 
 func TestHysteresisHoldsAgainstFlapping(t *testing.T) {
-	var ready atomic.Bool
+	// Readiness is scripted per check, so the test does not depend on timing.
+	var mode atomic.Int32 // 0 down, 1 up, 2 flapping
+	var calls atomic.Int64
 	rec := &recorder{}
 	c := &announce.Controller{Speaker: rec, Logger: quiet, Ready: func() error {
-		if ready.Load() {
+		n := calls.Add(1)
+		switch mode.Load() {
+		case 1:
 			return nil
+		case 2:
+			if n%2 == 0 {
+				return nil
+			}
 		}
 		return errors.New("no snapshot")
-	}, Options: announce.ControllerOptions{Prefix: vip, Check: 10 * time.Millisecond, Rise: 3, Fall: 3, HoldDown: 300 * time.Millisecond}}
+	}, Options: announce.ControllerOptions{Prefix: vip, Check: 5 * time.Millisecond, Rise: 3, Fall: 3, HoldDown: 300 * time.Millisecond}}
 	run(t, c)
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, "checks running", func() bool { return calls.Load() > 10 })
 	if len(rec.changes()) != 0 {
 		t.Fatalf("announced while not ready: %v", rec.changes())
 	}
 	if ok, why := c.State(); ok || why != "no snapshot" {
 		t.Fatalf("state %v %q", ok, why)
 	}
-	ready.Store(true)
+	mode.Store(1)
 	eventually(t, "announced after rise", func() bool { ok, _ := c.State(); return ok })
-	// Flap every check: never 3 bad checks in a row, so the route stays.
-	stopFlap := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stopFlap:
-				return
-			case <-time.After(10 * time.Millisecond):
-				ready.Store(i%2 == 0)
-			}
-		}
-	}()
-	time.Sleep(500 * time.Millisecond)
-	close(stopFlap)
+	// Flapping on every check: never 3 bad checks in a row, the route stays.
+	mode.Store(2)
+	start := calls.Load()
+	eventually(t, "many flapping checks", func() bool { return calls.Load() > start+60 })
 	if got := rec.changes(); !slices.Equal(got, []bool{true}) {
 		t.Fatalf("a flapping check changed the route: %v", got)
 	}
 	// Really down: withdrawn after Fall checks, with the reason.
-	ready.Store(false)
+	mode.Store(0)
 	eventually(t, "withdrawn", func() bool { ok, _ := c.State(); return !ok })
-	// Back up at once: the hold-down keeps it withdrawn for 300 ms.
-	ready.Store(true)
 	withdrawnAt := time.Now()
+	// Back up at once: the hold-down keeps it withdrawn for 300 ms.
+	mode.Store(1)
 	eventually(t, "announced again", func() bool { ok, _ := c.State(); return ok })
 	if held := time.Since(withdrawnAt); held < 250*time.Millisecond {
 		t.Fatalf("re-announced after %s, inside the 300ms hold-down", held)

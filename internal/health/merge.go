@@ -53,6 +53,7 @@ type Merger struct {
 	lost     map[string]lostVerdict       // server -> last verdict after its checkers vanished
 	checkers map[string]CheckerInfo
 	drains   map[string]Drain // kind/name -> drain
+	balance  []byte           // the balance policy configuration document
 	failOpen map[string]bool  // servers already reported as failed open
 
 	failOpenGauge prometheus.Gauge
@@ -76,6 +77,7 @@ func (m *Merger) reset() {
 	m.reports = map[string]map[string]Report{}
 	m.checkers = map[string]CheckerInfo{}
 	m.drains = map[string]Drain{}
+	m.balance = nil
 	if m.lost == nil {
 		m.lost = map[string]lostVerdict{}
 	}
@@ -111,9 +113,9 @@ func (m *Merger) Run(ctx context.Context) error {
 
 func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	var resps [3]*clientv3.GetResponse
+	var resps [4]*clientv3.GetResponse
 	var err error
-	for i, sub := range []string{"health/", "checkers/", "drain/"} {
+	for i, sub := range []string{"health/", "checkers/", "drain/", "balance/config"} {
 		if resps[i], err = m.Client.Get(lctx, m.Prefix+sub, clientv3.WithPrefix()); err != nil {
 			cancel()
 			return err
@@ -213,6 +215,13 @@ func (m *Merger) apply(key string, val []byte, deleted bool) bool {
 			m.checkers[id] = ci
 		}
 		return true
+	case rest == "balance/config":
+		if deleted {
+			m.balance = nil
+		} else {
+			m.balance = append([]byte(nil), val...)
+		}
+		return true
 	case strings.HasPrefix(rest, "drain/"):
 		k := strings.TrimPrefix(rest, "drain/")
 		if deleted {
@@ -266,12 +275,26 @@ func merge(rule string, reports map[string]Report) (up bool, reason string) {
 
 // Availability is the merged state for one snapshot, indexed by server.
 type Availability struct {
+	// Figures: the latest report's load, RTT and loss per server (zero
+	// without reports); Since: when its verdict last changed.
+	Figures   []Figures
 	Available []bool
 	Why       []string // why a server is unavailable ("" when available)
 	Healthy   []bool   // health alone, before drains and panic mode
 	Drained   []bool
 	Panic     []bool // by node: health ignored for it
 	Checkers  []CheckerInfo
+	// BalanceConfig is the stored balance policy document (nil: defaults).
+	BalanceConfig []byte
+}
+
+// Figures are what checkers measured on one server.
+type Figures struct {
+	Load     Load
+	RTT      time.Duration
+	Loss     float64
+	Since    time.Time
+	Measured bool
 }
 
 // Compute merges everything known into per-server availability for snap.
@@ -282,13 +305,20 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 		m.reset()
 	}
 	n := len(snap.Servers)
-	a := &Availability{Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
+	a := &Availability{Figures: make([]Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	now := time.Now()
 	failOpen := 0
 	for i, sv := range snap.Servers {
 		up, reason := true, ""
 		if rs, ok := m.reports[sv.Name]; ok && len(rs) > 0 {
 			up, reason = merge(m.Options.Rule, rs)
+			var latest Report
+			for _, r := range rs {
+				if r.At.After(latest.At) {
+					latest = r
+				}
+			}
+			a.Figures[i] = Figures{Load: latest.Load, RTT: latest.RTT, Loss: latest.Loss, Since: latest.Since, Measured: true}
 		} else if lv, ok := m.lost[sv.Name]; ok {
 			if now.Sub(lv.at) < m.Options.Grace {
 				up, reason = lv.up, lv.reason+" (no live checker; last verdict kept)"
@@ -327,6 +357,7 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 			}
 		}
 	}
+	a.BalanceConfig = m.balance
 	perRegion := map[string]int{}
 	for _, rv := range snap.Regions {
 		perRegion[rv.Name] = 0

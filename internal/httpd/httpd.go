@@ -281,7 +281,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d := eng.Decide(steer.Request{Client: client, Host: r.Host})
+	d := eng.Decide(steer.Request{Client: client, Host: r.Host, Path: path, Query: r.URL.RawQuery})
 	names := eng.Names(&d)
 	bp := bufPool.Get().(*[]byte)
 	buf := (*bp)[:0]

@@ -22,6 +22,7 @@ import (
 
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/adminapi"
+	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
@@ -66,9 +67,11 @@ type Scheduler struct {
 	common  config.Common
 	started time.Time
 
-	rebuildMu sync.Mutex // serialises engine rebuilds (snapshot swaps and health changes)
-	builtFor  *topology.Snapshot
-	swapHooks []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
+	rebuildMu  sync.Mutex // serialises engine rebuilds (snapshot swaps and health changes)
+	builtFor   *topology.Snapshot
+	table      *balance.Table             // the balance tables in service, lent to the next build
+	badBalance string                     // the last invalid balance configuration reported
+	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
 func (s *Scheduler) onSwap(snap *topology.Snapshot) {
@@ -156,17 +159,73 @@ func (s *Scheduler) rebuildEngine() {
 		return
 	}
 	av := s.Merger.Compute(snap)
-	if prev := s.avail.Load(); snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) && slices.Equal(prev.Why, av.Why) {
+	uses := balanceSelections(snap)
+	if prev := s.avail.Load(); len(uses) == 0 && snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) && slices.Equal(prev.Why, av.Why) {
 		s.avail.Store(av) // keep checker liveness current for status
 		return
+	}
+	var table *balance.Table
+	if len(uses) > 0 {
+		// Policies that follow load (swrr's adaptive weights and slow start,
+		// p2c) are rebuilt on every health tick, about once a second.
+		table = s.buildBalance(snap, av, uses)
 	}
 	s.engine.Store(steer.New(snap, steer.Options{
 		DefaultRegion: s.DefaultRegion,
 		Available:     func(i int32) bool { return av.Available[i] },
 		Why:           func(i int32) string { return av.Why[i] },
+		Balance:       table,
 	}))
 	s.avail.Store(av)
-	s.builtFor = snap
+	s.builtFor, s.table = snap, table
+}
+
+// balanceSelections lists the in-node policies the services use besides nearest.
+func balanceSelections(snap *topology.Snapshot) []balance.Selection {
+	var out []balance.Selection
+	for _, sv := range snap.Services {
+		if sel, err := balance.ParseSelection(sv.Selection); err == nil && sel != balance.SelectNearest && !slices.Contains(out, sel) {
+			out = append(out, sel)
+		}
+	}
+	return out
+}
+
+// buildBalance builds the policy tables from the snapshot and merged health;
+// on a bad stored balance configuration it keeps the defaults and says so once.
+func (s *Scheduler) buildBalance(snap *topology.Snapshot, av *health.Availability, uses []balance.Selection) *balance.Table {
+	cfg := balance.DefaultConfig()
+	if av.BalanceConfig != nil {
+		c, err := balance.ParseConfig(av.BalanceConfig)
+		if err != nil {
+			if string(av.BalanceConfig) != s.badBalance {
+				s.badBalance = string(av.BalanceConfig)
+				s.Logger.Error("stored balance configuration is invalid; using the defaults", "component", "balance", "err", err)
+			}
+		} else {
+			cfg = c
+		}
+	}
+	nodes := make([]balance.NodeInput, len(snap.Nodes))
+	for ni, nv := range snap.Nodes {
+		in := balance.NodeInput{Servers: make([]balance.Server, len(nv.Servers)), Loads: make([]balance.Load, len(nv.Servers))}
+		for j, si := range nv.Servers {
+			sv := &snap.Servers[si]
+			f := av.Figures[si]
+			in.Servers[j] = balance.Server{Index: si, Name: sv.Name, Weight: float64(sv.Weight)}
+			in.Loads[j] = balance.Load{
+				Healthy: av.Available[si], CPU: f.Load.CPU, BandwidthMbps: f.Load.BandwidthMbps, CapacityMbps: sv.Capacity.BandwidthMbps,
+				Connections: f.Load.Connections, RTT: f.RTT, Loss: f.Loss, Since: f.Since,
+			}
+		}
+		nodes[ni] = in
+	}
+	t, err := balance.BuildTable(balance.TableInput{Nodes: nodes, Use: uses, Config: cfg, Now: time.Now()}, s.table)
+	if err != nil {
+		s.Logger.Error("building balance tables failed; services fall back to nearest", "component", "balance", "err", err)
+		return nil
+	}
+	return t
 }
 
 // Availability returns the merged health behind the current engine.

@@ -324,6 +324,7 @@ func TestSTBAnswers(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("X-Anysched-Instance")
 	}
 	waitUp(t, "regional answers", func() bool { code, _, _ := get(rc.HTTP.Listen, ""); return code == http.StatusFound })
+	waitUp(t, "center answers", func() bool { code, _, _ := get(cc.HTTP.Listen, ""); return code == http.StatusFound })
 
 	tests := []struct {
 		name, listen, xff, wantPrefix, wantInstance string

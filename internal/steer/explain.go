@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -70,6 +71,13 @@ func (e *Engine) Explain(req Request) Explanation {
 			considered = append(considered, d.Region)
 		}
 	}
+	policy := ""
+	if d.Service >= 0 && e.selection[d.Service] != balance.SelectNearest && e.balance != nil {
+		policy = e.selection[d.Service].String()
+	}
+	if d.Region >= 0 && policy != "" {
+		x.Steps = append(x.Steps, fmt.Sprintf("in-node policy %s picked the server", policy))
+	}
 	if d.Region >= 0 {
 		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, s.Servers[d.Server].Addr, d.BitrateKbps))
 	}
@@ -96,6 +104,8 @@ func (e *Engine) Explain(req Request) Explanation {
 				c.Why = "its node is not the nearest with an available server"
 			case !e.colocated[sv.Node] && dist(x.ClientLoc, sv.Loc) > dist(x.ClientLoc, s.Servers[d.Server].Loc)+tieM:
 				c.Why = "farther than the chosen server"
+			case policy != "":
+				c.Why = "policy " + policy + " picked another server of the node"
 			default:
 				c.Why = "equally near: lost the weighted hash for this client"
 			}

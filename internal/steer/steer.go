@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/geo"
 	"github.com/anysched/anysched/internal/topology"
 )
@@ -51,6 +52,9 @@ const (
 type Request struct {
 	Client netip.Addr // where the STB is (TCP peer, trusted X-Forwarded-For, or ECS)
 	Host   string     // the service hostname asked for
+	// Path and Query (raw) give the content key for consistent hashing;
+	// empty for DNS.
+	Path, Query string
 }
 
 // Decision is the engine's answer. Indices refer to the engine's snapshot;
@@ -78,6 +82,9 @@ type Options struct {
 	Available func(server int32) bool
 	// Why says why a server is unavailable, for Explain; may be nil.
 	Why func(server int32) string
+	// Balance holds the in-node policies (swrr, chash, p2c) of services
+	// that select by them; nil: every service picks as "nearest" does.
+	Balance *balance.Table
 }
 
 // Engine is an immutable routing table over one snapshot.
@@ -100,12 +107,18 @@ type Engine struct {
 	uniform   []bool
 	templates []template // by service
 	why       func(int32) string
+	balance   *balance.Table
+	selection []balance.Selection // by service
 }
 
 // New builds an engine. It is the slow part (sorting nodes per zone); call it
 // off the hot path when the snapshot or availability changes.
 func New(snap *topology.Snapshot, o Options) *Engine {
-	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why}
+	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why, balance: o.Balance}
+	e.selection = make([]balance.Selection, len(snap.Services))
+	for i, sv := range snap.Services {
+		e.selection[i], _ = balance.ParseSelection(sv.Selection) // validated with the topology
+	}
 	if len(snap.Regions) > 0 {
 		e.defaultRegion = 0
 	}
@@ -236,7 +249,7 @@ func (e *Engine) Decide(req Request) Decision {
 		return d
 	}
 	if e.regionAvail[d.ClientRegion] > 0 {
-		e.pickInRegion(&d, d.ClientRegion, order, loc, req.Client)
+		e.pickInRegion(&d, d.ClientRegion, order, loc, &req)
 		return d
 	}
 	// The client's region has nothing: its fallbacks in order, then every
@@ -244,14 +257,14 @@ func (e *Engine) Decide(req Request) Decision {
 	for _, r := range e.snap.Regions[d.ClientRegion].Fallback {
 		if e.regionAvail[r] > 0 {
 			d.Result = ResultFallback
-			e.pickInRegion(&d, r, nil, loc, req.Client)
+			e.pickInRegion(&d, r, nil, loc, &req)
 			return d
 		}
 	}
 	for _, r := range e.regionsByRegion[d.ClientRegion] {
 		if e.regionAvail[r] > 0 {
 			d.Result = ResultFallback
-			e.pickInRegion(&d, r, nil, loc, req.Client)
+			e.pickInRegion(&d, r, nil, loc, &req)
 			return d
 		}
 	}
@@ -261,7 +274,7 @@ func (e *Engine) Decide(req Request) Decision {
 
 // pickInRegion chooses the nearest node with an available server (order, if
 // given, is the region's nodes sorted by distance from loc), then the server.
-func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topology.Location, client netip.Addr) {
+func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topology.Location, req *Request) {
 	d.Region = region
 	best := int32(-1)
 	if order != nil {
@@ -283,7 +296,17 @@ func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topo
 		}
 	}
 	d.Node = best
-	d.Server = e.pickInNode(best, loc, client)
+	if sel := e.selection[d.Service]; sel != balance.SelectNearest && e.balance != nil {
+		var key uint64
+		if sel == balance.SelectCHash {
+			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
+		}
+		if s := e.balance.Pick(sel, best, key, addrHash(req.Client)); s >= 0 && e.avail[s] {
+			d.Server = s
+			return
+		}
+	}
+	d.Server = e.pickInNode(best, loc, req.Client)
 }
 
 // tieM: servers closer than this to each other count as equally near.

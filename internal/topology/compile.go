@@ -14,9 +14,9 @@ import (
 )
 
 // Selections lists the server-selection policies this version implements.
-// The topology format reserves the others of ARCHITECTURE §5 (qoe, chash, swrr,
-// p2c); they are rejected until their code lands rather than silently ignored.
-var selections = []string{"nearest"}
+// "qoe" (ARCHITECTURE §6) is rejected until its code lands rather than
+// silently ignored.
+var selections = []string{"nearest", "swrr", "chash", "p2c"}
 
 // URL template placeholders a service may use.
 var templateFields = []string{"server", "host", "port", "channel", "path", "query", "bitrate", "service", "region"}
