@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/scheduler"
+	"github.com/anysched/anysched/netconfig"
 )
 
 func main() { daemon.Main("regional-scheduler", run) }
@@ -31,6 +33,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := daemon.Validated(f, cfg.Validate, stdout); err != nil {
 		return err
+	}
+	if f.Cleanup {
+		if err := netconfig.Cleanup(cfg.Anycast.Interface); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed %s (if it existed)\n", cfg.Anycast.Interface)
+		return daemon.ErrCheckedOnly
 	}
 	log, err := obs.NewLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {

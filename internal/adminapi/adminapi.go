@@ -254,6 +254,7 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 			SnapshotRevision: in.SnapshotRevision, State: in.State,
 			StartedAt: timestamppb.New(in.StartedAt), UpdatedAt: timestamppb.New(in.UpdatedAt),
 			SnapshotAgeSeconds: in.SnapshotAge, Hostname: in.Hostname, AdminAddress: in.AdminAddress,
+			Announced: in.Announced, AnnounceReason: in.AnnounceWhy, Announces: in.Announces, BgpPeers: peersPB(in.Peers),
 		})
 	}
 	return resp, nil
@@ -301,6 +302,14 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 	sort.Slice(resp.Drains, func(i, j int) bool {
 		return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name
 	})
+}
+
+func peersPB(ps []store.Peer) []*pb.BGPPeer {
+	var out []*pb.BGPPeer
+	for _, p := range ps {
+		out = append(out, &pb.BGPPeer{Address: p.Address, Asn: p.ASN, State: p.State})
+	}
+	return out
 }
 
 func summarize(t *topology.Topology, digest string) *pb.TopologySummary {

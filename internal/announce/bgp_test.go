@@ -13,82 +13,16 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/announce"
-	api "github.com/osrg/gobgp/v3/api"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	"github.com/anysched/anysched/internal/bgptest"
 	"golang.org/x/sys/unix"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// router is a second GoBGP in the test process standing in for the uplink
-// router: it listens on loopback and accepts the speaker's session.
-type router struct {
-	srv  *server.BgpServer
-	port int
-}
+type learned = bgptest.Route
 
-func newRouter(t *testing.T, asn, peerASN uint32, password string) *router {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := server.NewBgpServer(server.LoggerOption(nopLogger{}))
-	go srv.Serve()
-	ctx := context.Background()
-	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: "10.255.0.1", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
-		Conf:      &api.PeerConf{NeighborAddress: "127.0.0.1", PeerAsn: peerASN, AuthPassword: password},
-		Transport: &api.Transport{PassiveMode: true},
-		Timers:    &api.Timers{Config: &api.TimersConfig{HoldTime: 3, KeepaliveInterval: 1}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.StopBgp(context.Background(), &api.StopBgpRequest{}); srv.Stop() })
-	return &router{srv: srv, port: port}
-}
-
-type learned struct {
-	prefix      string
-	med         uint32
-	communities []uint32
-	asPathLen   int
-}
-
-func (r *router) routes(t *testing.T) []learned {
-	t.Helper()
-	var out []learned
-	err := r.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}}, func(d *api.Destination) {
-		for _, p := range d.Paths {
-			l := learned{prefix: d.Prefix}
-			for _, a := range p.Pattrs {
-				m, err := a.UnmarshalNew()
-				if err != nil {
-					continue
-				}
-				switch v := m.(type) {
-				case *api.MultiExitDiscAttribute:
-					l.med = v.Med
-				case *api.CommunitiesAttribute:
-					l.communities = v.Communities
-				case *api.AsPathAttribute:
-					for _, s := range v.Segments {
-						l.asPathLen += len(s.Numbers)
-					}
-				}
-			}
-			out = append(out, l)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+func newRouter(t *testing.T, asn, peerASN uint32, password string) *bgptest.Router {
+	return bgptest.New(t, asn, peerASN, password)
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -108,7 +42,7 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 			}
 			r := newRouter(t, 65000, 65101, password)
 			sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
-				{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second, Password: password},
+				{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.Port), ASN: 65000, HoldTime: 3 * time.Second, Password: password},
 			}}, logger())
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -124,22 +58,22 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 				return len(ps) == 1 && ps[0].State == "established"
 			})
 			eventually(t, "route learned", func() bool {
-				rs := r.routes(t)
-				return len(rs) == 1 && rs[0].prefix == "198.18.0.1/32" && rs[0].med == 50 && slices.Equal(rs[0].communities, []uint32{65101<<16 | 7}) && rs[0].asPathLen == 1
+				rs := r.Routes(t)
+				return len(rs) == 1 && rs[0].Prefix == "198.18.0.1/32" && rs[0].MED == 50 && slices.Equal(rs[0].Communities, []uint32{65101<<16 | 7}) && rs[0].ASPathLen == 1
 			})
 			// New attributes replace the old: a standby's longer path, graceful shutdown.
 			if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip: announce.Attrs{MED: 200, Prepend: 2}.With(announce.GracefulShutdown)}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, "attributes replaced", func() bool {
-				rs := r.routes(t)
-				return len(rs) == 1 && rs[0].med == 200 && slices.Contains(rs[0].communities, announce.GracefulShutdown) && rs[0].asPathLen == 3
+				rs := r.Routes(t)
+				return len(rs) == 1 && rs[0].MED == 200 && slices.Contains(rs[0].Communities, announce.GracefulShutdown) && rs[0].ASPathLen == 3
 			})
 			// Empty desired state withdraws.
 			if err := sp.Set(ctx, nil); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "route withdrawn", func() bool { return len(r.routes(t)) == 0 })
+			eventually(t, "route withdrawn", func() bool { return len(r.Routes(t)) == 0 })
 		})
 	}
 }
@@ -147,7 +81,7 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 func TestBGPStopWithdraws(t *testing.T) {
 	r := newRouter(t, 65000, 65101, "")
 	sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
-		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second},
+		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.Port), ASN: 65000, HoldTime: 3 * time.Second},
 	}}, quiet)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -155,12 +89,12 @@ func TestBGPStopWithdraws(t *testing.T) {
 	if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{netip.MustParsePrefix("198.18.0.0/26"): {}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "route learned", func() bool { return len(r.routes(t)) == 1 })
+	eventually(t, "route learned", func() bool { return len(r.Routes(t)) == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "route gone with the session", func() bool { return len(r.routes(t)) == 0 })
+	eventually(t, "route gone with the session", func() bool { return len(r.Routes(t)) == 0 })
 }
 
 func logger() *slog.Logger {
@@ -192,15 +126,3 @@ func md5Supported() bool {
 	}
 	return serr == nil
 }
-
-// nopLogger keeps the test router's GoBGP quiet.
-type nopLogger struct{}
-
-func (nopLogger) Panic(string, gobgplog.Fields) {}
-func (nopLogger) Fatal(string, gobgplog.Fields) {}
-func (nopLogger) Error(string, gobgplog.Fields) {}
-func (nopLogger) Warn(string, gobgplog.Fields)  {}
-func (nopLogger) Info(string, gobgplog.Fields)  {}
-func (nopLogger) Debug(string, gobgplog.Fields) {}
-func (nopLogger) SetLevel(gobgplog.LogLevel)    {}
-func (nopLogger) GetLevel() gobgplog.LogLevel   { return gobgplog.PanicLevel }

@@ -2,6 +2,7 @@ package announce
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -12,8 +13,11 @@ import (
 
 // ControllerOptions tune when the route follows readiness.
 type ControllerOptions struct {
-	Prefix netip.Prefix // the /32 (regional) or the aggregate (center)
-	Attrs  Attrs
+	// Prefix is the /32 (regional) or the aggregate (center); when unset,
+	// PrefixFunc gives it (it comes with the topology, which may change it).
+	Prefix     netip.Prefix
+	PrefixFunc func() (netip.Prefix, bool)
+	Attrs      Attrs
 	// Check is how often readiness is evaluated.
 	Check time.Duration
 	// Rise and Fall: consecutive ready / not-ready checks before announcing /
@@ -42,6 +46,8 @@ type Controller struct {
 
 	mu          sync.Mutex
 	announced   bool
+	current     netip.Prefix // what is announced
+	fast        bool         // stop without the graceful sequence (a component failed)
 	changedAt   time.Time
 	why         string    // why the route is withdrawn ("" when announced)
 	forcedUntil time.Time // drill: withdrawn until then
@@ -86,7 +92,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer tick.Stop()
 	okRun, badRun := 0, 0
 	for {
+		prefix, known := c.prefix()
 		err := c.Ready()
+		if err == nil && !known {
+			err = errNoPrefix
+		}
 		c.mu.Lock()
 		forced := time.Now().Before(c.forcedUntil)
 		c.mu.Unlock()
@@ -102,7 +112,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		announced, since := c.announced, time.Since(c.changedAt)
 		c.mu.Unlock()
 		held := !c.changedAtZero() && since < o.HoldDown && !forced
+		c.mu.Lock()
+		moved := announced && known && prefix != c.current
+		c.mu.Unlock()
 		switch {
+		case moved: // the topology changed the Anycast prefix
+			c.set(ctx, true, o.Attrs, "")
 		case !announced && okRun >= o.Rise && !held:
 			c.set(ctx, true, o.Attrs, "")
 		case announced && (badRun >= o.Fall || forced) && !held:
@@ -127,6 +142,26 @@ func (drillError) Error() string { return "withdrawn by a failover drill" }
 
 var errDrill error = drillError{}
 
+var errNoPrefix = errors.New("no Anycast prefix yet (no topology)")
+
+func (c *Controller) prefix() (netip.Prefix, bool) {
+	if c.Options.Prefix.IsValid() {
+		return c.Options.Prefix, true
+	}
+	if c.Options.PrefixFunc != nil {
+		return c.Options.PrefixFunc()
+	}
+	return netip.Prefix{}, false
+}
+
+// StopFast makes the coming stop withdraw at once, without the graceful
+// wait and drain (the scheduler is failing, not being stopped by an operator).
+func (c *Controller) StopFast() {
+	c.mu.Lock()
+	c.fast = true
+	c.mu.Unlock()
+}
+
 func (c *Controller) changedAtZero() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -135,22 +170,26 @@ func (c *Controller) changedAtZero() bool {
 
 func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why string) {
 	routes := map[netip.Prefix]Attrs{}
-	if announce {
-		routes[c.Options.Prefix] = attrs
+	prefix, known := c.prefix()
+	if announce && known {
+		routes[prefix] = attrs
 	}
 	if err := c.Speaker.Set(ctx, routes); err != nil {
 		c.Logger.Error("changing the announcement failed; will retry", "component", "announce", "announce", announce, "err", err)
 		return
 	}
 	c.mu.Lock()
-	c.announced, c.changedAt, c.why = announce, time.Now(), why
+	c.announced, c.changedAt, c.why = announce && known, time.Now(), why
+	if announce {
+		c.current = prefix
+	}
 	c.mu.Unlock()
 	to := "withdrawn"
 	if announce {
 		to = "announced"
-		c.Logger.Info("route announced", "component", "announce", "prefix", c.Options.Prefix)
+		c.Logger.Info("route announced", "component", "announce", "prefix", prefix)
 	} else {
-		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", c.Options.Prefix, "why", why)
+		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", prefix, "why", why)
 	}
 	if c.state != nil {
 		c.state.Set(boolFloat(announce))
@@ -165,9 +204,15 @@ func (c *Controller) gracefulStop(o ControllerOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.GracefulWait+o.Drain+10*time.Second)
 	defer cancel()
 	announced, _ := c.State()
+	c.mu.Lock()
+	if c.fast {
+		o.GracefulWait, o.Drain = 0, 0
+	}
+	prefix := c.current
+	c.mu.Unlock()
 	if announced && o.GracefulWait > 0 {
 		c.Logger.Info("stopping: announcing with GRACEFUL_SHUTDOWN", "component", "announce", "wait", o.GracefulWait)
-		if err := c.Speaker.Set(ctx, map[netip.Prefix]Attrs{o.Prefix: o.Attrs.With(GracefulShutdown)}); err == nil {
+		if err := c.Speaker.Set(ctx, map[netip.Prefix]Attrs{prefix: o.Attrs.With(GracefulShutdown)}); err == nil {
 			time.Sleep(o.GracefulWait)
 		}
 	}

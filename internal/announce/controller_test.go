@@ -107,7 +107,7 @@ func TestDrillWithdrawsForAWhile(t *testing.T) {
 func TestGracefulStop(t *testing.T) {
 	r := newRouter(t, 65000, 65101, "")
 	sp := announce.NewBGP(announce.BGPConfig{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announce.BGPPeer{
-		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.port), ASN: 65000, HoldTime: 3 * time.Second},
+		{Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(r.Port), ASN: 65000, HoldTime: 3 * time.Second},
 	}}, quiet)
 	sctx, scancel := context.WithCancel(context.Background())
 	sdone := make(chan error, 1)
@@ -119,15 +119,15 @@ func TestGracefulStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	eventually(t, "route learned", func() bool { return len(r.routes(t)) == 1 })
+	eventually(t, "route learned", func() bool { return len(r.Routes(t)) == 1 })
 
 	stopAt := time.Now()
 	cancel()
 	eventually(t, "GRACEFUL_SHUTDOWN seen", func() bool {
-		rs := r.routes(t)
-		return len(rs) == 1 && slices.Contains(rs[0].communities, announce.GracefulShutdown)
+		rs := r.Routes(t)
+		return len(rs) == 1 && slices.Contains(rs[0].Communities, announce.GracefulShutdown)
 	})
-	eventually(t, "withdrawn", func() bool { return len(r.routes(t)) == 0 })
+	eventually(t, "withdrawn", func() bool { return len(r.Routes(t)) == 0 })
 	withdrawnAfter := time.Since(stopAt)
 	if withdrawnAfter < 600*time.Millisecond {
 		t.Fatalf("withdrawn %s after stop, before the graceful wait", withdrawnAfter)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,6 +94,113 @@ type AccessLog struct {
 	SampleEvery uint64 `yaml:"sample_every"`
 }
 
+// AnycastLocal is how this host carries the Anycast address.
+type AnycastLocal struct {
+	Interface string `yaml:"interface"` // the dummy interface for the address; default anycast0
+	// ManageAddress: in BGP mode, put the service address on Interface while
+	// running (default true). Off when the host configures it otherwise.
+	ManageAddress bool `yaml:"manage_address"`
+}
+
+// BGPPeer is one router a scheduler sessions with.
+type BGPPeer struct {
+	Address   string        `yaml:"address"`
+	Port      int           `yaml:"port"` // default 179
+	ASN       uint32        `yaml:"asn"`
+	HoldTime  time.Duration `yaml:"hold_time"` // default 9s
+	Keepalive time.Duration `yaml:"keepalive"` // default hold_time/3
+	Password  string        `yaml:"password"`  // TCP-MD5
+}
+
+// BGP configures the embedded GoBGP speaker.
+type BGP struct {
+	ASN           uint32    `yaml:"asn"`
+	RouterID      string    `yaml:"router_id"`
+	Peers         []BGPPeer `yaml:"peers"`
+	Communities   []string  `yaml:"communities"` // "65101:100"
+	MED           uint32    `yaml:"med"`
+	ASPathPrepend int       `yaml:"as_path_prepend"` // a standby announces a longer path
+}
+
+// Announce configures how the Anycast route follows readiness.
+type Announce struct {
+	Mode          string        `yaml:"mode"` // none | bgp | ospf
+	CheckInterval time.Duration `yaml:"check_interval"`
+	Rise          int           `yaml:"rise"`
+	Fall          int           `yaml:"fall"`
+	HoldDown      time.Duration `yaml:"hold_down"`
+	GracefulWait  time.Duration `yaml:"graceful_wait"` // after GRACEFUL_SHUTDOWN, before withdrawing
+	Drain         time.Duration `yaml:"drain"`         // answering after the withdrawal
+	BGP           BGP           `yaml:"bgp"`
+}
+
+// ParsedCommunities parses the configured communities ("65101:100").
+func (b BGP) ParsedCommunities() ([]uint32, error) {
+	var out []uint32
+	for _, c := range b.Communities {
+		hi, lo, ok := strings.Cut(c, ":")
+		h, err1 := strconv.ParseUint(hi, 10, 16)
+		l, err2 := strconv.ParseUint(lo, 10, 16)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%q is not ASN:VALUE with two 16-bit numbers", c)
+		}
+		out = append(out, uint32(h)<<16|uint32(l))
+	}
+	return out, nil
+}
+
+func (a Announce) validate(errs *yamlstrict.Errors) {
+	switch a.Mode {
+	case "none", "ospf":
+	case "bgp":
+		b := a.BGP
+		if b.ASN == 0 {
+			errs.Add("announce.bgp.asn", "required in bgp mode")
+		}
+		if ip, err := netip.ParseAddr(b.RouterID); err != nil || !ip.Is4() {
+			errs.Add("announce.bgp.router_id", "not an IPv4 address: %q", b.RouterID)
+		}
+		if len(b.Peers) == 0 {
+			errs.Add("announce.bgp.peers", "at least one peer is required in bgp mode")
+		}
+		for i, p := range b.Peers {
+			path := fmt.Sprintf("announce.bgp.peers[%d]", i)
+			if _, err := netip.ParseAddr(p.Address); err != nil {
+				errs.Add(path+".address", "not an IP address: %q", p.Address)
+			}
+			if p.ASN == 0 {
+				errs.Add(path+".asn", "required")
+			}
+			if p.Port < 0 || p.Port > 65535 {
+				errs.Add(path+".port", "%d is out of range", p.Port)
+			}
+			if p.HoldTime != 0 && p.HoldTime < 3*time.Second {
+				errs.Add(path+".hold_time", "%s is below BGP's minimum of 3s", p.HoldTime)
+			}
+			if p.Keepalive != 0 && p.HoldTime != 0 && p.Keepalive >= p.HoldTime {
+				errs.Add(path+".keepalive", "%s must be below hold_time %s", p.Keepalive, p.HoldTime)
+			}
+		}
+		if _, err := b.ParsedCommunities(); err != nil {
+			errs.Add("announce.bgp.communities", "%v", err)
+		}
+		if b.ASPathPrepend < 0 || b.ASPathPrepend > 10 {
+			errs.Add("announce.bgp.as_path_prepend", "%d is out of range [0, 10]", b.ASPathPrepend)
+		}
+	default:
+		errs.Add("announce.mode", "%q is not one of none, bgp, ospf", a.Mode)
+	}
+	if a.CheckInterval <= 0 {
+		errs.Add("announce.check_interval", "must be > 0")
+	}
+	if a.Rise < 1 || a.Fall < 1 {
+		errs.Add("announce", "rise and fall must be >= 1")
+	}
+	if a.HoldDown < 0 || a.GracefulWait < 0 || a.Drain < 0 {
+		errs.Add("announce", "hold_down, graceful_wait and drain must be >= 0")
+	}
+}
+
 // Check configures a health checker (the healthcheck daemon, or one embedded
 // in a regional scheduler).
 type Check struct {
@@ -168,8 +276,7 @@ func (c *Checker) Validate() error {
 	if len(c.Etcd.Endpoints) == 0 {
 		errs.Add("etcd.endpoints", "required")
 	}
-	common := Common{Etcd: c.Etcd, Admin: c.Admin, Snapshot: c.Snapshot, Log: c.Log, DNS: DNS{TTL: time.Second}, AccessLog: AccessLog{SampleEvery: 1}, Health: Health{Merge: "optimistic"}}
-	common.validate(&errs, false)
+	validateBase(&errs, c.Etcd, c.Admin, c.Snapshot, c.Log, false)
 	c.Check.validate(&errs, "")
 	return errs.Err()
 }
@@ -187,15 +294,17 @@ type Snapshot struct {
 
 // Common is what every scheduler daemon has.
 type Common struct {
-	InstanceID string    `yaml:"instance_id"` // default: hostname-role[-region]
-	Etcd       Etcd      `yaml:"etcd"`
-	Admin      Admin     `yaml:"admin"`
-	Snapshot   Snapshot  `yaml:"snapshot"`
-	Log        Log       `yaml:"log"`
-	HTTP       HTTP      `yaml:"http"`
-	DNS        DNS       `yaml:"dns"`
-	AccessLog  AccessLog `yaml:"access_log"`
-	Health     Health    `yaml:"health"`
+	InstanceID string       `yaml:"instance_id"` // default: hostname-role[-region]
+	Etcd       Etcd         `yaml:"etcd"`
+	Admin      Admin        `yaml:"admin"`
+	Snapshot   Snapshot     `yaml:"snapshot"`
+	Log        Log          `yaml:"log"`
+	HTTP       HTTP         `yaml:"http"`
+	DNS        DNS          `yaml:"dns"`
+	AccessLog  AccessLog    `yaml:"access_log"`
+	Health     Health       `yaml:"health"`
+	Anycast    AnycastLocal `yaml:"anycast"`
+	Announce   Announce     `yaml:"announce"`
 }
 
 // Center is the central scheduler's configuration.
@@ -231,6 +340,8 @@ func defaultCommon(stateDir string) Common {
 		DNS:       DNS{TTL: 30 * time.Second},
 		AccessLog: AccessLog{Enabled: true, SampleEvery: 1},
 		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
+		Anycast:   AnycastLocal{Interface: "anycast0", ManageAddress: true},
+		Announce:  Announce{Mode: "none", CheckInterval: 200 * time.Millisecond, Rise: 3, Fall: 2, HoldDown: 2 * time.Second, GracefulWait: 2 * time.Second, Drain: 5 * time.Second},
 	}
 }
 
@@ -286,6 +397,18 @@ func (r *Regional) Validate() error {
 }
 
 func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
+	validateBase(errs, c.Etcd, c.Admin, c.Snapshot, c.Log, embeddedAllowed)
+	c.validateFrontEnds(errs)
+}
+
+// validateBase checks what every daemon has: etcd, admin listener, snapshot, log.
+func validateBase(errs *yamlstrict.Errors, etcd Etcd, admin Admin, snap Snapshot, log Log, embeddedAllowed bool) {
+	c := struct {
+		Etcd     Etcd
+		Admin    Admin
+		Snapshot Snapshot
+		Log      Log
+	}{etcd, admin, snap, log}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		errs.Add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
@@ -317,6 +440,18 @@ func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 		}
 	}
 	hostPort(errs, "admin.listen", c.Admin.Listen, false)
+	if c.Snapshot.MaxStaleness <= 0 {
+		errs.Add("snapshot.max_staleness", "must be > 0")
+	}
+	if c.Snapshot.ConfirmInterval <= 0 {
+		errs.Add("snapshot.confirm_interval", "must be > 0")
+	} else if c.Snapshot.MaxStaleness > 0 && c.Snapshot.ConfirmInterval >= c.Snapshot.MaxStaleness {
+		errs.Add("snapshot.confirm_interval", "%s must be below snapshot.max_staleness %s", c.Snapshot.ConfirmInterval, c.Snapshot.MaxStaleness)
+	}
+}
+
+// validateFrontEnds checks the schedulers' STB-facing, health and announcement settings.
+func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	hostPort(errs, "http.listen", c.HTTP.Listen, false)
 	for i, p := range c.HTTP.TrustedProxies {
 		if _, err := ParsePrefixOrAddr(p); err != nil {
@@ -339,19 +474,15 @@ func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	if c.Health.Embedded {
 		c.Health.Check.validate(errs, "health.check.")
 	}
+	c.Announce.validate(errs)
+	if c.Anycast.Interface == "" || len(c.Anycast.Interface) > 15 {
+		errs.Add("anycast.interface", "%q is not an interface name (1-15 characters)", c.Anycast.Interface)
+	}
 	if c.AccessLog.SampleEvery == 0 {
 		errs.Add("access_log.sample_every", "must be >= 1")
 	}
 	if c.Admin.Listen != "" && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
 		errs.Add("admin.listen", "must differ from the STB-facing listeners")
-	}
-	if c.Snapshot.MaxStaleness <= 0 {
-		errs.Add("snapshot.max_staleness", "must be > 0")
-	}
-	if c.Snapshot.ConfirmInterval <= 0 {
-		errs.Add("snapshot.confirm_interval", "must be > 0")
-	} else if c.Snapshot.MaxStaleness > 0 && c.Snapshot.ConfirmInterval >= c.Snapshot.MaxStaleness {
-		errs.Add("snapshot.confirm_interval", "%s must be below snapshot.max_staleness %s", c.Snapshot.ConfirmInterval, c.Snapshot.MaxStaleness)
 	}
 }
 

@@ -333,6 +333,10 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 		Version          string  `json:"version" yaml:"version"`
 		Uptime           string  `json:"uptime" yaml:"uptime"`
 		Admin            string  `json:"admin_address,omitempty" yaml:"admin_address,omitempty"`
+		Announced        bool    `json:"announced" yaml:"announced"`
+		AnnounceReason   string  `json:"announce_reason,omitempty" yaml:"announce_reason,omitempty"`
+		Announces        string  `json:"announces,omitempty" yaml:"announces,omitempty"`
+		Peers            string  `json:"bgp_peers,omitempty" yaml:"bgp_peers,omitempty"`
 	}
 	type region struct {
 		Region     string `json:"region" yaml:"region"`
@@ -377,12 +381,13 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 			ID: in.GetId(), Role: in.GetRole(), Region: in.GetRegion(), State: in.GetState(),
 			SnapshotRevision: in.GetSnapshotRevision(), SnapshotAge: in.GetSnapshotAgeSeconds(),
 			Version: in.GetVersion(), Uptime: time.Since(in.GetStartedAt().AsTime()).Round(time.Second).String(),
-			Admin: in.GetAdminAddress(),
+			Admin: in.GetAdminAddress(), Announced: in.GetAnnounced(), AnnounceReason: in.GetAnnounceReason(), Announces: in.GetAnnounces(),
+			Peers: peerList(in.GetBgpPeers()),
 		})
 	}
 	return render(out, *format, d, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "topology revision %d, %d scheduler instance(s)\n", d.Revision, len(d.Instances))
-		fmt.Fprintln(w, "INSTANCE\tROLE\tREGION\tSTATE\tREVISION\tSNAPSHOT_AGE\tUPTIME\tVERSION")
+		fmt.Fprintln(w, "INSTANCE\tROLE\tREGION\tSTATE\tREVISION\tSNAPSHOT_AGE\tROUTE\tBGP\tUPTIME\tVERSION")
 		for _, in := range d.Instances {
 			region := in.Region
 			if region == "" {
@@ -392,7 +397,18 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 			if in.SnapshotRevision != d.Revision {
 				lag = " (behind)"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d%s\t%.1fs\t%s\t%s\n", in.ID, in.Role, region, in.State, in.SnapshotRevision, lag, in.SnapshotAge, in.Uptime, in.Version)
+			route := "-"
+			switch {
+			case in.Announced:
+				route = in.Announces + " announced"
+			case in.AnnounceReason != "" && in.AnnounceReason != "announce.mode none":
+				route = "withdrawn: " + in.AnnounceReason
+			}
+			peers := in.Peers
+			if peers == "" {
+				peers = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d%s\t%.1fs\t%s\t%s\t%s\t%s\n", in.ID, in.Role, region, in.State, in.SnapshotRevision, lag, in.SnapshotAge, route, peers, in.Uptime, in.Version)
 		}
 		if len(d.Regions) > 0 {
 			checkersOf := map[string]int{}
@@ -518,4 +534,12 @@ func undrainCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wri
 		fmt.Fprintf(out, "%s %s was not drained\n", kind, name)
 	}
 	return nil
+}
+
+func peerList(ps []*pb.BGPPeer) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%s(AS%d)=%s", p.GetAddress(), p.GetAsn(), p.GetState()))
+	}
+	return strings.Join(parts, " ")
 }

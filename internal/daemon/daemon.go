@@ -40,6 +40,7 @@ func ExitCode(err error) int {
 type Flags struct {
 	Config        string
 	CheckConfig   bool
+	Cleanup       bool
 	logLevel      string
 	logFormat     string
 	adminListen   string
@@ -52,6 +53,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	f := &Flags{}
 	fs.StringVar(&f.Config, "config", "", "configuration file (YAML)")
 	fs.BoolVar(&f.CheckConfig, "check-config", false, "validate the configuration, print every problem, and exit (2 when invalid)")
+	fs.BoolVar(&f.Cleanup, "cleanup", false, "remove the Anycast interface a crashed run left behind (anycast.interface), and exit")
 	fs.StringVar(&f.logLevel, "log-level", "", "override log.level (debug, info, warn, error)")
 	fs.StringVar(&f.logFormat, "log-format", "", "override log.format (text, json)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "override admin.listen")

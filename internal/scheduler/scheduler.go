@@ -22,6 +22,7 @@ import (
 
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/adminapi"
+	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
@@ -61,6 +62,8 @@ type Scheduler struct {
 	Recorder      *accesslog.Recorder
 
 	Merger *health.Merger
+
+	announcer *announcer // nil when announce.mode is none
 
 	engine  atomic.Pointer[steer.Engine]
 	avail   atomic.Pointer[health.Availability]
@@ -268,6 +271,14 @@ func (s *Scheduler) instance() store.Instance {
 		AdminAddress: s.Admin.Addr, StartedAt: s.started, SnapshotAge: s.Syncer.Age().Seconds(),
 	}
 	in.Hostname, _ = os.Hostname()
+	var peers []announce.PeerStatus
+	in.Announced, in.AnnounceWhy, peers = s.AnnounceState(context.Background())
+	if p, ok := s.anycastPrefix(); ok {
+		in.Announces = p.String()
+	}
+	for _, p := range peers {
+		in.Peers = append(in.Peers, store.Peer{Address: p.Address, ASN: p.ASN, State: p.State})
+	}
 	switch snap := s.Syncer.Snapshot(); {
 	case snap == nil:
 		in.State = "starting"
@@ -314,6 +325,9 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
+	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
 	comps := s.components()
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
@@ -322,8 +336,8 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil)
-	return runAll(ctx, comps...)
+	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil, "announce", c.Announce.Mode)
+	return s.runServing(ctx, comps...)
 }
 
 // RunCenter runs the central scheduler until ctx ends.
@@ -348,6 +362,9 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	st := store.New(cli, c.Etcd.Prefix, log)
 	s := New(RoleCentral, "", c.Common, st, log)
 	s.DefaultRegion = c.DefaultRegion
+	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
@@ -390,7 +407,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 			}
 		})
 	}
-	return runAll(ctx, comps...)
+	return s.runServing(ctx, comps...)
 }
 
 // runAll runs components until ctx ends or one fails; a component's clean

@@ -222,6 +222,18 @@ func dist(a, b topology.Location) float64 { return geo.DistanceM(a.Lat, a.Lon, b
 // Snapshot returns the snapshot the engine was built from.
 func (e *Engine) Snapshot() *topology.Snapshot { return e.snap }
 
+// AnyAvailable reports whether any server anywhere may take STBs: a
+// scheduler with none has nowhere to send its region's boxes, not even by
+// fallback, and should stop attracting them.
+func (e *Engine) AnyAvailable() bool {
+	for _, n := range e.regionAvail {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Available reports whether the engine may send STBs to server.
 func (e *Engine) Available(server int32) bool { return e.avail[server] }
 

@@ -21,8 +21,19 @@ type Instance struct {
 	SnapshotRevision int64     `json:"snapshot_revision"`
 	SnapshotAge      float64   `json:"snapshot_age_seconds"`
 	State            string    `json:"state"` // starting | ready | stale | stopping
+	Announced        bool      `json:"announced"`
+	AnnounceWhy      string    `json:"announce_why,omitempty"` // why the route is not announced
+	Announces        string    `json:"announces,omitempty"`    // the prefix
+	Peers            []Peer    `json:"peers,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// Peer is one BGP session of an instance.
+type Peer struct {
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	State   string `json:"state"`
 }
 
 func (s *Store) instanceKey(id string) string { return s.prefix + "instances/" + id }

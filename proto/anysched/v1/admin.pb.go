@@ -1226,8 +1226,14 @@ type Instance struct {
 	SnapshotAgeSeconds float64 `protobuf:"fixed64,9,opt,name=snapshot_age_seconds,json=snapshotAgeSeconds,proto3" json:"snapshot_age_seconds,omitempty"`
 	Hostname           string  `protobuf:"bytes,10,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	AdminAddress       string  `protobuf:"bytes,11,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Whether its Anycast route is announced, and why not.
+	Announced      bool   `protobuf:"varint,12,opt,name=announced,proto3" json:"announced,omitempty"`
+	AnnounceReason string `protobuf:"bytes,13,opt,name=announce_reason,json=announceReason,proto3" json:"announce_reason,omitempty"`
+	// The prefix it announces (the service /32, or the center's aggregate).
+	Announces     string     `protobuf:"bytes,14,opt,name=announces,proto3" json:"announces,omitempty"`
+	BgpPeers      []*BGPPeer `protobuf:"bytes,15,rep,name=bgp_peers,json=bgpPeers,proto3" json:"bgp_peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -1337,6 +1343,95 @@ func (x *Instance) GetAdminAddress() string {
 	return ""
 }
 
+func (x *Instance) GetAnnounced() bool {
+	if x != nil {
+		return x.Announced
+	}
+	return false
+}
+
+func (x *Instance) GetAnnounceReason() string {
+	if x != nil {
+		return x.AnnounceReason
+	}
+	return ""
+}
+
+func (x *Instance) GetAnnounces() string {
+	if x != nil {
+		return x.Announces
+	}
+	return ""
+}
+
+func (x *Instance) GetBgpPeers() []*BGPPeer {
+	if x != nil {
+		return x.BgpPeers
+	}
+	return nil
+}
+
+type BGPPeer struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Asn     uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`
+	// idle, connect, active, opensent, openconfirm, established
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BGPPeer) Reset() {
+	*x = BGPPeer{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BGPPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BGPPeer) ProtoMessage() {}
+
+func (x *BGPPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
+func (*BGPPeer) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BGPPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *BGPPeer) GetAsn() uint32 {
+	if x != nil {
+		return x.Asn
+	}
+	return 0
+}
+
+func (x *BGPPeer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
@@ -1438,7 +1533,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
 	"\aregions\x18\x03 \x03(\v2\x19.anysched.v1.RegionHealthR\aregions\x126\n" +
 	"\bcheckers\x18\x04 \x03(\v2\x1a.anysched.v1.CheckerStatusR\bcheckers\x12/\n" +
-	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\x8c\x03\n" +
+	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\xa4\x04\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -1453,7 +1548,15 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x14snapshot_age_seconds\x18\t \x01(\x01R\x12snapshotAgeSeconds\x12\x1a\n" +
 	"\bhostname\x18\n" +
 	" \x01(\tR\bhostname\x12#\n" +
-	"\radmin_address\x18\v \x01(\tR\fadminAddress2\xbe\x03\n" +
+	"\radmin_address\x18\v \x01(\tR\fadminAddress\x12\x1c\n" +
+	"\tannounced\x18\f \x01(\bR\tannounced\x12'\n" +
+	"\x0fannounce_reason\x18\r \x01(\tR\x0eannounceReason\x12\x1c\n" +
+	"\tannounces\x18\x0e \x01(\tR\tannounces\x121\n" +
+	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\"K\n" +
+	"\aBGPPeer\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xbe\x03\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -1474,7 +1577,7 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*DrainRequest)(nil),          // 0: anysched.v1.DrainRequest
 	(*UndrainRequest)(nil),        // 1: anysched.v1.UndrainRequest
@@ -1493,38 +1596,40 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 14: anysched.v1.StatusRequest
 	(*StatusResponse)(nil),        // 15: anysched.v1.StatusResponse
 	(*Instance)(nil),              // 16: anysched.v1.Instance
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*BGPPeer)(nil),               // 17: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	17, // 0: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	17, // 1: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	18, // 0: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	18, // 1: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
 	8,  // 2: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
 	11, // 3: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
 	11, // 4: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	17, // 5: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	18, // 5: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
 	16, // 6: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
 	3,  // 7: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
 	4,  // 8: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
 	5,  // 9: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	17, // 10: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	17, // 11: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	12, // 13: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	14, // 14: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	6,  // 15: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	0,  // 16: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	1,  // 17: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	10, // 18: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	13, // 19: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	15, // 20: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	7,  // 21: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	2,  // 22: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	2,  // 23: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 10: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	18, // 11: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 12: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	9,  // 13: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	12, // 14: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	14, // 15: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	6,  // 16: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	0,  // 17: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	1,  // 18: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	10, // 19: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	13, // 20: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	15, // 21: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	7,  // 22: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	2,  // 23: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	2,  // 24: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -1538,7 +1643,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
