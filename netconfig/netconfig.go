@@ -119,6 +119,10 @@ func checkPrefix(name string, p netip.Prefix) (netip.Prefix, error) {
 	if a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a.Zone() != "" {
 		return p, fmt.Errorf("netconfig: interface %s: %s is not a unicast address", name, p)
 	}
+	if a.Is4() && p.Bits() <= 30 && p.Masked().Addr() == a {
+		// 198.18.0.0/26 would put .0 on the interface, not the service IP.
+		return p, fmt.Errorf("netconfig: interface %s: %s is a network address, not an interface address (for the center use the service IP with the prefix length, see AggregateAddress)", name, p)
+	}
 	if a.Is6() && a.IsLinkLocalUnicast() {
 		return p, fmt.Errorf("netconfig: interface %s: %s is an IPv6 link-local address (managed by the kernel)", name, p)
 	}

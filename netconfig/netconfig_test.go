@@ -304,6 +304,9 @@ func TestConfigAndHelpers(t *testing.T) {
 			t.Errorf("EnsureInterface(%q) = nil", bad)
 		}
 	}
+	if _, err := NewVIP("", netip.MustParsePrefix("198.18.0.0/26")); err == nil || !strings.Contains(err.Error(), "AggregateAddress") {
+		t.Errorf("NewVIP with the center prefix itself: %v", err)
+	}
 	if _, err := NewVIP("", netip.Prefix{}); err == nil {
 		t.Error("NewVIP with an invalid prefix succeeded")
 	}

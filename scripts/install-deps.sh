@@ -12,6 +12,10 @@ declare -A need=(
   [nginx]=nginx                # a real edge in the health end-to-end test
   [wrk]=wrk                    # make bench: HTTP front end vs a bare handler
   [dnsperf]=dnsperf            # make bench: DNS front end vs a bare server
+  [bird]=bird2                 # the lab's routers; BIRD config templates are parsed by bird -p
+  [vtysh]=frr                  # FRR config templates are checked with vtysh --dryrun
+  [ip]=iproute2                # network namespaces for the privileged tests and the lab
+  [tc]=iproute2
 )
 missing=()
 for cmd in "${!need[@]}"; do

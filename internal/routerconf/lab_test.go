@@ -26,10 +26,10 @@ import (
 // namespace. Nothing touches the host namespace's interfaces.
 type lab struct {
 	t     *testing.T
-	dir   string
+	dir   string // world-readable: FRR's daemons run as user frr
 	orig  netns.NsHandle
 	ns    map[string]netns.NsHandle
-	birds map[string]*exec.Cmd
+	birds map[string]*exec.Cmd // every daemon started, by name
 	logs  map[string]string
 }
 
@@ -49,7 +49,15 @@ func newLab(t *testing.T) *lab {
 		runtime.UnlockOSThread()
 		t.Fatal(err)
 	}
-	l := &lab{t: t, dir: t.TempDir(), orig: orig, ns: map[string]netns.NsHandle{},
+	dir, err := os.MkdirTemp("", "anysched-lab-")
+	if err == nil {
+		err = os.Chmod(dir, 0o777)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	l := &lab{t: t, dir: dir, orig: orig, ns: map[string]netns.NsHandle{},
 		birds: map[string]*exec.Cmd{}, logs: map[string]string{}}
 	t.Cleanup(l.close)
 	return l
@@ -62,7 +70,7 @@ func (l *lab) close() {
 	if l.t.Failed() {
 		for name, log := range l.logs {
 			b, _ := os.ReadFile(log)
-			l.t.Logf("bird %s log:\n%s", name, b)
+			l.t.Logf("%s log:\n%s", name, b)
 		}
 	}
 	err := netns.Set(l.orig)
@@ -170,24 +178,31 @@ func (l *lab) bird(ns string, conf []byte) {
 	if err := os.WriteFile(file, conf, 0o644); err != nil {
 		l.t.Fatal(err)
 	}
-	log := filepath.Join(l.dir, ns+".log")
+	l.spawn(ns, ns, "bird", "-f", "-c", file, "-s", l.sock(ns), "-P", filepath.Join(l.dir, ns+".pid"))
+	l.waitFor(5*time.Second, "bird "+ns+" control socket", func() bool {
+		return exec.Command("birdc", "-s", l.sock(ns), "show", "status").Run() == nil
+	})
+}
+
+// spawn starts a foreground daemon in namespace ns, logging to DIR/name.log;
+// close stops it.
+func (l *lab) spawn(ns, name string, argv ...string) {
+	l.t.Helper()
+	log := filepath.Join(l.dir, name+".log")
 	out, err := os.Create(log)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	defer out.Close()
 	l.enter(ns)
-	cmd := exec.Command("bird", "-f", "-c", file, "-s", l.sock(ns), "-P", filepath.Join(l.dir, ns+".pid"))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Start()
 	l.enter("")
 	if err != nil {
-		l.t.Fatalf("start bird in %s: %v", ns, err)
+		l.t.Fatalf("start %s in %s: %v", argv[0], ns, err)
 	}
-	l.birds[ns], l.logs[ns] = cmd, log
-	l.waitFor(5*time.Second, "bird "+ns+" control socket", func() bool {
-		return exec.Command("birdc", "-s", l.sock(ns), "show", "status").Run() == nil
-	})
+	l.birds[name], l.logs[name] = cmd, log
 }
 
 func (l *lab) birdc(ns string, args ...string) string {
@@ -241,6 +256,9 @@ func (l *lab) waitFor(timeout time.Duration, what string, cond func() bool) time
 
 func (l *lab) dump() {
 	for ns := range l.birds {
+		if _, err := os.Stat(l.sock(ns)); err != nil {
+			continue // not a BIRD
+		}
 		l.t.Logf("== %s: birdc show protocols\n%s\n== %s: birdc show route all\n%s\n== %s: ip route\n%s",
 			ns, l.birdc(ns, "show", "protocols"), ns, l.birdc(ns, "show", "route", "all"), ns, l.ip(ns, "-4", "route"))
 	}
@@ -453,4 +471,58 @@ func TestPrivilegedBGPLab(t *testing.T) {
 		return l.via("city", "198.18.0.1") == "10.100.1.1"
 	})
 	t.Logf("kill -9 of the last scheduler: city on the center's /26 after %v", d.Round(time.Millisecond))
+}
+
+// TestPrivilegedFRRHostLab runs the rendered FRR configuration of a regional
+// scheduler host (zebra + ospfd in a namespace, as user frr) against the
+// rendered BIRD city router: FRR advertises the /32 while netconfig keeps it
+// on anycast0, and withdraws it when the address goes.
+//
+//	host (up0 10.1.0.2/30, FRR) -- (eth1 10.1.0.1/30, BIRD) city
+func TestPrivilegedFRRHostLab(t *testing.T) {
+	t.Parallel()
+	for _, d := range []string{"/usr/lib/frr/zebra", "/usr/lib/frr/ospfd"} {
+		if _, err := os.Stat(d); err != nil {
+			t.Skipf("needs %s (Debian package frr)", d)
+		}
+	}
+	l := newLab(t)
+	l.addNS("host", "city")
+	l.wire("host", "up0", "10.1.0.2/30", "city", "eth1", "10.1.0.1/30")
+	vip, err := netconfig.NewVIP("", netconfig.HostPrefix(labService))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.vip("host", vip, true)
+
+	conf := filepath.Join(l.dir, "frr.conf")
+	if err := os.WriteFile(conf, render(t, Params{Daemon: FRR, Role: RoleRegional,
+		RouterID: ad("10.1.0.2"), ServiceIP: labService, CenterPrefix: labCenter,
+		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "up0", Type: PointToPoint}}}}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// What watchfrr does with -f per daemon (the integrated frr.conf: each
+	// daemon skips the other daemons' lines with a warning).
+	common := []string{"-f", conf, "-z", filepath.Join(l.dir, "zserv.api"), "--vty_socket", l.dir, "-P", "0", "--log", "stdout"}
+	l.spawn("host", "zebra", append([]string{"/usr/lib/frr/zebra", "-i", filepath.Join(l.dir, "zebra.pid")}, common...)...)
+	l.waitFor(5*time.Second, "zebra's API socket", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "zserv.api"))
+		return err == nil
+	})
+	l.spawn("host", "ospfd", append([]string{"/usr/lib/frr/ospfd", "-i", filepath.Join(l.dir, "ospfd.pid")}, common...)...)
+	l.bird("city", render(t, Params{Daemon: BIRD, Role: RoleCityRouter, Log: "stderr",
+		RouterID: ad("10.1.0.1"), ServiceIP: labService, CenterPrefix: labCenter,
+		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "eth1", Type: PointToPoint}}},
+		BGP:  BGP{ASN: 65101, Routers: []Peer{{Name: "core", Address: ad("10.100.1.1"), ASN: 65000}}}}))
+
+	d := l.waitFor(15*time.Second, "the city router to learn the /32 from the FRR host", func() bool {
+		return l.via("city", "198.18.0.1") == "10.1.0.2"
+	})
+	t.Logf("FRR host's /32 at the city router %v after the daemons started", d.Round(time.Millisecond))
+	time.Sleep(1 * time.Second) // not within the city's MinLSArrival of the last LSA
+	l.vip("host", vip, false)
+	d = l.waitFor(10*time.Second, "the city router to lose the /32", func() bool {
+		return !l.kernelHas("city", "198.18.0.1/32")
+	})
+	t.Logf("withdrawn at the city router %v after the address was removed", d.Round(time.Millisecond))
 }

@@ -70,8 +70,11 @@ const (
 
 // Network types of an OSPF interface.
 const (
-	Broadcast     = "broadcast" // the default: a LAN toward a switch, DR election
-	PointToPoint  = "ptp"       // a point-to-point link: no election, adjacency at once
+	Broadcast    = "broadcast" // the default: a LAN toward a switch, DR election
+	PointToPoint = "ptp"       // a point-to-point link: no election, adjacency at once
+)
+
+const (
 	defaultHello  = 1
 	defaultDead   = 3
 	defaultCost   = 10

@@ -170,15 +170,23 @@ func TestBIRDParses(t *testing.T) {
 	}
 }
 
-// TestFRRParses runs FRR's dry run (vtysh --dryrun --inputfile FILE, FRR 8.4
-// on Debian 12; exit status 0 = valid) on every rendered FRR configuration.
-// vtysh needs no running daemon for it.
+// TestFRRParses runs FRR's dry run on every rendered FRR configuration:
+// vtysh --config_dir DIR --dryrun --inputfile FILE (FRR 8.4 on Debian 12;
+// exit status 0 and no output = valid). vtysh needs no running daemon for
+// it; --config_dir with an empty vtysh.conf keeps it from reading
+// /etc/frr/vtysh.conf, which only root and group frr may read.
 func TestFRRParses(t *testing.T) {
 	vtysh, err := exec.LookPath("vtysh")
 	if err != nil {
 		t.Skip("vtysh (Debian package frr) not installed")
 	}
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "vtysh.conf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dryrun := func(file string) *exec.Cmd {
+		return exec.Command(vtysh, "--config_dir", dir, "--dryrun", "--inputfile", file)
+	}
 	n := 0
 	for name, p := range cases() {
 		if p.Daemon != FRR {
@@ -193,7 +201,7 @@ func TestFRRParses(t *testing.T) {
 		if err := os.WriteFile(file, conf, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(vtysh, "--dryrun", "--inputfile", file).CombinedOutput()
+		out, err := dryrun(file).CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
 			t.Errorf("%s: vtysh --dryrun: %v\n%s", name, err, out)
 		}
@@ -203,7 +211,7 @@ func TestFRRParses(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.conf")
 	os.WriteFile(bad, []byte("interface eth0\n ip ospf aera 0\nexit\n"), 0o644)
-	if out, err := exec.Command(vtysh, "--dryrun", "--inputfile", bad).CombinedOutput(); err == nil {
+	if out, err := dryrun(bad).CombinedOutput(); err == nil {
 		t.Errorf("vtysh --dryrun accepted a misspelt command:\n%s", out)
 	}
 }

@@ -1,0 +1,273 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/lab"
+)
+
+// province brings up a lab with the real daemons, built from this tree.
+func province(t *testing.T, prefix string, cities []string, standby map[int]bool) *lab.Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	for _, c := range []string{"ip", "bird", "birdc", "curl", "tc"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("needs %s", c)
+		}
+	}
+	bin := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", bin+"/", "../../central-scheduler", "../../regional-scheduler").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	l, err := lab.Up(context.Background(), lab.Options{Prefix: prefix, Cities: cities, Standby: standby, Delay: 10 * time.Millisecond, Bin: bin, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"center", lab.PrimaryID(cities[0]), "bird-r1", "bird-core"} {
+				t.Logf("--- %s log (tail):\n%s", n, tail(l.Log(n), 3000))
+			}
+		}
+		l.Down()
+		leftover, _ := exec.Command("ip", "netns", "list").Output()
+		for _, line := range splitLines(string(leftover)) {
+			if len(line) > len(prefix) && line[:len(prefix)+1] == prefix+"-" {
+				t.Errorf("namespace left behind: %s", line)
+			}
+		}
+	})
+	// Apply the topology through the center's admin API.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var b bytesBuf
+		err := exec.Command("ip", "netns", "exec", prefix+"-ctr", "true").Run()
+		if err == nil {
+			err = runCtl(prefix, &b, "apply", "-f", filepath.Join(dir, "topology.yaml"))
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply: %v %s", err, b.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return l
+}
+
+type bytesBuf struct{ b []byte }
+
+func (w *bytesBuf) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *bytesBuf) String() string              { return string(w.b) }
+
+// runCtl runs schedctl inside the center's namespace (its admin API listens there).
+func runCtl(prefix string, out *bytesBuf, args ...string) error {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", prefix + "-ctr", os.Args[0], "-test.run=^TestHelperSchedctl$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "ANYSCHED_SCHEDCTL=1")
+	b, err := cmd.CombinedOutput()
+	out.b = append(out.b, b...)
+	return err
+}
+
+// TestHelperSchedctl is schedctl run from inside a namespace (see runCtl).
+func TestHelperSchedctl(t *testing.T) {
+	if os.Getenv("ANYSCHED_SCHEDCTL") != "1" {
+		return
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	err := ctl.Run(context.Background(), append([]string{"--server", "10.0.0.2:9090"}, args...), os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := range len(s) {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// answeredBy waits until city i's STBs are answered by want; it returns how long that took.
+func answeredBy(t *testing.T, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for time.Since(start) < limit {
+		inst, code, err := l.Request(context.Background(), i)
+		if err == nil && code == 302 && inst == want {
+			return time.Since(start)
+		}
+		last = fmt.Sprintf("%q %d %v", inst, code, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("city %d: not answered by %s within %s (last: %s)", i, want, limit, last)
+	return 0
+}
+
+// loop sends requests from city i until stop is closed and counts failures.
+func loop(l *lab.Lab, i int, stop chan struct{}) (total, failed *atomic.Int64, by *sync.Map, wg *sync.WaitGroup) {
+	total, failed, by, wg = new(atomic.Int64), new(atomic.Int64), new(sync.Map), new(sync.WaitGroup)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			inst, code, err := l.Request(context.Background(), i)
+			total.Add(1)
+			if err != nil || code != 302 {
+				failed.Add(1)
+			} else {
+				n, _ := by.LoadOrStore(inst, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+		}
+	}()
+	return
+}
+
+// TestPrivilegedAnycastFailover is seed 001's design end to end: three
+// cities with BIRD routers, regional schedulers announcing the service /32
+// over BGP, the center announcing the /26; STBs reach their own city's
+// scheduler, and the center when that one is gone.
+func TestPrivilegedAnycastFailover(t *testing.T) {
+	cities := []string{"hefei", "wuhu", "bengbu"}
+	l := province(t, "asf", cities, nil)
+	for i, c := range cities {
+		d := answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+		t.Logf("%s: answered by its own scheduler after %s", c, d.Round(time.Millisecond))
+	}
+
+	// kill -9: the BGP session dies with the process, the city falls back to the center.
+	p := l.Proc(lab.PrimaryID("hefei"))
+	p.Signal(syscall.SIGKILL)
+	p.Wait(5 * time.Second)
+	d := answeredBy(t, l, 0, lab.CenterID, 10*time.Second)
+	t.Logf("kill -9 of hefei's scheduler: the center answers after %s", d.Round(time.Millisecond))
+	if inst, _, _ := l.Request(context.Background(), 1); inst != lab.PrimaryID("wuhu") {
+		t.Errorf("wuhu's STBs moved too: answered by %q", inst)
+	}
+	if err := l.Restart(lab.PrimaryID("hefei")); err != nil {
+		t.Fatal(err)
+	}
+	d = answeredBy(t, l, 0, lab.PrimaryID("hefei"), 30*time.Second)
+	t.Logf("restart: hefei answers its STBs again after %s", d.Round(time.Millisecond))
+
+	// SIGSTOP: a frozen scheduler keeps its session until the hold time (3 s) expires.
+	p = l.Proc(lab.PrimaryID("wuhu"))
+	p.Signal(syscall.SIGSTOP)
+	d = answeredBy(t, l, 1, lab.CenterID, 10*time.Second)
+	t.Logf("SIGSTOP of wuhu's scheduler: the center answers after %s (hold time 3s)", d.Round(time.Millisecond))
+	if d > 3*time.Second+2*time.Second {
+		t.Errorf("frozen scheduler: center took over after %s, more than hold time + 2s", d)
+	}
+	p.Signal(syscall.SIGCONT)
+	answeredBy(t, l, 1, lab.PrimaryID("wuhu"), 30*time.Second)
+
+	// SIGTERM under load: GRACEFUL_SHUTDOWN, withdraw, drain: no STB request fails.
+	stop := make(chan struct{})
+	total, failed, by, wg := loop(l, 2, stop)
+	time.Sleep(500 * time.Millisecond)
+	p = l.Proc(lab.PrimaryID("bengbu"))
+	p.Signal(syscall.SIGTERM)
+	if !p.Wait(15 * time.Second) {
+		t.Fatal("bengbu's scheduler did not stop within 15s")
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	center, _ := by.Load(lab.CenterID)
+	t.Logf("SIGTERM of bengbu's scheduler under load: %d requests, %d failed", total.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d requests failed during a planned stop", failed.Load(), total.Load())
+	}
+	if center == nil || center.(*atomic.Int64).Load() == 0 {
+		t.Error("the center never took over bengbu's STBs")
+	}
+}
+
+// TestPrivilegedPrimaryStandby: two schedulers in one city announce; the
+// standby's path is worse (MED 200, AS-path prepend), so the router prefers
+// the primary, and moves to the standby when the primary withdraws.
+func TestPrivilegedPrimaryStandby(t *testing.T) {
+	l := province(t, "asp", []string{"hefei"}, map[int]bool{0: true})
+	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 60*time.Second)
+	// Both sessions up and both announcing.
+	deadline := time.Now().Add(20 * time.Second)
+	for out := l.Birdc("r1", "show", "route", "for", "198.18.0.1", "all"); !(containsAll(out, "10.1.2.2", "10.1.3.2")); out = l.Birdc("r1", "show", "route", "for", "198.18.0.1", "all") {
+		if time.Now().After(deadline) {
+			t.Fatalf("router does not see both schedulers' routes:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop := make(chan struct{})
+	total, failed, by, wg := loop(l, 0, stop)
+	p := l.Proc(lab.PrimaryID("hefei"))
+	p.Signal(syscall.SIGTERM)
+	p.Wait(15 * time.Second)
+	answeredBy(t, l, 0, lab.StandbyID("hefei"), 10*time.Second)
+	close(stop)
+	wg.Wait()
+	standby, _ := by.Load(lab.StandbyID("hefei"))
+	if failed.Load() != 0 || standby == nil {
+		t.Errorf("primary stop: %d of %d requests failed, standby answered %v", failed.Load(), total.Load(), standby)
+	}
+	if center, _ := by.Load(lab.CenterID); center != nil {
+		t.Errorf("the center answered %d requests although the standby was there", center.(*atomic.Int64).Load())
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		found := false
+		for i := 0; i+len(x) <= len(s); i++ {
+			if s[i:i+len(x)] == x {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
