@@ -45,10 +45,10 @@ type Lab struct {
 	veths int
 	// NoNetem is set when the kernel has no netem qdisc (links then have no delay).
 	NoNetem bool
-	ns    []string
-	procs map[string]*Proc
-	mu    sync.Mutex
-	Topo  *topology.Topology
+	ns      []string
+	procs   map[string]*Proc
+	mu      sync.Mutex
+	Topo    *topology.Topology
 }
 
 // Proc is one daemon inside a namespace.
