@@ -212,6 +212,7 @@ func verifyHTTP(ctx context.Context, anyURL, bareURL string, w *world) (string, 
 		req.Host = topogen.Hostname
 		if xff != "" {
 			req.Header.Set("X-Forwarded-For", xff)
+			req.Header.Set("X-Anysched-Debug", "1") // the check reads the result type
 		}
 		resp, err := c.Do(req)
 		if err != nil {
