@@ -39,6 +39,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := netconfig.Cleanup(cfg.Anycast.Interface); err != nil {
 			return err
 		}
+		if err := netconfig.CleanupLocal(); err != nil {
+			return err
+		}
 		fmt.Fprintf(stdout, "removed %s (if it existed)\n", cfg.Anycast.Interface)
 		return daemon.ErrCheckedOnly
 	}

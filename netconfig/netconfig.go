@@ -366,7 +366,11 @@ func AddAddress(name string, p netip.Prefix) error {
 		if link == nil {
 			return ErrNoInterface
 		}
-		if err := h.AddrAdd(link, toAddr(p)); err != nil && !errors.Is(err, unix.EEXIST) {
+		a := toAddr(p)
+		if name == LoopbackInterface && p.Addr().Is4() {
+			a.Label = LocalLabel // marks the copies CleanupLocal may remove
+		}
+		if err := h.AddrAdd(link, a); err != nil && !errors.Is(err, unix.EEXIST) {
 			return err
 		}
 		return nil

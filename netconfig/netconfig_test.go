@@ -328,3 +328,24 @@ func TestConfigAndHelpers(t *testing.T) {
 		t.Errorf("4in6 VIP = %v, %v", vip, err)
 	}
 }
+
+func TestPrivilegedLocalVIPAndCleanupLocal(t *testing.T) {
+	inNewNetns(t)
+	p := netip.MustParsePrefix("198.18.0.1/32")
+	v, err := NewLocalVIP(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Up(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustHave(t, LoopbackInterface, p, true)
+	// An administrator's own address on lo is not ours to remove.
+	theirs := netip.MustParsePrefix("192.0.2.9/32")
+	ipCmd(t, "addr", "add", theirs.String(), "dev", "lo")
+	if err := CleanupLocal(); err != nil {
+		t.Fatal(err)
+	}
+	mustHave(t, LoopbackInterface, p, false)
+	mustHave(t, LoopbackInterface, theirs, true)
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+
+	"github.com/vishvananda/netlink"
 )
 
 // VIP is one service address on the dummy interface, as the announcement
@@ -19,8 +21,9 @@ type VIP struct {
 	iface  string
 	prefix netip.Prefix
 
-	mu sync.Mutex
-	up bool
+	mu    sync.Mutex
+	up    bool
+	local bool // on lo: never created or removed, only the address
 }
 
 // NewVIP returns the VIP for prefix p on interface iface (empty:
@@ -56,8 +59,10 @@ func (v *VIP) Up(ctx context.Context) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := EnsureInterface(v.iface); err != nil {
-		return err
+	if !v.local {
+		if err := EnsureInterface(v.iface); err != nil {
+			return err
+		}
 	}
 	if err := AddAddress(v.iface, v.prefix); err != nil {
 		return err
@@ -93,3 +98,46 @@ func (v *VIP) Announced() bool {
 // Present asks the kernel whether the address is on the interface now (in
 // the calling thread's namespace), e.g. to notice an operator's `ip addr del`.
 func (v *VIP) Present() (bool, error) { return HasAddress(v.iface, v.prefix) }
+
+// NewLocalVIP returns the address p on the loopback interface "lo": local
+// (the kernel accepts packets for it) but never advertised by the routing
+// daemon, which only advertises the dummy interface. In OSPF mode it keeps a
+// withdrawing scheduler reachable for the packets still routed to it.
+func NewLocalVIP(p netip.Prefix) (*VIP, error) {
+	p, err := checkPrefix(LoopbackInterface, p)
+	if err != nil {
+		return nil, err
+	}
+	return &VIP{iface: LoopbackInterface, prefix: p, local: true}, nil
+}
+
+// LoopbackInterface holds local-only copies of the service address.
+const LoopbackInterface = "lo"
+
+// LocalLabel labels the IPv4 copies of the service address on lo.
+const LocalLabel = "lo:anysched"
+
+// CleanupLocal removes the local-only service addresses (see NewLocalVIP)
+// that a crashed scheduler left on lo: exactly the IPv4 addresses labelled
+// LocalLabel, nothing an administrator put there.
+func CleanupLocal() error {
+	return withHandle(func(h *netlink.Handle) error {
+		link, err := lookup(h, LoopbackInterface)
+		if err != nil || link == nil {
+			return err
+		}
+		addrs, err := h.AddrList(link, netlink.FAMILY_V4)
+		if err != nil {
+			return fmt.Errorf("netconfig: list addresses of lo: %w", err)
+		}
+		for _, a := range addrs {
+			if a.Label != LocalLabel {
+				continue
+			}
+			if err := h.AddrDel(link, &a); err != nil {
+				return fmt.Errorf("netconfig: remove %s from lo: %w", a.IPNet, err)
+			}
+		}
+		return nil
+	})
+}

@@ -35,6 +35,10 @@ type Options struct {
 	Standby map[int]bool  // cities (by index) that also run a standby scheduler
 	Delay   time.Duration // netem delay on each city-core link
 	Bin     string        // directory with central-scheduler and regional-scheduler
+	// OSPF: the regional schedulers announce by putting the /32 on anycast0,
+	// a BIRD on each scheduler host advertises it to the city router over
+	// OSPF (announce.mode ospf). Default: BGP from the scheduler's GoBGP.
+	OSPF bool
 	Dir     string        // work directory (configs, logs)
 	Logger  *slog.Logger
 }
@@ -294,6 +298,25 @@ func (l *Lab) routers() error {
 		}
 		p := routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCityRouter, Hostname: "router-" + l.o.Cities[i], Log: "stderr",
 			RouterID: netip.MustParseAddr(fmt.Sprintf("10.100.%d.2", n)), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix, BGP: city}
+		if l.o.OSPF {
+			p.BGP.Schedulers = nil
+			p.OSPF = routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "sched", Type: routerconf.PointToPoint}}}
+			if l.o.Standby[i] {
+				p.OSPF.Interfaces = append(p.OSPF.Interfaces, routerconf.OSPFInterface{Name: "standby", Type: routerconf.PointToPoint})
+			}
+			// Each scheduler host runs a BIRD advertising anycast0 as an OSPF stub.
+			hosts := []struct{ ns, id string }{{fmt.Sprintf("s%d", n), fmt.Sprintf("10.%d.2.2", n)}}
+			if l.o.Standby[i] {
+				hosts = append(hosts, struct{ ns, id string }{fmt.Sprintf("t%d", n), fmt.Sprintf("10.%d.3.2", n)})
+			}
+			for _, h := range hosts {
+				if err := l.bird(h.ns, routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleRegional, Log: "stderr",
+					RouterID: netip.MustParseAddr(h.id), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix,
+					OSPF: routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "up0", Type: routerconf.PointToPoint}}}}); err != nil {
+					return err
+				}
+			}
+		}
 		if err := l.bird(fmt.Sprintf("r%d", n), p); err != nil {
 			return err
 		}
@@ -377,6 +400,10 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	if standby {
 		id, ns, net, med, prepend = StandbyID(l.o.Cities[i]), fmt.Sprintf("t%d", n), 3, 200, 2
 	}
+	mode, drain := "bgp", "2s"
+	if l.o.OSPF {
+		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
+	}
 	body := fmt.Sprintf(`instance_id: %s
 region: %s
 etcd:
@@ -387,13 +414,13 @@ snapshot:
   cache_file: %s
   confirm_interval: 500ms
 announce:
-  mode: bgp
+  mode: %s
   check_interval: 100ms
   rise: 2
   fall: 2
   hold_down: 0s
   graceful_wait: 1s
-  drain: 2s
+  drain: %s
   bgp:
     asn: %d
     router_id: 10.%d.%d.2
@@ -406,7 +433,7 @@ dns:
   listen: 0.0.0.0:53
 access_log:
   enabled: false
-`, id, l.o.Cities[i], filepath.Join(l.o.Dir, id+".cache"), 65200+n, n, net, med, prepend, n, net, 65100+n)
+`, id, l.o.Cities[i], filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
@@ -455,7 +482,14 @@ func (p *Proc) Wait(d time.Duration) bool {
 	select {
 	case <-p.done:
 		return true
-	case <-time.After(d):
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
 		return false
 	}
 }
@@ -498,6 +532,14 @@ func (l *Lab) Request(ctx context.Context, i int) (instance string, status int, 
 	var inst string
 	fmt.Sscanf(string(out), "%d %s", &code, &inst)
 	return inst, code, nil
+}
+
+// Cleanup runs city i's `regional-scheduler --cleanup` in its namespace, as
+// a systemd unit's ExecStopPost would after a crash.
+func (l *Lab) Cleanup(i int) (string, error) {
+	out, err := exec.Command("ip", "netns", "exec", l.nsName(fmt.Sprintf("s%d", i+1)), filepath.Join(l.o.Bin, "regional-scheduler"),
+		"--config", filepath.Join(l.o.Dir, PrimaryID(l.o.Cities[i])+".yaml"), "--cleanup").CombinedOutput()
+	return string(out), err
 }
 
 // Down stops every daemon and removes every namespace.

@@ -17,7 +17,12 @@ import (
 )
 
 // province brings up a lab with the real daemons, built from this tree.
-func province(t *testing.T, prefix string, cities []string, standby map[int]bool) *lab.Lab {
+func province(t testing.TB, prefix string, cities []string, standby map[int]bool) *lab.Lab {
+	return provinceWith(t, prefix, lab.Options{Cities: cities, Standby: standby})
+}
+
+func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
+	cities := o.Cities
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces)")
@@ -33,7 +38,8 @@ func province(t *testing.T, prefix string, cities []string, standby map[int]bool
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	l, err := lab.Up(context.Background(), lab.Options{Prefix: prefix, Cities: cities, Standby: standby, Delay: 10 * time.Millisecond, Bin: bin, Dir: dir})
+	o.Prefix, o.Delay, o.Bin, o.Dir = prefix, 10*time.Millisecond, bin, dir
+	l, err := lab.Up(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +130,7 @@ func splitLines(s string) []string {
 }
 
 // answeredBy waits until city i's STBs are answered by want; it returns how long that took.
-func answeredBy(t *testing.T, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
+func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	last := ""
@@ -270,4 +276,49 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestPrivilegedOSPFFailover: the same longest-prefix failover with
+// announce.mode ospf: the scheduler puts the /32 on anycast0 and the host's
+// BIRD advertises it to the city router over OSPF.
+func TestPrivilegedOSPFFailover(t *testing.T) {
+	cities := []string{"hefei", "wuhu"}
+	l := provinceWith(t, "aso", lab.Options{Cities: cities, OSPF: true})
+	for i, c := range cities {
+		d := answeredBy(t, l, i, lab.PrimaryID(c), 90*time.Second)
+		t.Logf("%s: answered by its own scheduler (OSPF) after %s", c, d.Round(time.Millisecond))
+	}
+	// Planned stop: the address goes, OSPF withdraws, the drain covers
+	// the convergence: no request fails.
+	stop := make(chan struct{})
+	total, failed, by, wg := loop(l, 0, stop)
+	time.Sleep(300 * time.Millisecond)
+	p := l.Proc(lab.PrimaryID("hefei"))
+	p.Signal(syscall.SIGTERM)
+	if !p.Wait(20 * time.Second) {
+		t.Fatal("hefei's scheduler did not stop")
+	}
+	close(stop)
+	wg.Wait()
+	center, _ := by.Load(lab.CenterID)
+	t.Logf("SIGTERM (OSPF): %d requests, %d failed, center answered %v", total.Load(), failed.Load(), center)
+	if failed.Load() != 0 || center == nil {
+		t.Errorf("planned stop in OSPF mode: %d of %d failed, center answered %v", failed.Load(), total.Load(), center)
+	}
+	if err := l.Restart(lab.PrimaryID("hefei")); err != nil {
+		t.Fatal(err)
+	}
+	d := answeredBy(t, l, 0, lab.PrimaryID("hefei"), 30*time.Second)
+	t.Logf("restart (OSPF): hefei answers again after %s", d.Round(time.Millisecond))
+
+	// kill -9 leaves the address behind; the unit's ExecStopPost (--cleanup)
+	// removes it, and OSPF hands the city to the center.
+	p = l.Proc(lab.PrimaryID("wuhu"))
+	p.Signal(syscall.SIGKILL)
+	p.Wait(5 * time.Second)
+	if out, err := l.Cleanup(1); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out)
+	}
+	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
+	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s", d.Round(time.Millisecond))
 }

@@ -56,6 +56,18 @@ func (s *Scheduler) newAnnouncer(c config.Common) (*announcer, error) {
 	case "ospf":
 		o := &announce.OSPF{Interface: c.Anycast.Interface, Logger: s.Logger}
 		an.speaker = &serviceIPSpeaker{OSPF: o, s: s}
+		if c.Anycast.ManageAddress {
+			// Withdrawing removes the address from anycast0; the same address
+			// on lo (not advertised) keeps accepting the STBs still routed
+			// here until OSPF has converged, so the drain loses nothing.
+			an.vip = func() (*netconfig.VIP, error) {
+				snap := s.Syncer.Snapshot()
+				if snap == nil {
+					return nil, errors.New("no topology yet")
+				}
+				return netconfig.NewLocalVIP(netconfig.HostPrefix(snap.ServiceIP))
+			}
+		}
 	}
 	an.ctrl = &announce.Controller{
 		Speaker: an.speaker, Logger: s.Logger, Ready: s.announceReady,
