@@ -38,9 +38,9 @@ type Options struct {
 	// OSPF: the regional schedulers announce by putting the /32 on anycast0,
 	// a BIRD on each scheduler host advertises it to the city router over
 	// OSPF (announce.mode ospf). Default: BGP from the scheduler's GoBGP.
-	OSPF bool
-	Dir     string        // work directory (configs, logs)
-	Logger  *slog.Logger
+	OSPF   bool
+	Dir    string // work directory (configs, logs)
+	Logger *slog.Logger
 }
 
 // Lab is a running province.
