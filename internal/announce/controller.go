@@ -25,11 +25,11 @@ type ControllerOptions struct {
 	Rise, Fall int
 	// HoldDown is the least time between two changes of the route.
 	HoldDown time.Duration
-	// GracefulWait: after re-announcing with GRACEFUL_SHUTDOWN, how long to
-	// let routers move traffic before withdrawing.
+	// GracefulWait (announce.drain.pre_withdraw): after re-announcing with
+	// GRACEFUL_SHUTDOWN, how long to let routers move traffic before withdrawing.
 	GracefulWait time.Duration
-	// Drain: after withdrawing, how long the scheduler keeps answering
-	// (requests still routed here while routers converge).
+	// Drain (announce.drain.linger): after withdrawing, how long the
+	// scheduler keeps answering (requests still routed here while routers converge).
 	Drain time.Duration
 }
 
@@ -57,10 +57,11 @@ type Controller struct {
 
 // Register adds the controller's metrics.
 func (c *Controller) Register(reg prometheus.Registerer) {
-	c.state = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_announce_announced_bool", Help: "1 while the Anycast route is announced."})
-	c.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_changes_total", Help: "Route announcements and withdrawals.", ConstLabels: nil}, []string{"to"})
-	c.changes.WithLabelValues("announced")
-	c.changes.WithLabelValues("withdrawn")
+	c.state = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_announce_state", Help: "1 while the Anycast route is announced, 0 while withdrawn."})
+	c.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_changes_total", Help: "Route announcements and withdrawals, by reason: ready, prefix_changed (announced); not_ready, drill, stopping (withdrawn)."}, []string{"reason"})
+	for _, r := range []string{reasonReady, reasonPrefix, reasonNotReady, reasonDrill, reasonStopping} {
+		c.changes.WithLabelValues(r)
+	}
 	reg.MustRegister(c.state, c.changes)
 }
 
@@ -117,11 +118,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		switch {
 		case moved: // the topology changed the Anycast prefix
-			c.set(ctx, true, o.Attrs, "")
+			c.set(ctx, true, o.Attrs, "", reasonPrefix)
 		case !announced && okRun >= o.Rise && !held:
-			c.set(ctx, true, o.Attrs, "")
+			c.set(ctx, true, o.Attrs, "", reasonReady)
 		case announced && (badRun >= o.Fall || forced) && !held:
-			c.set(ctx, false, o.Attrs, err.Error())
+			reason := reasonNotReady
+			if forced {
+				reason = reasonDrill
+			}
+			c.set(ctx, false, o.Attrs, err.Error(), reason)
 		case !announced && err != nil:
 			c.mu.Lock()
 			c.why = err.Error()
@@ -135,6 +140,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Reasons of a route change, the label values of anysched_announce_changes_total.
+const (
+	reasonReady    = "ready"
+	reasonPrefix   = "prefix_changed"
+	reasonNotReady = "not_ready"
+	reasonDrill    = "drill"
+	reasonStopping = "stopping"
+)
 
 type drillError struct{}
 
@@ -168,7 +182,7 @@ func (c *Controller) changedAtZero() bool {
 	return c.changedAt.IsZero()
 }
 
-func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why string) {
+func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why, reason string) {
 	routes := map[netip.Prefix]Attrs{}
 	prefix, known := c.prefix()
 	if announce && known {
@@ -184,16 +198,14 @@ func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why st
 		c.current = prefix
 	}
 	c.mu.Unlock()
-	to := "withdrawn"
 	if announce {
-		to = "announced"
-		c.Logger.Info("route announced", "component", "announce", "prefix", prefix)
+		c.Logger.Info("route announced", "component", "announce", "prefix", prefix, "reason", reason)
 	} else {
-		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", prefix, "why", why)
+		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", prefix, "reason", reason, "why", why)
 	}
 	if c.state != nil {
 		c.state.Set(boolFloat(announce))
-		c.changes.WithLabelValues(to).Inc()
+		c.changes.WithLabelValues(reason).Inc()
 	}
 }
 
@@ -216,7 +228,7 @@ func (c *Controller) gracefulStop(o ControllerOptions) {
 			time.Sleep(o.GracefulWait)
 		}
 	}
-	c.set(ctx, false, o.Attrs, "stopping")
+	c.set(ctx, false, o.Attrs, "stopping", reasonStopping)
 	if announced && o.Drain > 0 {
 		c.Logger.Info("stopping: route withdrawn, still answering while routers converge", "component", "announce", "drain", o.Drain)
 		time.Sleep(o.Drain)

@@ -122,6 +122,14 @@ type BGP struct {
 	ASPathPrepend int       `yaml:"as_path_prepend"` // a standby announces a longer path
 }
 
+// Drain times the graceful stop.
+type Drain struct {
+	// PreWithdraw: after re-announcing with GRACEFUL_SHUTDOWN, before withdrawing.
+	PreWithdraw time.Duration `yaml:"pre_withdraw"`
+	// Linger: answering after the withdrawal, while routers converge.
+	Linger time.Duration `yaml:"linger"`
+}
+
 // Announce configures how the Anycast route follows readiness.
 type Announce struct {
 	Mode          string        `yaml:"mode"` // none | bgp | ospf
@@ -129,8 +137,7 @@ type Announce struct {
 	Rise          int           `yaml:"rise"`
 	Fall          int           `yaml:"fall"`
 	HoldDown      time.Duration `yaml:"hold_down"`
-	GracefulWait  time.Duration `yaml:"graceful_wait"` // after GRACEFUL_SHUTDOWN, before withdrawing
-	Drain         time.Duration `yaml:"drain"`         // answering after the withdrawal
+	Drain         Drain         `yaml:"drain"`
 	BGP           BGP           `yaml:"bgp"`
 }
 
@@ -196,8 +203,14 @@ func (a Announce) validate(errs *yamlstrict.Errors) {
 	if a.Rise < 1 || a.Fall < 1 {
 		errs.Add("announce", "rise and fall must be >= 1")
 	}
-	if a.HoldDown < 0 || a.GracefulWait < 0 || a.Drain < 0 {
-		errs.Add("announce", "hold_down, graceful_wait and drain must be >= 0")
+	if a.HoldDown < 0 {
+		errs.Add("announce.hold_down", "must be >= 0")
+	}
+	if a.Drain.PreWithdraw < 0 {
+		errs.Add("announce.drain.pre_withdraw", "must be >= 0")
+	}
+	if a.Drain.Linger < 0 {
+		errs.Add("announce.drain.linger", "must be >= 0")
 	}
 }
 
@@ -341,7 +354,7 @@ func defaultCommon(stateDir string) Common {
 		AccessLog: AccessLog{Enabled: true, SampleEvery: 1},
 		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
 		Anycast:   AnycastLocal{Interface: "anycast0", ManageAddress: true},
-		Announce:  Announce{Mode: "none", CheckInterval: 200 * time.Millisecond, Rise: 3, Fall: 2, HoldDown: 2 * time.Second, GracefulWait: 2 * time.Second, Drain: 5 * time.Second},
+		Announce:  Announce{Mode: "none", CheckInterval: 200 * time.Millisecond, Rise: 3, Fall: 2, HoldDown: 2 * time.Second, Drain: Drain{PreWithdraw: 2 * time.Second, Linger: 5 * time.Second}},
 	}
 }
 

@@ -372,8 +372,7 @@ announce:
   rise: 2
   fall: 2
   hold_down: 0s
-  graceful_wait: 1s
-  drain: 2s
+  drain: {pre_withdraw: 1s, linger: 2s}
   bgp:
     asn: 65300
     router_id: 10.0.0.2
@@ -419,8 +418,7 @@ announce:
   rise: 2
   fall: 2
   hold_down: 0s
-  graceful_wait: 1s
-  drain: %s
+  drain: {pre_withdraw: 1s, linger: %s}
   bgp:
     asn: %d
     router_id: 10.%d.%d.2

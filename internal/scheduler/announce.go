@@ -73,7 +73,7 @@ func (s *Scheduler) newAnnouncer(c config.Common) (*announcer, error) {
 		Speaker: an.speaker, Logger: s.Logger, Ready: s.announceReady,
 		Options: announce.ControllerOptions{
 			PrefixFunc: s.anycastPrefix, Attrs: attrs, Check: a.CheckInterval, Rise: a.Rise, Fall: a.Fall,
-			HoldDown: a.HoldDown, GracefulWait: a.GracefulWait, Drain: a.Drain,
+			HoldDown: a.HoldDown, GracefulWait: a.Drain.PreWithdraw, Drain: a.Drain.Linger,
 		},
 	}
 	if a.Mode == "ospf" {

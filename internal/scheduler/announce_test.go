@@ -18,7 +18,7 @@ import (
 func bgpAnnounce(r *bgptest.Router, asn uint32) config.Announce {
 	a := config.DefaultRegional().Announce
 	a.Mode, a.CheckInterval, a.Rise, a.Fall, a.HoldDown = "bgp", 50*time.Millisecond, 2, 2, 0
-	a.GracefulWait, a.Drain = 600*time.Millisecond, 800*time.Millisecond
+	a.Drain.PreWithdraw, a.Drain.Linger = 600*time.Millisecond, 800*time.Millisecond
 	a.BGP = config.BGP{ASN: asn, RouterID: "10.1.0.2", MED: 10, Communities: []string{"65101:100"},
 		Peers: []config.BGPPeer{{Address: "127.0.0.1", Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second}}}
 	return a
