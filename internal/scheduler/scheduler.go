@@ -163,7 +163,8 @@ func (s *Scheduler) rebuildEngine() {
 	}
 	av := s.Merger.Compute(snap)
 	uses := balanceSelections(snap)
-	if prev := s.avail.Load(); len(uses) == 0 && snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) && slices.Equal(prev.Why, av.Why) {
+	if prev := s.avail.Load(); len(uses) == 0 && snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) &&
+		slices.Equal(prev.Why, av.Why) && slices.Equal(prev.Figures, av.Figures) && string(prev.BalanceConfig) == string(av.BalanceConfig) {
 		s.avail.Store(av) // keep checker liveness current for status
 		return
 	}
@@ -178,9 +179,60 @@ func (s *Scheduler) rebuildEngine() {
 		Available:     func(i int32) bool { return av.Available[i] },
 		Why:           func(i int32) string { return av.Why[i] },
 		Balance:       table,
+		NodeRank:      s.nodeRanker(snap, av),
 	}))
 	s.avail.Store(av)
 	s.builtFor, s.table = snap, table
+}
+
+// nodeRanker ranks a region's nodes with balance.RankNodes: by distance, or
+// by seed 002's RTT + loss distance (balance config rank.by: rtt_loss) where
+// the checkers measured them; nodes over capacity or below the panic
+// threshold go last.
+func (s *Scheduler) nodeRanker(snap *topology.Snapshot, av *health.Availability) func([]int32, topology.Location) []int32 {
+	opts := s.balanceConfig(av).Rank
+	states := make([]balance.NodeState, len(snap.Nodes))
+	for ni, nv := range snap.Nodes {
+		st := balance.NodeState{Index: int32(ni), Loc: balance.Point{Lat: nv.Loc.Lat, Lon: nv.Loc.Lon}}
+		var rtt time.Duration
+		var loss float64
+		measured := 0
+		for _, si := range nv.Servers {
+			if snap.Servers[si].Weight > 0 {
+				st.Servers++
+				if av.Available[si] {
+					st.Healthy++
+				}
+			}
+			f := av.Figures[si]
+			st.LoadMbps += f.Load.BandwidthMbps
+			st.CapacityMbps += snap.Servers[si].Capacity.BandwidthMbps
+			if f.Measured && av.Available[si] {
+				rtt += f.RTT
+				loss += f.Loss
+				measured++
+			}
+		}
+		if measured > 0 {
+			st.RTT, st.Loss, st.Measured = rtt/time.Duration(measured), loss/float64(measured), true
+		}
+		if st.LoadMbps == 0 {
+			st.CapacityMbps = 0 // no load figures: never "over capacity"
+		}
+		states[ni] = st
+	}
+	return func(nodes []int32, from topology.Location) []int32 {
+		sub := make([]balance.NodeState, len(nodes))
+		for i, n := range nodes {
+			sub[i] = states[n]
+		}
+		ranked := balance.RankNodes(sub, balance.Point{Lat: from.Lat, Lon: from.Lon}, opts)
+		out := make([]int32, len(ranked))
+		for i, r := range ranked {
+			out[i] = r.Index
+		}
+		return out
+	}
 }
 
 // balanceSelections lists the in-node policies the services use besides nearest.
@@ -194,21 +246,27 @@ func balanceSelections(snap *topology.Snapshot) []balance.Selection {
 	return out
 }
 
+// balanceConfig is the stored balance configuration, or the defaults when
+// there is none or it is invalid (said once).
+func (s *Scheduler) balanceConfig(av *health.Availability) balance.Config {
+	if av.BalanceConfig == nil {
+		return balance.DefaultConfig()
+	}
+	c, err := balance.ParseConfig(av.BalanceConfig)
+	if err != nil {
+		if string(av.BalanceConfig) != s.badBalance {
+			s.badBalance = string(av.BalanceConfig)
+			s.Logger.Error("stored balance configuration is invalid; using the defaults", "component", "balance", "err", err)
+		}
+		return balance.DefaultConfig()
+	}
+	return c
+}
+
 // buildBalance builds the policy tables from the snapshot and merged health;
 // on a bad stored balance configuration it keeps the defaults and says so once.
 func (s *Scheduler) buildBalance(snap *topology.Snapshot, av *health.Availability, uses []balance.Selection) *balance.Table {
-	cfg := balance.DefaultConfig()
-	if av.BalanceConfig != nil {
-		c, err := balance.ParseConfig(av.BalanceConfig)
-		if err != nil {
-			if string(av.BalanceConfig) != s.badBalance {
-				s.badBalance = string(av.BalanceConfig)
-				s.Logger.Error("stored balance configuration is invalid; using the defaults", "component", "balance", "err", err)
-			}
-		} else {
-			cfg = c
-		}
-	}
+	cfg := s.balanceConfig(av)
 	nodes := make([]balance.NodeInput, len(snap.Nodes))
 	for ni, nv := range snap.Nodes {
 		in := balance.NodeInput{Servers: make([]balance.Server, len(nv.Servers)), Loads: make([]balance.Load, len(nv.Servers))}
@@ -219,6 +277,7 @@ func (s *Scheduler) buildBalance(snap *topology.Snapshot, av *health.Availabilit
 			in.Loads[j] = balance.Load{
 				Healthy: av.Available[si], CPU: f.Load.CPU, BandwidthMbps: f.Load.BandwidthMbps, CapacityMbps: sv.Capacity.BandwidthMbps,
 				Connections: f.Load.Connections, RTT: f.RTT, Loss: f.Loss, Since: f.Since,
+				Failures: int(f.Loss*20 + 0.5), // failed probes among the checker's last 20
 			}
 		}
 		nodes[ni] = in

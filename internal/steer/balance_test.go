@@ -3,6 +3,7 @@ package steer_test
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,24 @@ func TestSWRRSpreadsByWeight(t *testing.T) {
 	// mid-near-a weight 300, mid-near-b weight 100: exactly 3:1 in round robin.
 	if count["mid-near-a"] != 3000 || count["mid-near-b"] != 1000 {
 		t.Fatalf("swrr spread %v, want 3000/1000", count)
+	}
+}
+
+// TestNodeRankOrdersNodes: the scheduler's ranking (RTT + loss, capacity)
+// replaces the distance order; the engine takes the first node of it with an
+// available server.
+func TestNodeRankOrdersNodes(t *testing.T) {
+	s := withSelection(t, "nearest")
+	farFirst := func(nodes []int32, _ topology.Location) []int32 {
+		out := slices.Clone(nodes)
+		slices.SortFunc(out, func(a, b int32) int { return strings.Compare(s.Nodes[a].Name, s.Nodes[b].Name) }) // "mid-far" before "mid-near"
+		return out
+	}
+	c := netip.MustParseAddr("100.64.2.7") // nearest to mid-near
+	if d := steer.New(s, steer.Options{}).Decide(steer.Request{Client: c, Host: "live.iptv.example"}); s.Nodes[d.Node].Name != "mid-near" {
+		t.Fatalf("by distance: node %s", s.Nodes[d.Node].Name)
+	}
+	if d := steer.New(s, steer.Options{NodeRank: farFirst}).Decide(steer.Request{Client: c, Host: "live.iptv.example"}); s.Nodes[d.Node].Name != "mid-far" {
+		t.Fatalf("ranked: node %s, want the ranking's first", s.Nodes[d.Node].Name)
 	}
 }

@@ -85,6 +85,10 @@ type Options struct {
 	// Balance holds the in-node policies (swrr, chash, p2c) of services
 	// that select by them; nil: every service picks as "nearest" does.
 	Balance *balance.Table
+	// NodeRank orders a region's nodes for clients at from (nearest first by
+	// default); the scheduler ranks by seed 002's RTT + loss distance where
+	// checkers measured it, and puts nodes over capacity or in panic last.
+	NodeRank func(nodes []int32, from topology.Location) []int32
 }
 
 // Engine is an immutable routing table over one snapshot.
@@ -149,9 +153,13 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 			e.uniform[i] = e.uniform[i] && snap.Servers[s].Weight == snap.Servers[n.Servers[0]].Weight
 		}
 	}
+	rank := e.sortNodes
+	if o.NodeRank != nil {
+		rank = o.NodeRank
+	}
 	e.nodesByRegion = make([][]int32, len(snap.Regions))
 	for r, rv := range snap.Regions {
-		e.nodesByRegion[r] = e.sortNodes(rv.Nodes, rv.Loc)
+		e.nodesByRegion[r] = rank(rv.Nodes, rv.Loc)
 	}
 	// Zones of one region at one location share their ordering.
 	type key struct {
@@ -169,7 +177,7 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 			e.nodesByZone[z] = order
 			continue
 		}
-		order := e.sortNodes(snap.Regions[zv.Region].Nodes, zv.Loc)
+		order := rank(snap.Regions[zv.Region].Nodes, zv.Loc)
 		shared[k] = order
 		e.nodesByZone[z] = order
 	}
