@@ -80,6 +80,9 @@ func TestCHashKeepsAChannelOnOneServer(t *testing.T) {
 	if !strings.Contains(strings.Join(x.Steps, "\n"), "in-node policy chash picked the server") {
 		t.Errorf("explain steps: %v", x.Steps)
 	}
+	if c := x.Candidates[0]; !c.Chosen || !strings.Contains(c.Why, "chosen by policy chash") || !strings.Contains(c.Why, "chash score") {
+		t.Errorf("the pick does not carry the policy and its score: %+v", c)
+	}
 }
 
 // TestPolicyNeverPicksUnavailable: the policy's pick is checked against the

@@ -75,8 +75,25 @@ func (e *Engine) Explain(req Request) Explanation {
 	if d.Service >= 0 && e.selection[d.Service] != balance.SelectNearest && e.balance != nil {
 		policy = e.selection[d.Service].String()
 	}
+	scores := map[int32]string{}
 	if d.Region >= 0 && policy != "" {
 		x.Steps = append(x.Steps, fmt.Sprintf("in-node policy %s picked the server", policy))
+		sel := e.selection[d.Service]
+		var key uint64
+		if sel == balance.SelectCHash {
+			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
+		}
+		bx := e.balance.Explain(sel, d.Node, key, addrHash(req.Client))
+		for _, n := range bx.Notes {
+			x.Steps = append(x.Steps, policy+": "+n)
+		}
+		for _, c := range bx.Candidates {
+			t := fmt.Sprintf("%s score %.4g, weight %.4g (effective %.4g)", policy, c.Score, c.Weight, c.Effective)
+			if c.Note != "" {
+				t += ", " + c.Note
+			}
+			scores[c.Server] = t
+		}
 	}
 	if d.Region >= 0 {
 		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, s.Servers[d.Server].Addr, d.BitrateKbps))
@@ -89,6 +106,8 @@ func (e *Engine) Explain(req Request) Explanation {
 				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Available: e.avail[si],
 			}
 			switch {
+			case si == d.Server && policy != "":
+				c.Chosen, c.Why = true, "chosen by policy "+policy+" in the nearest node with an available server"
 			case si == d.Server:
 				c.Chosen, c.Why = true, "chosen: nearest available"
 			case !e.avail[si]:
@@ -108,6 +127,9 @@ func (e *Engine) Explain(req Request) Explanation {
 				c.Why = "policy " + policy + " picked another server of the node"
 			default:
 				c.Why = "equally near: lost the weighted hash for this client"
+			}
+			if sc, ok := scores[si]; ok {
+				c.Why += "; " + sc
 			}
 			x.Candidates = append(x.Candidates, c)
 		}
