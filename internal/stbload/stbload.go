@@ -42,7 +42,7 @@ type Options struct {
 	MaxDuration time.Duration // the run stops at this time even if requests remain
 	Channels    int           // distinct channels, Zipf(1.1) popularity
 	Timeout     time.Duration // per request
-	Progress    io.Writer     // one line per second; nil for none
+	Progress    io.Writer     // a line every 250 ms; nil for none
 	Seed        uint64
 }
 
@@ -146,7 +146,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.PerCity[c.Name] = &CityStats{Results: map[string]int{}, AnsweredBy: map[string]int{}}
 	}
 	start := time.Now()
-	tick := time.NewTicker(time.Second)
+	const every = 250 * time.Millisecond
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	done, failed, lastDone := 0, 0, 0
 	for {
@@ -180,7 +181,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		case <-tick.C:
 			if o.Progress != nil {
-				fmt.Fprintf(o.Progress, "  %5.1fs  %d/%d requests, %d/s, %d failed\n", time.Since(start).Seconds(), done, o.Requests, done-lastDone, failed)
+				fmt.Fprintf(o.Progress, "  %5.2fs  %d/%d requests, %.0f/s, %d failed\n", time.Since(start).Seconds(), done, o.Requests, float64(done-lastDone)/every.Seconds(), failed)
 			}
 			lastDone = done
 		}
