@@ -32,8 +32,8 @@ func TestRunCountsWhatSTBsSaw(t *testing.T) {
 	defer srv.Close()
 	var progress bytes.Buffer
 	rep, err := Run(context.Background(), Options{
-		Cities:   []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
-		Host:     "live.iptv.example", Requests: 500, Concurrency: 4, Channels: 50, Progress: &progress, Seed: 7,
+		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
+		Host:   "live.iptv.example", Requests: 500, Concurrency: 4, Channels: 50, Progress: &progress, Seed: 7,
 	})
 	if err != nil {
 		t.Fatal(err)
