@@ -50,6 +50,39 @@ type Service struct {
 	Health func() *health.Availability
 	// Drains lists the operator drains in force.
 	Drains func() []health.Drain
+	// Lab is true when the center runs in a lab: drills need no confirmation.
+	Lab bool
+}
+
+// Drill starts a failover drill for a region ("center" drills the center).
+func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillResponse, error) {
+	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
+	if d < time.Second || d > time.Hour {
+		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 1h]", d)
+	}
+	if !s.Lab && !req.GetProductionConfirmed() {
+		return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
+	}
+	region := req.GetRegion()
+	if region != "center" {
+		if _, err := s.drainTarget(health.DrainRegion, region); err != nil {
+			return nil, err
+		}
+	}
+	dr, err := health.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), region, d)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+	}
+	resp := &pb.DrillResponse{Until: timestamppb.New(dr.Until)}
+	if ins, err := s.Store.Instances(ctx); err == nil {
+		for _, in := range ins {
+			if in.Region == region || (region == "center" && in.Role == "central") {
+				resp.Instances = append(resp.Instances, in.ID)
+			}
+		}
+	}
+	s.Logger.Warn("failover drill started", "region", region, "until", dr.Until, "instances", resp.Instances)
+	return resp, nil
 }
 
 // Drain records an operator drain after checking the target exists.

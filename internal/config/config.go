@@ -327,6 +327,8 @@ type Center struct {
 	// DefaultRegion serves STBs in no coverage zone; empty: the first region
 	// of the topology.
 	DefaultRegion string `yaml:"default_region"`
+	// Lab marks a lab province: failover drills need no confirmation.
+	Lab bool `yaml:"lab"`
 }
 
 // Regional is a city scheduler's configuration.

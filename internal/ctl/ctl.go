@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,6 +41,7 @@ Usage:
   schedctl [global flags] explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]
   schedctl [global flags] drain server|node|region NAME [--reason TEXT]
   schedctl [global flags] undrain server|node|region NAME
+  schedctl [global flags] drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]
   schedctl version
 
 Global flags:
@@ -89,7 +91,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	run := map[string]func(context.Context, pb.AdminClient, []string, io.Writer) error{
-		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd, "drain": drainCmd, "undrain": undrainCmd,
+		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd, "drain": drainCmd, "undrain": undrainCmd, "drill": drillCmd,
 	}[cmd]
 	if run == nil {
 		fs.Usage()
@@ -542,4 +544,62 @@ func peerList(ps []*pb.BGPPeer) string {
 		parts = append(parts, fmt.Sprintf("%s(AS%d)=%s", p.GetAddress(), p.GetAsn(), p.GetState()))
 	}
 	return strings.Join(parts, " ")
+}
+
+func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] != "failover" {
+		return fmt.Errorf("%w: drill failover --region R --duration D", ErrUsage)
+	}
+	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
+	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
+	dur := fs.Duration("duration", 30*time.Second, "how long the route stays withdrawn")
+	prod := fs.Bool("i-know-this-is-production", false, "run the drill on a province that is not a lab")
+	noWatch := fs.Bool("no-watch", false, "start the drill and return")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *region == "" {
+		return fmt.Errorf("%w: drill failover needs --region", ErrUsage)
+	}
+	start := time.Now()
+	resp, err := c.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(out, "drill: %s's schedulers %v withdraw their route until %s\n", *region, resp.GetInstances(), resp.GetUntil().AsTime().Local().Format(time.TimeOnly))
+	if *noWatch || len(resp.GetInstances()) == 0 {
+		return nil
+	}
+	// Follow the instances' route state until every one of them announces again.
+	withdrawn, back := map[string]time.Duration{}, map[string]time.Duration{}
+	deadline := resp.GetUntil().AsTime().Add(60 * time.Second)
+	for time.Now().Before(deadline) && len(back) < len(resp.GetInstances()) {
+		st, err := c.Status(ctx, &pb.StatusRequest{})
+		if err == nil {
+			for _, in := range st.GetInstances() {
+				if !slices.Contains(resp.GetInstances(), in.GetId()) || in.GetUpdatedAt().AsTime().Before(start) {
+					continue // not in the drill, or a record from before it started
+				}
+				id := in.GetId()
+				if _, ok := withdrawn[id]; !ok && !in.GetAnnounced() {
+					withdrawn[id] = time.Since(start)
+					fmt.Fprintf(out, "  +%5.1fs  %s withdrew its route (%s)\n", withdrawn[id].Seconds(), id, in.GetAnnounceReason())
+				}
+				if _, ok := withdrawn[id]; ok && back[id] == 0 && in.GetAnnounced() {
+					back[id] = time.Since(start)
+					fmt.Fprintf(out, "  +%5.1fs  %s announces again\n", back[id].Seconds(), id)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if len(back) < len(resp.GetInstances()) {
+		return fmt.Errorf("drill: not every instance announced again within 60 s of the drill's end: %v", back)
+	}
+	fmt.Fprintf(out, "drill done: %s's STBs were served by the center while the route was withdrawn (status is polled every 250 ms; see the load generator for STB-side figures)\n", *region)
+	return nil
 }

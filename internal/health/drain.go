@@ -54,3 +54,23 @@ func ClearDrain(ctx context.Context, cli *clientv3.Client, prefix, kind, name st
 	}
 	return resp.Deleted > 0, nil
 }
+
+// Drill is a failover drill in force for a region (key drill/<region>, under a
+// lease that ends shortly after Until, so a forgotten drill cleans itself up).
+type Drill struct {
+	Region  string    `json:"region"`
+	Until   time.Time `json:"until"`
+	Started time.Time `json:"started"`
+}
+
+// StartDrill records a drill for region lasting d.
+func StartDrill(ctx context.Context, cli *clientv3.Client, prefix, region string, d time.Duration) (Drill, error) {
+	dr := Drill{Region: region, Started: time.Now().UTC(), Until: time.Now().UTC().Add(d)}
+	lease, err := cli.Grant(ctx, int64(d/time.Second)+10)
+	if err != nil {
+		return dr, err
+	}
+	b, _ := json.Marshal(dr)
+	_, err = cli.Put(ctx, prefix+"drill/"+region, string(b), clientv3.WithLease(lease.ID))
+	return dr, err
+}

@@ -52,9 +52,10 @@ type Merger struct {
 	reports  map[string]map[string]Report // server -> checker -> report
 	lost     map[string]lostVerdict       // server -> last verdict after its checkers vanished
 	checkers map[string]CheckerInfo
-	drains   map[string]Drain // kind/name -> drain
-	balance  []byte           // the balance policy configuration document
-	failOpen map[string]bool  // servers already reported as failed open
+	drains   map[string]Drain     // kind/name -> drain
+	balance  []byte               // the balance policy configuration document
+	drills   map[string]time.Time // region -> withdrawn until
+	failOpen map[string]bool      // servers already reported as failed open
 
 	failOpenGauge prometheus.Gauge
 	checkerGauge  *prometheus.GaugeVec
@@ -78,6 +79,7 @@ func (m *Merger) reset() {
 	m.checkers = map[string]CheckerInfo{}
 	m.drains = map[string]Drain{}
 	m.balance = nil
+	m.drills = map[string]time.Time{}
 	if m.lost == nil {
 		m.lost = map[string]lostVerdict{}
 	}
@@ -113,9 +115,9 @@ func (m *Merger) Run(ctx context.Context) error {
 
 func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	var resps [4]*clientv3.GetResponse
+	var resps [5]*clientv3.GetResponse
 	var err error
-	for i, sub := range []string{"health/", "checkers/", "drain/", "balance/config"} {
+	for i, sub := range []string{"health/", "checkers/", "drain/", "balance/config", "drill/"} {
 		if resps[i], err = m.Client.Get(lctx, m.Prefix+sub, clientv3.WithPrefix()); err != nil {
 			cancel()
 			return err
@@ -213,6 +215,17 @@ func (m *Merger) apply(key string, val []byte, deleted bool) bool {
 		var ci CheckerInfo
 		if json.Unmarshal(val, &ci) == nil {
 			m.checkers[id] = ci
+		}
+		return true
+	case strings.HasPrefix(rest, "drill/"):
+		region := strings.TrimPrefix(rest, "drill/")
+		if deleted {
+			delete(m.drills, region)
+			return true
+		}
+		var d Drill
+		if json.Unmarshal(val, &d) == nil {
+			m.drills[region] = d.Until
 		}
 		return true
 	case rest == "balance/config":
@@ -391,6 +404,14 @@ func (m *Merger) drainOf(snap *topology.Snapshot, i int32) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// DrillUntil says until when a failover drill keeps region's route withdrawn
+// (zero: no drill).
+func (m *Merger) DrillUntil(region string) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.drills[region]
 }
 
 // Drains lists the current drains.

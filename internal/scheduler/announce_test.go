@@ -83,6 +83,25 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	schedctl(t, cc.GRPC.Listen, "undrain", "region", "wuhu")
 	waitUp(t, "announced again", func() bool { return len(router.Routes(t)) == 1 })
 
+	// A failover drill: refused outside a lab unless confirmed; then the
+	// route goes for the drill's duration and comes back by itself.
+	if _, err := schedctl(t, cc.GRPC.Listen, "drill", "failover", "--region", "hefei", "--duration", "2s"); err == nil || !strings.Contains(err.Error(), "not a lab") {
+		t.Fatalf("drill outside a lab without confirmation: %v", err)
+	}
+	drillOut := make(chan string, 1)
+	go func() {
+		out, err := schedctl(t, cc.GRPC.Listen, "drill", "failover", "--region", "hefei", "--duration", "3s", "--i-know-this-is-production")
+		if err != nil {
+			out += err.Error()
+		}
+		drillOut <- out
+	}()
+	waitUp(t, "withdrawn by the drill", func() bool { return len(router.Routes(t)) == 0 })
+	waitUp(t, "back after the drill", func() bool { return len(router.Routes(t)) == 1 })
+	if out := <-drillOut; !strings.Contains(out, "hefei-1 withdrew its route (withdrawn by a failover drill)") || !strings.Contains(out, "hefei-1 announces again") {
+		t.Errorf("drill report:\n%s", out)
+	}
+
 	// Graceful stop: GRACEFUL_SHUTDOWN first, then the withdrawal; answers go
 	// on until the drain is over.
 	stopped := make(chan struct{})

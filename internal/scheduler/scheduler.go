@@ -74,6 +74,7 @@ type Scheduler struct {
 	builtFor   *topology.Snapshot
 	table      *balance.Table             // the balance tables in service, lent to the next build
 	badBalance string                     // the last invalid balance configuration reported
+	drilled    time.Time                  // the failover drill already applied
 	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
@@ -162,6 +163,7 @@ func (s *Scheduler) rebuildEngine() {
 		return
 	}
 	av := s.Merger.Compute(snap)
+	s.applyDrill()
 	uses := balanceSelections(snap)
 	if prev := s.avail.Load(); len(uses) == 0 && snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) &&
 		slices.Equal(prev.Why, av.Why) && slices.Equal(prev.Figures, av.Figures) && string(prev.BalanceConfig) == string(av.BalanceConfig) {
@@ -232,6 +234,24 @@ func (s *Scheduler) nodeRanker(snap *topology.Snapshot, av *health.Availability)
 			out[i] = r.Index
 		}
 		return out
+	}
+}
+
+// applyDrill withdraws this scheduler's route while a failover drill for its
+// region (the center's: "center") is in force.
+func (s *Scheduler) applyDrill() {
+	if s.announcer == nil {
+		return
+	}
+	region := s.Region
+	if s.Role == RoleCentral {
+		region = "center"
+	}
+	until := s.Merger.DrillUntil(region)
+	if until.After(time.Now()) && !until.Equal(s.drilled) {
+		s.drilled = until
+		s.Logger.Warn("failover drill: withdrawing the route", "component", "announce", "until", until.Format(time.RFC3339))
+		s.announcer.ctrl.Withdraw(time.Until(until))
 	}
 }
 
@@ -427,7 +447,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}

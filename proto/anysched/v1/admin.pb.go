@@ -25,6 +25,120 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DrillRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Region          string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	DurationSeconds float64                `protobuf:"fixed64,2,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	// The operator confirms this is a production province.
+	ProductionConfirmed bool `protobuf:"varint,3,opt,name=production_confirmed,json=productionConfirmed,proto3" json:"production_confirmed,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *DrillRequest) Reset() {
+	*x = DrillRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillRequest) ProtoMessage() {}
+
+func (x *DrillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
+func (*DrillRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DrillRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *DrillRequest) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *DrillRequest) GetProductionConfirmed() bool {
+	if x != nil {
+		return x.ProductionConfirmed
+	}
+	return false
+}
+
+type DrillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=until,proto3" json:"until,omitempty"`
+	// The region's scheduler instances that will withdraw.
+	Instances     []string `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrillResponse) Reset() {
+	*x = DrillResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillResponse) ProtoMessage() {}
+
+func (x *DrillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
+func (*DrillResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *DrillResponse) GetInstances() []string {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "server", "node" or "region".
@@ -37,7 +151,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +163,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +176,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -96,7 +210,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +222,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +235,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -150,7 +264,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +276,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +289,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -210,7 +324,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +336,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +349,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -299,7 +413,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +425,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +438,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -367,7 +481,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +493,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +506,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -440,7 +554,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +566,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +579,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -520,7 +634,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +646,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +659,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -663,7 +777,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +789,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +802,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Candidate) GetServer() string {
@@ -771,7 +885,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +897,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +910,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -841,7 +955,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +967,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +980,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -913,7 +1027,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1039,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1052,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -998,7 +1112,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1124,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1137,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type GetTopologyResponse struct {
@@ -1039,7 +1153,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1165,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1178,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -1103,7 +1217,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1229,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1242,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type StatusResponse struct {
@@ -1146,7 +1260,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1272,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1285,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -1238,7 +1352,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1364,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1377,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Instance) GetId() string {
@@ -1383,7 +1497,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1509,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1522,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -1436,7 +1550,14 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x01\n" +
+	"\fDrillRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12)\n" +
+	"\x10duration_seconds\x18\x02 \x01(\x01R\x0fdurationSeconds\x121\n" +
+	"\x14production_confirmed\x18\x03 \x01(\bR\x13productionConfirmed\"_\n" +
+	"\rDrillResponse\x120\n" +
+	"\x05until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1c\n" +
+	"\tinstances\x18\x02 \x03(\tR\tinstances\"N\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1556,14 +1677,15 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xbe\x03\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xfe\x03\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
 	"\x06Status\x12\x1a.anysched.v1.StatusRequest\x1a\x1b.anysched.v1.StatusResponse\x12D\n" +
 	"\aExplain\x12\x1b.anysched.v1.ExplainRequest\x1a\x1c.anysched.v1.ExplainResponse\x12>\n" +
 	"\x05Drain\x12\x19.anysched.v1.DrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12B\n" +
-	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12>\n" +
+	"\x05Drill\x12\x19.anysched.v1.DrillRequest\x1a\x1a.anysched.v1.DrillResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -1577,59 +1699,64 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*DrainRequest)(nil),          // 0: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 1: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 2: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 3: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 4: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 5: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 6: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 7: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 8: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 9: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 10: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 11: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 12: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 13: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 14: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 15: anysched.v1.StatusResponse
-	(*Instance)(nil),              // 16: anysched.v1.Instance
-	(*BGPPeer)(nil),               // 17: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*DrillRequest)(nil),          // 0: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),         // 1: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),          // 2: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 3: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 4: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 5: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 6: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 7: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 8: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 9: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 10: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 11: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 12: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 13: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 14: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 15: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 16: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 17: anysched.v1.StatusResponse
+	(*Instance)(nil),              // 18: anysched.v1.Instance
+	(*BGPPeer)(nil),               // 19: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	18, // 0: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	18, // 1: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	8,  // 2: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	11, // 3: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	11, // 4: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	18, // 5: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	16, // 6: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	3,  // 7: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	4,  // 8: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	5,  // 9: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	18, // 10: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	18, // 11: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 12: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	9,  // 13: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	12, // 14: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	14, // 15: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	6,  // 16: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	0,  // 17: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	1,  // 18: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	10, // 19: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	13, // 20: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	15, // 21: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	7,  // 22: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	2,  // 23: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	2,  // 24: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	20, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	20, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	20, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	10, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	13, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	13, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	20, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	18, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	5,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	6,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	7,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	20, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	20, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	11, // 14: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	14, // 15: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	16, // 16: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	8,  // 17: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	2,  // 18: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	3,  // 19: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	0,  // 20: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	12, // 21: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	15, // 22: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	17, // 23: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	9,  // 24: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	4,  // 25: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	4,  // 26: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	1,  // 27: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -1643,7 +1770,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Admin_Explain_FullMethodName       = "/anysched.v1.Admin/Explain"
 	Admin_Drain_FullMethodName         = "/anysched.v1.Admin/Drain"
 	Admin_Undrain_FullMethodName       = "/anysched.v1.Admin/Undrain"
+	Admin_Drill_FullMethodName         = "/anysched.v1.Admin/Drill"
 )
 
 // AdminClient is the client API for Admin service.
@@ -50,6 +51,10 @@ type AdminClient interface {
 	// aside); it persists until Undrain.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 	Undrain(ctx context.Context, in *UndrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// Drill makes a region's schedulers withdraw their Anycast route for a
+	// while (a failover drill); they announce again by themselves afterwards.
+	// Refused outside a lab unless production is confirmed.
+	Drill(ctx context.Context, in *DrillRequest, opts ...grpc.CallOption) (*DrillResponse, error)
 }
 
 type adminClient struct {
@@ -120,6 +125,16 @@ func (c *adminClient) Undrain(ctx context.Context, in *UndrainRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) Drill(ctx context.Context, in *DrillRequest, opts ...grpc.CallOption) (*DrillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrillResponse)
+	err := c.cc.Invoke(ctx, Admin_Drill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -140,6 +155,10 @@ type AdminServer interface {
 	// aside); it persists until Undrain.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	Undrain(context.Context, *UndrainRequest) (*DrainResponse, error)
+	// Drill makes a region's schedulers withdraw their Anycast route for a
+	// while (a failover drill); they announce again by themselves afterwards.
+	// Refused outside a lab unless production is confirmed.
+	Drill(context.Context, *DrillRequest) (*DrillResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -167,6 +186,9 @@ func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainRes
 }
 func (UnimplementedAdminServer) Undrain(context.Context, *UndrainRequest) (*DrainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Undrain not implemented")
+}
+func (UnimplementedAdminServer) Drill(context.Context, *DrillRequest) (*DrillResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Drill not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -297,6 +319,24 @@ func _Admin_Undrain_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Drill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Drill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Drill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Drill(ctx, req.(*DrillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +367,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Undrain",
 			Handler:    _Admin_Undrain_Handler,
+		},
+		{
+			MethodName: "Drill",
+			Handler:    _Admin_Drill_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
