@@ -4,7 +4,7 @@ BIN     := bin
 CMDS    := central-scheduler regional-scheduler schedctl healthcheck
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit fuzz demo bench proto deps clean
+.PHONY: all build test unit fuzz demo demo-loopback bench proto deps clean
 
 all: build
 
@@ -12,7 +12,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload ./deploy/lab
 
 # Everything: vet, unit and integration tests (real etcd embedded on
 # loopback), race detector on the concurrent packages, then a short run of
@@ -28,7 +28,16 @@ test: deps build
 fuzz:
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
+# As root with BIRD and iproute2: the province in network namespaces (real
+# routing, STB load, a failover drill). Otherwise: the loopback province.
 demo: deps build
+	@if [ "$$(id -u)" = 0 ] && command -v bird >/dev/null && command -v ip >/dev/null; then \
+		bin/lab demo; \
+	else \
+		deploy/examples/loopback/demo.sh; \
+	fi
+
+demo-loopback: deps build
 	@deploy/examples/loopback/demo.sh
 
 bench:

@@ -12,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -38,6 +39,8 @@ func run() error {
 	conc := flag.Int("concurrency", 16, "concurrent STBs")
 	maxDur := flag.Duration("max-duration", time.Minute, "stop after this long regardless")
 	seed := flag.Uint64("seed", 1, "random seed")
+	pause := flag.Duration("pause", 0, "each STB waits this long between requests")
+	quietProgress := flag.Bool("quiet", false, "no progress lines")
 	flag.Parse()
 
 	data, err := os.ReadFile(*topo)
@@ -76,9 +79,13 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	var progress io.Writer = os.Stdout
+	if *quietProgress {
+		progress = nil
+	}
 	rep, err := stbload.Run(ctx, stbload.Options{
 		Cities: cs, Host: *host, Requests: *requests, Concurrency: *conc, MaxDuration: *maxDur,
-		Channels: 200, Progress: os.Stdout, Seed: *seed,
+		Channels: 200, Progress: progress, Seed: *seed, Pause: *pause,
 	})
 	if err != nil {
 		return err

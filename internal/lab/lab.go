@@ -382,6 +382,7 @@ http:
 dns:
   listen: 0.0.0.0:53
 default_region: %s
+lab: true
 access_log:
   enabled: false
 `, CenterID, filepath.Join(l.o.Dir, "etcd"), filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
@@ -539,6 +540,12 @@ func (l *Lab) Cleanup(i int) (string, error) {
 		"--config", filepath.Join(l.o.Dir, PrimaryID(l.o.Cities[i])+".yaml"), "--cleanup").CombinedOutput()
 	return string(out), err
 }
+
+// NS returns the full name of a lab namespace ("ctr", "c1", "r1", ...).
+func (l *Lab) NS(short string) string { return l.nsName(short) }
+
+// Dir is the lab's work directory.
+func (l *Lab) Dir() string { return l.o.Dir }
 
 // Down stops every daemon and removes every namespace.
 func (l *Lab) Down() {

@@ -42,6 +42,7 @@ type Options struct {
 	MaxDuration time.Duration // the run stops at this time even if requests remain
 	Channels    int           // distinct channels, Zipf(1.1) popularity
 	Timeout     time.Duration // per request
+	Pause       time.Duration // each STB waits this long between requests (zapping pace)
 	Progress    io.Writer     // a line every 250 ms; nil for none
 	Seed        uint64
 }
@@ -135,6 +136,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				}
 				c := int(i) % len(o.Cities)
 				samples <- one(ctx, client, o, c, rng, zipf)
+				if o.Pause > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(o.Pause):
+					}
+				}
 			}
 		}()
 	}

@@ -1,0 +1,227 @@
+// Command lab runs seed 001's network on one machine in network namespaces
+// (root, iproute2, BIRD): per city a BIRD router, a regional scheduler
+// announcing the service /32 over BGP and a namespace of STBs; a core router;
+// the center announcing the /26 with its embedded etcd.
+//
+//	lab demo [--cities 4]       up, STB load, a failover drill, recovery, summary, down
+//	lab up [--cities 2]         up, then wait for Ctrl-C and tear down
+//	lab status                  routes and schedulers of a running lab
+//	lab down                    remove everything a lab (or a crashed one) left
+//
+// It uses the binaries in --bin (make build puts them in bin/).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/anysched/anysched/internal/lab"
+)
+
+var allCities = []string{"hefei", "wuhu", "bengbu", "huainan", "maanshan", "huaibei", "tongling", "anqing",
+	"huangshan", "fuyang", "suzhou", "chuzhou", "luan", "xuancheng", "chizhou", "bozhou"}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: lab demo|up|status|down [flags]")
+	}
+	fs := flag.NewFlagSet("lab "+args[0], flag.ContinueOnError)
+	n := fs.Int("cities", 4, "cities (1-16, from the sample province)")
+	prefix := fs.String("prefix", "asl", "namespace name prefix")
+	bin := fs.String("bin", "bin", "directory with the built daemons")
+	dir := fs.String("dir", "/tmp/anysched-lab", "work directory: configs, logs")
+	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
+	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *n < 1 || *n > len(allCities) {
+		return fmt.Errorf("--cities %d: want 1 to 16", *n)
+	}
+	absBin, _ := filepath.Abs(*bin)
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, Delay: 10 * time.Millisecond}
+	switch args[0] {
+	case "down":
+		lab.Cleanup(*prefix)
+		fmt.Println("lab removed")
+		return nil
+	case "status":
+		return status(o)
+	case "up":
+		l, err := up(o)
+		if err != nil {
+			return err
+		}
+		defer l.Down()
+		fmt.Println("lab is up; Ctrl-C tears it down")
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-ctx.Done()
+		return nil
+	case "demo":
+		return demo(o, *load, *drill)
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func up(o lab.Options) (*lab.Lab, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the lab needs root (network namespaces)")
+	}
+	_ = os.RemoveAll(o.Dir)
+	step("building the province: %d cities, BIRD routers, core, center (namespaces %s-*)", len(o.Cities), o.Prefix)
+	l, err := lab.Up(context.Background(), o)
+	if err != nil {
+		return nil, err
+	}
+	if l.NoNetem {
+		fmt.Println("  (this kernel has no netem: links run without the 10 ms delay)")
+	}
+	step("applying the province topology through the center's admin API")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := schedctl(l, "apply", "-f", filepath.Join(o.Dir, "topology.yaml"))
+		if err == nil {
+			fmt.Print("  " + out)
+			break
+		}
+		if time.Now().After(deadline) {
+			l.Down()
+			return nil, fmt.Errorf("apply: %v: %s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	step("waiting until every city's STBs reach their own scheduler (BGP: city /32 beats the center's /26)")
+	for i, c := range o.Cities {
+		start := time.Now()
+		for {
+			inst, code, _ := l.Request(context.Background(), i)
+			if code == 302 && inst == lab.PrimaryID(c) {
+				fmt.Printf("  %-10s answered by %s after %s\n", c, inst, time.Since(start).Round(time.Millisecond))
+				break
+			}
+			if time.Since(start) > 90*time.Second {
+				l.Down()
+				return nil, fmt.Errorf("%s: not answered by its scheduler (last %q %d)", c, inst, code)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return l, nil
+}
+
+func schedctl(l *lab.Lab, args ...string) (string, error) {
+	bin := filepath.Join(filepath.Dir(os.Args[0]), "schedctl")
+	if _, err := os.Stat(bin); err != nil {
+		bin = "bin/schedctl"
+	}
+	out, err := exec.Command("ip", append([]string{"netns", "exec", l.NS("ctr"), bin, "--server", "10.0.0.2:9090"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func step(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
+
+func demo(o lab.Options, loadFor, drillFor time.Duration) error {
+	start := time.Now()
+	l, err := up(o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("tearing the lab down")
+		l.Down()
+		fmt.Printf("  done in %s\n", time.Since(start).Round(time.Second))
+	}()
+	out, _ := schedctl(l, "status")
+	fmt.Print(out)
+
+	step("STB load: %d cities, 4 STBs each zapping every 50 ms, for %s", len(o.Cities), loadFor)
+	var wg sync.WaitGroup
+	results := make([]string, len(o.Cities))
+	for i, c := range o.Cities {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("ip", "netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
+				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String()+":80",
+				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", loadFor.String(), "--quiet")
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				b = append(b, []byte("\n"+err.Error())...)
+			}
+			results[i] = string(b)
+		}()
+	}
+	time.Sleep(loadFor / 4)
+	step("failover drill: %s's scheduler withdraws its route for %s (its STBs must move to the center and back)", o.Cities[min(1, len(o.Cities)-1)], drillFor)
+	out, err = schedctl(l, "drill", "failover", "--region", o.Cities[min(1, len(o.Cities)-1)], "--duration", drillFor.String())
+	fmt.Print(indent(out))
+	if err != nil {
+		fmt.Println("  drill:", err)
+	}
+	wg.Wait()
+
+	step("summary: what the STBs saw (answered by their city's scheduler or the center)")
+	for _, r := range results {
+		fmt.Print(tableOnly(r))
+	}
+	return nil
+}
+
+// tableOnly keeps the per-city table of stbload's output.
+func tableOnly(s string) string {
+	i := strings.Index(s, "CITY")
+	if i < 0 {
+		return s
+	}
+	return indent(s[i:])
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  " + line + "\n")
+	}
+	return b.String()
+}
+
+func status(o lab.Options) error {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	var ns []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, o.Prefix+"-") {
+			ns = append(ns, name)
+		}
+	}
+	if len(ns) == 0 {
+		fmt.Println("no lab is running")
+		return nil
+	}
+	fmt.Printf("namespaces: %s\n", strings.Join(ns, " "))
+	for i := range o.Cities {
+		sock := filepath.Join(o.Dir, fmt.Sprintf("bird-r%d.ctl", i+1))
+		if _, err := os.Stat(sock); err != nil {
+			continue
+		}
+		b, _ := exec.Command("birdc", "-s", sock, "show", "route", "for", lab.ServiceIP.String()).CombinedOutput()
+		fmt.Printf("router r%d (%s):\n%s", i+1, o.Cities[i], indent(string(b)))
+	}
+	return nil
+}
