@@ -14,6 +14,8 @@ declare -A need=(
   [dnsperf]=dnsperf            # make bench: DNS front end vs a bare server
   [bird]=bird2                 # the lab's routers; BIRD config templates are parsed by bird -p
   [vtysh]=frr                  # FRR config templates are checked with vtysh --dryrun
+  [cbc]=coinor-cbc             # the QoE solver's LP export is cross-checked with CBC
+  [glpsol]=glpk-utils          # ... and read by GLPK
   [ip]=iproute2                # network namespaces for the privileged tests and the lab
   [tc]=iproute2
 )

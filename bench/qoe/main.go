@@ -1,0 +1,386 @@
+// Command qoe runs the QoE-aware allocation experiment of seed 000 (Liu et
+// al. 2023) on the EUA data: it prints the coverage histogram, then runs the
+// main solver ("qoe") and the baselines over several periods with churn and
+// movement and reports, per algorithm, objective, bound/gap, time, latency,
+// bitrate, share at the desired bitrate, switches, jitter and fallback users.
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anysched/anysched/internal/alloc"
+)
+
+// Synthetic-profile distributions (documented in internal/alloc/doc.go and
+// docs/benchmarks.md).
+var (
+	desiredKbps  = []float64{1200, 2500, 5000}
+	desiredShare = []float64{0.20, 0.35, 0.45}
+)
+
+const (
+	rooms      = 17   // the seed crawled 17 popular rooms
+	giftShare  = 0.2  // share of users who ever gave a gift
+	giftMedian = 30.0 // CNY, median spend of gift givers (lognormal)
+	giftSigma  = 1.2
+	churnRate  = 0.10 // users replaced per period
+	moveRate   = 0.20 // users moving per period
+	moveMaxM   = 150.0
+)
+
+type person struct {
+	id       int
+	lat, lon float64
+	prof     alloc.Profile
+	room     int
+}
+
+func main() {
+	root := repoRoot()
+	shared := filepath.Join(root, "..", "shared", "data", "eua")
+	sites := flag.String("sites", filepath.Join(shared, "site-optus-melbCBD.csv"), "base-station CSV (LATITUDE, LONGITUDE)")
+	usersF := flag.String("users", filepath.Join(shared, "users-melbcbd-generated.csv"), "user CSV (Latitude, Longitude)")
+	radius := flag.Float64("radius-m", 300, "coverage radius (m)")
+	seed := flag.Uint64("seed", 1, "random seed")
+	periods := flag.Int("periods", 5, "periods (churn and movement between them)")
+	format := flag.String("format", "table", "table|json")
+	lpOut := flag.String("lp-out", "", "write the first period's instance as a CPLEX LP file")
+	bwScale := flag.Float64("bw-scale", 0.8, "server bandwidth as a fraction of the mean desired demand per server")
+	cpuScale := flag.Float64("cpu-scale", 1.0, "server compute as a fraction of transcoding every user to the lowest rung / servers")
+	nUsers := flag.Int("n-users", 0, "number of users (0 = as many as the users file; more replicates its points with jitter)")
+	flag.Parse()
+	runtime.GOMAXPROCS(1)
+
+	srvPts, err := readPoints(*sites, "LATITUDE", "LONGITUDE")
+	check(err)
+	usrPts, err := readPoints(*usersF, "Latitude", "Longitude")
+	check(err)
+	rng := rand.New(rand.NewPCG(*seed, 0xa11c))
+	n := *nUsers
+	if n <= 0 {
+		n = len(usrPts)
+	}
+	roomMean := make([]float64, rooms)
+	roomIngest := make([]int, rooms)
+	for i := range roomMean {
+		roomMean[i] = 0.01 + 0.12*rng.Float64()
+		roomIngest[i] = rng.IntN(len(srvPts))
+	}
+	nextID := 0
+	newPerson := func(i int) person {
+		p := usrPts[i%len(usrPts)]
+		lat, lon := p[0], p[1]
+		if i >= len(usrPts) {
+			lat, lon = jitter(rng, lat, lon, 100)
+		}
+		nextID++
+		return person{id: nextID, lat: lat, lon: lon, prof: profile(rng), room: zipf(rng, rooms)}
+	}
+	pop := make([]person, n)
+	for i := range pop {
+		pop[i] = newPerson(i)
+	}
+	// population per period (identical for every algorithm)
+	var seq [][]person
+	for p := 0; p < *periods; p++ {
+		seq = append(seq, append([]person(nil), pop...))
+		for i := range pop {
+			switch x := rng.Float64(); {
+			case x < churnRate:
+				pop[i] = newPerson(rng.IntN(len(usrPts)))
+			case x < churnRate+moveRate:
+				pop[i].lat, pop[i].lon = jitter(rng, pop[i].lat, pop[i].lon, moveMaxM)
+			}
+		}
+	}
+	// servers: capacities so that roughly a third cannot get the desired bitrate
+	meanDesired := 0.0
+	for i, s := range desiredShare {
+		meanDesired += s * desiredKbps[i]
+	}
+	ladder := alloc.DefaultLadder()
+	params := alloc.DefaultParams()
+	R := ladder[len(ladder)-1]
+	var servers []alloc.Server
+	for _, p := range srvPts {
+		servers = append(servers, alloc.Server{Lat: p[0], Lon: p[1], RadiusM: *radius,
+			Bandwidth: *bwScale * float64(n) * meanDesired / float64(len(srvPts)),
+			Compute:   *cpuScale * float64(n) * (R - ladder[0]) * params.H / float64(len(srvPts))})
+	}
+	build := func(people []person, prev map[int]alloc.Choice) *alloc.Instance {
+		in := &alloc.Instance{Params: params, Ladder: ladder, Servers: servers}
+		for _, p := range people {
+			u := alloc.User{Lat: p.lat, Lon: p.lon, Profile: p.prof, RoomMean: roomMean[p.room],
+				Ingest: roomIngest[p.room], PrevServer: -1}
+			if c, ok := prev[p.id]; ok {
+				u.PrevServer = c.Server // -1 after fallback
+				u.PrevKbps = ladder[c.Rung]
+			}
+			in.Users = append(in.Users, u)
+		}
+		return in
+	}
+
+	first := build(seq[0], nil)
+	cov := coverage(first)
+	if *lpOut != "" {
+		f, err := os.Create(*lpOut)
+		check(err)
+		check(alloc.WriteLP(f, first))
+		check(f.Close())
+	}
+	solvers := append([]alloc.Solver{alloc.Lagrangian{}}, alloc.Baselines(*seed)...)
+	var rows []row
+	for _, s := range solvers {
+		rows = append(rows, run(s, seq, build))
+	}
+	if *format == "json" {
+		out := map[string]any{"coverage": cov, "algorithms": rows}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		check(enc.Encode(out))
+		return
+	}
+	fmt.Printf("coverage (radius %.0f m, %d users, %d sites): <10: %.1f%%  10-20: %.1f%%  >20: %.1f%%  (paper Fig. 1: 8.8%% / 74.4%% / 16.8%%)\n",
+		*radius, len(first.Users), len(servers), 100*cov.Under10, 100*cov.From10To20, 100*cov.Over20)
+	fmt.Printf("periods %d, seed %d; objective/bound/gap are period 1's (comparable with --lp-out); the rest aggregate all periods\n\n", *periods, *seed)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
+	for _, r := range rows {
+		b, g := "-", "-"
+		if r.Bound != nil {
+			b = fmt.Sprintf("%.2f", *r.Bound)
+			g = fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
+			r.ObjectiveAll, r.TimeMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
+	}
+	tw.Flush()
+}
+
+type covHist struct {
+	Under10    float64 `json:"under_10"`
+	From10To20 float64 `json:"10_to_20"`
+	Over20     float64 `json:"over_20"`
+}
+
+func coverage(in *alloc.Instance) covHist {
+	var h covHist
+	for _, c := range in.Candidates() {
+		switch {
+		case len(c) < 10:
+			h.Under10++
+		case len(c) <= 20:
+			h.From10To20++
+		default:
+			h.Over20++
+		}
+	}
+	n := float64(len(in.Users))
+	h.Under10 /= n
+	h.From10To20 /= n
+	h.Over20 /= n
+	return h
+}
+
+type row struct {
+	Name          string   `json:"name"`
+	Objective     float64  `json:"objective"`
+	Bound         *float64 `json:"bound"`
+	ObjectiveAll  float64  `json:"objective_all_periods"`
+	TimeMS        float64  `json:"time_ms"`
+	MeanLatencyMS float64  `json:"mean_latency_ms"`
+	MeanBitrate   float64  `json:"mean_bitrate_kbps"`
+	AtDesired     float64  `json:"at_desired_share"`
+	Switches      int      `json:"switches"`
+	Jitter        int      `json:"jitter"`
+	JitterKbps    float64  `json:"jitter_kbps"`
+	Fallback      int      `json:"fallback_users"`
+}
+
+// run solves every period with one algorithm, carrying its own previous
+// assignment forward. time_ms is the mean solve time per period.
+func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choice) *alloc.Instance) row {
+	r := row{Name: s.Name()}
+	prev := map[int]alloc.Choice{}
+	var cnt float64
+	for p, people := range seq {
+		in := build(people, prev)
+		t0 := time.Now()
+		res, err := s.Solve(context.Background(), in)
+		check(err)
+		r.TimeMS += float64(time.Since(t0).Microseconds()) / 1000
+		obj, ok, viol := alloc.Evaluate(in, res.Assign)
+		if !ok {
+			fmt.Fprintf(os.Stderr, "%s: infeasible: %v\n", s.Name(), viol[:min(3, len(viol))])
+			os.Exit(1)
+		}
+		if p == 0 {
+			r.Objective = obj
+			if !math.IsNaN(res.Bound) {
+				b := res.Bound
+				r.Bound = &b
+			}
+		}
+		r.ObjectiveAll += obj
+		next := map[int]alloc.Choice{}
+		for v, c := range res.Assign {
+			u := in.Users[v]
+			kbps := in.Ladder[c.Rung]
+			r.MeanLatencyMS += 1000 * in.Latency(v, c.Server, c.Rung)
+			r.MeanBitrate += kbps
+			if kbps >= u.Profile.DesiredKbps {
+				r.AtDesired++
+			}
+			if c.Server == alloc.Fallback {
+				r.Fallback++
+			}
+			if u.PrevServer >= 0 && u.PrevServer != c.Server {
+				r.Switches++
+			}
+			if u.PrevKbps > kbps {
+				r.Jitter++
+				r.JitterKbps += u.PrevKbps - kbps
+			}
+			next[people[v].id] = c
+			cnt++
+		}
+		prev = next
+	}
+	r.TimeMS /= float64(len(seq))
+	r.MeanLatencyMS /= cnt
+	r.MeanBitrate /= cnt
+	r.AtDesired /= cnt
+	return r
+}
+
+// profile draws a user profile: danmaku per hour with 59% at 1 and 96% below
+// 10 (seed Fig. 3): 59% -> 1, 37% -> uniform 2..9, 4% -> 10 * Pareto(1.5);
+// desired bitrate from desiredShare; gift: 80% zero, else lognormal.
+func profile(rng *rand.Rand) alloc.Profile {
+	var f float64
+	switch x := rng.Float64(); {
+	case x < 0.59:
+		f = 1
+	case x < 0.96:
+		f = float64(2 + rng.IntN(8))
+	default:
+		f = 10 * math.Pow(1-rng.Float64(), -1/1.5)
+	}
+	d := desiredKbps[len(desiredKbps)-1]
+	x := rng.Float64()
+	for i, s := range desiredShare {
+		if x < s {
+			d = desiredKbps[i]
+			break
+		}
+		x -= s
+	}
+	var g float64
+	if rng.Float64() < giftShare {
+		g = math.Round(giftMedian * math.Exp(giftSigma*rng.NormFloat64()))
+	}
+	return alloc.Profile{DesiredKbps: d, Danmaku: f, Gift: g}
+}
+
+// zipf draws a room with probability proportional to 1/(i+1).
+func zipf(rng *rand.Rand, n int) int {
+	var h float64
+	for i := 1; i <= n; i++ {
+		h += 1 / float64(i)
+	}
+	x := rng.Float64() * h
+	for i := 1; i <= n; i++ {
+		x -= 1 / float64(i)
+		if x <= 0 {
+			return i - 1
+		}
+	}
+	return n - 1
+}
+
+func jitter(rng *rand.Rand, lat, lon, maxM float64) (float64, float64) {
+	d := maxM * math.Sqrt(rng.Float64())
+	a := 2 * math.Pi * rng.Float64()
+	return lat + d*math.Cos(a)/111000, lon + d*math.Sin(a)/(111000*math.Cos(lat*math.Pi/180))
+}
+
+func readPoints(path, latCol, lonCol string) ([][2]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	head, err := r.Read()
+	if err != nil {
+		return nil, err
+	}
+	li, lo := -1, -1
+	for i, h := range head {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if strings.EqualFold(h, latCol) {
+			li = i
+		}
+		if strings.EqualFold(h, lonCol) {
+			lo = i
+		}
+	}
+	if li < 0 || lo < 0 {
+		return nil, fmt.Errorf("%s: columns %s,%s not found in %v", path, latCol, lonCol, head)
+	}
+	var out [][2]float64
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		la, e1 := strconv.ParseFloat(strings.TrimSpace(rec[li]), 64)
+		ln, e2 := strconv.ParseFloat(strings.TrimSpace(rec[lo]), 64)
+		if e1 != nil || e2 != nil {
+			continue
+		}
+		out = append(out, [2]float64{la, ln})
+	}
+	return out, nil
+}
+
+func repoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qoe:", err)
+		os.Exit(1)
+	}
+}

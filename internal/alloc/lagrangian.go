@@ -1,0 +1,192 @@
+package alloc
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// Lagrangian is the main solver ("qoe"): Lagrangian relaxation of both
+// capacity constraints with Polyak-step subgradient price updates, repair to
+// feasibility and local search. Its Bound is the best Lagrangian dual value,
+// a valid upper bound on the optimum.
+type Lagrangian struct {
+	MaxIter     int           // subgradient iterations; default 200
+	PrimalEvery int           // repair+quick search every N iterations; default 10
+	LocalSearch time.Duration // final local-search budget; default 20ms
+	TimeLimit   time.Duration // overall limit for the dual phase; default 2s
+	Tol         float64       // stop when relative gap <= Tol; default 1e-6
+}
+
+// Name implements Solver.
+func (Lagrangian) Name() string { return "qoe" }
+
+func (l Lagrangian) defaults() Lagrangian {
+	if l.MaxIter <= 0 {
+		l.MaxIter = 200
+	}
+	if l.PrimalEvery <= 0 {
+		l.PrimalEvery = 10
+	}
+	if l.LocalSearch <= 0 {
+		l.LocalSearch = 20 * time.Millisecond
+	}
+	if l.TimeLimit <= 0 {
+		l.TimeLimit = 2 * time.Second
+	}
+	if l.Tol <= 0 {
+		l.Tol = 1e-6
+	}
+	return l
+}
+
+// Solve implements Solver.
+func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	l = l.defaults()
+	start := time.Now()
+	deadline := start.Add(l.TimeLimit)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	o := buildOptions(in)
+	n, ns := len(in.Users), len(in.Servers)
+	none := make([]int32, n)
+	for i := range none {
+		none[i] = -1
+	}
+	st0 := newState(in, o, none)
+	bwCap, cpuCap := st0.bwCap, st0.cpuCap
+	// scaled prices: value per whole capacity of a server
+	lb := make([]float64, ns)
+	lc := make([]float64, ns)
+	pb := make([]float64, ns)
+	pc := make([]float64, ns)
+	useB := make([]float64, ns)
+	useC := make([]float64, ns)
+	sel := make([]int32, n)
+
+	bestObj := math.Inf(-1)
+	var best []int32
+	bound := math.Inf(1)
+	bestPB := make([]float64, ns)
+	bestPC := make([]float64, ns)
+	stepScale := 2.0
+	noImprove := 0
+	iter := 0
+
+	primal := func() {
+		st := newState(in, o, sel)
+		st.repair()
+		st.improve(time.Now().Add(l.LocalSearch/10), false)
+		if obj := st.objective(); obj > bestObj {
+			bestObj, best = obj, st.sel
+		}
+	}
+
+	for iter = 0; iter < l.MaxIter; iter++ {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		for m := 0; m < ns; m++ {
+			pb[m] = lb[m] / math.Max(bwCap[m], 1e-12)
+			pc[m] = lc[m] / math.Max(cpuCap[m], 1e-12)
+			useB[m], useC[m] = 0, 0
+		}
+		dual := 0.0
+		for v := 0; v < n; v++ {
+			bv, bi := o.fb[v], int32(-1)
+			for i := o.start[v]; i < o.start[v+1]; i++ {
+				m, k := o.srv[i], o.rung[i]
+				rv := o.val[i] - pb[m]*st0.rbw[k] - pc[m]*st0.rcpu[k]
+				if rv > bv {
+					bv, bi = rv, i
+				}
+			}
+			sel[v] = bi
+			dual += bv
+			if bi >= 0 {
+				m, k := o.srv[bi], o.rung[bi]
+				useB[m] += st0.rbw[k]
+				useC[m] += st0.rcpu[k]
+			}
+		}
+		for m := 0; m < ns; m++ {
+			dual += pb[m]*bwCap[m] + pc[m]*cpuCap[m]
+		}
+		if math.IsInf(bound, 1) || dual < bound-1e-12*math.Max(1, math.Abs(bound)) {
+			bound = dual
+			copy(bestPB, pb)
+			copy(bestPC, pc)
+			noImprove = 0
+		} else {
+			noImprove++
+			if noImprove >= 15 {
+				stepScale /= 2
+				noImprove = 0
+			}
+		}
+		// subgradient (scaled: fraction of capacity), projected
+		norm := 0.0
+		feasible := true
+		for m := 0; m < ns; m++ {
+			gb := useB[m]/math.Max(bwCap[m], 1e-12) - 1
+			gc := useC[m]/math.Max(cpuCap[m], 1e-12) - 1
+			if gb > 0 || gc > 0 {
+				feasible = false
+			}
+			if gb > 0 || lb[m] > 0 {
+				norm += gb * gb
+			}
+			if gc > 0 || lc[m] > 0 {
+				norm += gc * gc
+			}
+		}
+		if feasible || iter%l.PrimalEvery == 0 {
+			primal()
+		}
+		if bestObj > math.Inf(-1) && bound-bestObj <= l.Tol*math.Max(1, math.Abs(bound)) {
+			iter++
+			break
+		}
+		if norm == 0 {
+			iter++
+			break // relaxed choice feasible and complementary: optimal
+		}
+		target := bestObj
+		if math.IsInf(target, -1) {
+			target = dual - 0.05*math.Max(1, math.Abs(dual))
+		}
+		t := stepScale * (dual - target) / norm
+		if t <= 0 {
+			t = stepScale * 0.01 * math.Max(1, math.Abs(dual)) / norm
+		}
+		for m := 0; m < ns; m++ {
+			gb := useB[m]/math.Max(bwCap[m], 1e-12) - 1
+			gc := useC[m]/math.Max(cpuCap[m], 1e-12) - 1
+			lb[m] = math.Max(0, lb[m]+t*gb)
+			lc[m] = math.Max(0, lc[m]+t*gc)
+		}
+		if stepScale < 1e-6 {
+			iter++
+			break
+		}
+	}
+	// relaxed choice at the best prices, then a final polish of the best
+	if best == nil {
+		primal()
+	}
+	st := newState(in, o, best)
+	st.improve(time.Now().Add(l.LocalSearch), true)
+	obj := st.objective()
+	if math.IsInf(bound, 1) {
+		bound = math.NaN()
+	}
+	prices := make([]Price, ns)
+	for m := range prices {
+		prices[m] = Price{Bandwidth: bestPB[m], Compute: bestPC[m]}
+	}
+	return &Result{Assign: o.toChoices(in, st.sel), Objective: obj, Bound: bound, Prices: prices, Iter: iter}, nil
+}

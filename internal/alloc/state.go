@@ -1,0 +1,312 @@
+package alloc
+
+import (
+	"container/heap"
+	"math"
+	"time"
+)
+
+// state is a (possibly infeasible) assignment with per-server loads and
+// per-server user lists, used by repair and local search.
+type state struct {
+	in     *Instance
+	o      *options
+	sel    []int32 // option index per user, -1 = fallback
+	bw     []float64
+	cpu    []float64
+	bwCap  []float64
+	cpuCap []float64
+	rbw    []float64 // per rung
+	rcpu   []float64
+	users  [][]int32 // users per server
+	pos    []int32   // position of a user in users[server]
+}
+
+func newState(in *Instance, o *options, sel []int32) *state {
+	ns := len(in.Servers)
+	st := &state{in: in, o: o, sel: append([]int32(nil), sel...),
+		bw: make([]float64, ns), cpu: make([]float64, ns),
+		bwCap: make([]float64, ns), cpuCap: make([]float64, ns),
+		users: make([][]int32, ns), pos: make([]int32, len(sel))}
+	for k := range in.Ladder {
+		st.rbw = append(st.rbw, in.bwUse(k))
+		st.rcpu = append(st.rcpu, in.cpuUse(k))
+	}
+	for m, s := range in.Servers {
+		st.bwCap[m] = s.Bandwidth * (1 + capTol)
+		st.cpuCap[m] = s.Compute * (1 + capTol)
+	}
+	for v, i := range st.sel {
+		if i >= 0 {
+			m := o.srv[i]
+			st.bw[m] += st.rbw[o.rung[i]]
+			st.cpu[m] += st.rcpu[o.rung[i]]
+			st.pos[v] = int32(len(st.users[m]))
+			st.users[m] = append(st.users[m], int32(v))
+		}
+	}
+	return st
+}
+
+func (st *state) objective() float64 {
+	var s float64
+	for v, i := range st.sel {
+		s += st.o.value(v, i)
+	}
+	return s
+}
+
+// move sets user v to option j (-1 = fallback).
+func (st *state) move(v int, j int32) {
+	o := st.o
+	if i := st.sel[v]; i >= 0 {
+		m := o.srv[i]
+		st.bw[m] -= st.rbw[o.rung[i]]
+		st.cpu[m] -= st.rcpu[o.rung[i]]
+		l := st.users[m]
+		p := st.pos[v]
+		last := l[len(l)-1]
+		l[p] = last
+		st.pos[last] = p
+		st.users[m] = l[:len(l)-1]
+	}
+	st.sel[v] = j
+	if j >= 0 {
+		m := o.srv[j]
+		st.bw[m] += st.rbw[o.rung[j]]
+		st.cpu[m] += st.rcpu[o.rung[j]]
+		st.pos[v] = int32(len(st.users[m]))
+		st.users[m] = append(st.users[m], int32(v))
+	}
+}
+
+func (st *state) excess(m int32, bw, cpu float64) float64 {
+	var e float64
+	if bw > st.bwCap[m] {
+		e += (bw - st.bwCap[m]) / math.Max(st.bwCap[m], 1e-12)
+	}
+	if cpu > st.cpuCap[m] {
+		e += (cpu - st.cpuCap[m]) / math.Max(st.cpuCap[m], 1e-12)
+	}
+	return e
+}
+
+// fitsAfter reports whether option j fits when user v (currently on option
+// cur) switches to it.
+func (st *state) fitsAfter(cur, j int32) bool {
+	if j < 0 {
+		return true
+	}
+	o := st.o
+	m := o.srv[j]
+	bw, cpu := st.bw[m]+st.rbw[o.rung[j]], st.cpu[m]+st.rcpu[o.rung[j]]
+	if cur >= 0 && o.srv[cur] == m {
+		bw -= st.rbw[o.rung[cur]]
+		cpu -= st.rcpu[o.rung[cur]]
+	}
+	return bw <= st.bwCap[m] && cpu <= st.cpuCap[m]
+}
+
+// repair makes the state feasible: on every overloaded server it repeatedly
+// applies the change (other rung on the same server, move to a server with
+// room, or fallback) with the least loss of weighted QoE per unit of
+// normalised excess removed. Candidates sit in a lazy min-heap: a user's
+// ratio only grows as the excess shrinks and other servers fill, so a stale
+// key is a lower bound and is refreshed when popped.
+func (st *state) repair() {
+	o := st.o
+	// bestFor returns user v's best change for server m at the current state.
+	bestFor := func(m int32, v int) (float64, int32) {
+		ex := st.excess(m, st.bw[m], st.cpu[m])
+		cur := st.sel[v]
+		cv := o.val[cur]
+		cbw, ccpu := st.rbw[o.rung[cur]], st.rcpu[o.rung[cur]]
+		bestRatio, bestJ := math.Inf(1), int32(-2)
+		try := func(j int32, after float64) {
+			red := ex - after
+			if red <= 1e-15 {
+				return
+			}
+			if r := (cv - o.value(v, j)) / red; r < bestRatio {
+				bestRatio, bestJ = r, j
+			}
+		}
+		try(-1, st.excess(m, st.bw[m]-cbw, st.cpu[m]-ccpu))
+		for j := o.start[v]; j < o.start[v+1]; j++ {
+			if j == cur {
+				continue
+			}
+			if o.srv[j] == m {
+				try(j, st.excess(m, st.bw[m]-cbw+st.rbw[o.rung[j]], st.cpu[m]-ccpu+st.rcpu[o.rung[j]]))
+			} else if st.fitsAfter(cur, j) {
+				try(j, st.excess(m, st.bw[m]-cbw, st.cpu[m]-ccpu))
+			}
+		}
+		return bestRatio, bestJ
+	}
+	var h repairHeap
+	for mm := range st.in.Servers {
+		m := int32(mm)
+		if st.excess(m, st.bw[m], st.cpu[m]) <= 0 {
+			continue
+		}
+		h = h[:0]
+		for _, vv := range st.users[m] {
+			r, _ := bestFor(m, int(vv))
+			h = append(h, repairItem{r, vv})
+		}
+		heap.Init(&h)
+		for st.excess(m, st.bw[m], st.cpu[m]) > 0 && h.Len() > 0 {
+			it := heap.Pop(&h).(repairItem)
+			v := int(it.v)
+			if st.sel[v] < 0 || o.srv[st.sel[v]] != m {
+				continue
+			}
+			r, j := bestFor(m, v)
+			if j == -2 {
+				continue
+			}
+			if h.Len() > 0 && r > h[0].ratio+1e-12 {
+				heap.Push(&h, repairItem{r, it.v})
+				continue
+			}
+			st.move(v, j)
+			if j >= 0 && o.srv[j] == m {
+				r2, _ := bestFor(m, v) // still on m at a lower rung: may give more
+				heap.Push(&h, repairItem{r2, it.v})
+			}
+		}
+		for st.excess(m, st.bw[m], st.cpu[m]) > 0 && len(st.users[m]) > 0 {
+			st.move(int(st.users[m][0]), -1) // cannot happen; keeps feasibility certain
+		}
+	}
+}
+
+type repairItem struct {
+	ratio float64
+	v     int32
+}
+type repairHeap []repairItem
+
+func (h repairHeap) Len() int           { return len(h) }
+func (h repairHeap) Less(i, j int) bool { return h[i].ratio < h[j].ratio }
+func (h repairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *repairHeap) Push(x any)        { *h = append(*h, x.(repairItem)) }
+func (h *repairHeap) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
+
+// improve runs local search (single moves including bitrate up/down, then
+// ejection moves: v takes a blocked option after one user there moves
+// elsewhere, changes rung or falls back) until no improvement or deadline.
+func (st *state) improve(deadline time.Time, ejections bool) {
+	o := st.o
+	n := len(st.sel)
+	const eps = 1e-9
+	for pass := 0; pass < 50; pass++ {
+		improved := false
+		for v := 0; v < n; v++ {
+			if v&63 == 0 && time.Now().After(deadline) {
+				return
+			}
+			cur := st.sel[v]
+			cv := o.value(v, cur)
+			best, bj := cv+eps, int32(-2)
+			if o.fb[v] > best {
+				best, bj = o.fb[v], -1
+			}
+			for j := o.start[v]; j < o.start[v+1]; j++ {
+				if j != cur && o.val[j] > best && st.fitsAfter(cur, j) {
+					best, bj = o.val[j], j
+				}
+			}
+			if bj != -2 {
+				st.move(v, bj)
+				improved = true
+			}
+		}
+		if !improved && ejections {
+			improved = st.eject(deadline)
+		}
+		if !improved {
+			return
+		}
+	}
+}
+
+// eject tries, for each user, its better-but-blocked options by moving one
+// user off the target server. Returns whether anything improved.
+func (st *state) eject(deadline time.Time) bool {
+	o := st.o
+	const eps = 1e-9
+	any := false
+	for v := 0; v < len(st.sel); v++ {
+		if v&15 == 0 && time.Now().After(deadline) {
+			return any
+		}
+		cur := st.sel[v]
+		cv := o.value(v, cur)
+		bestGain := eps
+		var bu int = -1
+		var bi, bj int32
+		for i := o.start[v]; i < o.start[v+1]; i++ {
+			if i == cur || o.val[i] <= cv+eps {
+				continue
+			}
+			m := o.srv[i]
+			// loads at m with v on i
+			bwm, cpum := st.bw[m]+st.rbw[o.rung[i]], st.cpu[m]+st.rcpu[o.rung[i]]
+			if cur >= 0 && o.srv[cur] == m {
+				bwm -= st.rbw[o.rung[cur]]
+				cpum -= st.rcpu[o.rung[cur]]
+			}
+			gi := o.val[i] - cv
+			for _, uu := range st.users[m] {
+				u := int(uu)
+				if u == v {
+					continue
+				}
+				ucur := st.sel[u]
+				uv := o.val[ucur]
+				ubw, ucpu := bwm-st.rbw[o.rung[ucur]], cpum-st.rcpu[o.rung[ucur]]
+				check := func(j int32) {
+					g := gi + o.value(u, j) - uv
+					if g <= bestGain {
+						return
+					}
+					b2, c2 := ubw, ucpu
+					if j >= 0 {
+						mj := o.srv[j]
+						if mj == m {
+							b2 += st.rbw[o.rung[j]]
+							c2 += st.rcpu[o.rung[j]]
+						} else {
+							jb, jc := st.bw[mj]+st.rbw[o.rung[j]], st.cpu[mj]+st.rcpu[o.rung[j]]
+							if cur >= 0 && o.srv[cur] == mj {
+								jb -= st.rbw[o.rung[cur]]
+								jc -= st.rcpu[o.rung[cur]]
+							}
+							if jb > st.bwCap[mj] || jc > st.cpuCap[mj] {
+								return
+							}
+						}
+					}
+					if b2 <= st.bwCap[m] && c2 <= st.cpuCap[m] {
+						bestGain, bu, bi, bj = g, u, i, j
+					}
+				}
+				check(-1)
+				for j := o.start[u]; j < o.start[u+1]; j++ {
+					if j != ucur {
+						check(j)
+					}
+				}
+			}
+		}
+		if bu >= 0 {
+			st.move(bu, -1) // free first so that v's move never overshoots
+			st.move(v, bi)
+			st.move(bu, bj)
+			any = true
+		}
+	}
+	return any
+}
