@@ -43,6 +43,8 @@ type Controller struct {
 	Options ControllerOptions
 	Ready   ReadyFunc
 	Logger  *slog.Logger
+	// OnChange, if set, is called after the route was announced or withdrawn.
+	OnChange func()
 
 	mu          sync.Mutex
 	announced   bool
@@ -206,6 +208,9 @@ func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why, r
 	if c.state != nil {
 		c.state.Set(boolFloat(announce))
 		c.changes.WithLabelValues(reason).Inc()
+	}
+	if c.OnChange != nil {
+		c.OnChange()
 	}
 }
 

@@ -322,3 +322,95 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
 	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s", d.Round(time.Millisecond))
 }
+
+// TestPrivilegedLabDrill: a failover drill of one city under STB load, and
+// the drill's own report checked against what the STBs saw.
+func TestPrivilegedLabDrill(t *testing.T) {
+	cities := []string{"hefei", "wuhu"}
+	l := province(t, "asd", cities, nil)
+	for i, c := range cities {
+		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+	}
+	type answer struct {
+		at   time.Time
+		inst string
+		ok   bool
+	}
+	var mu sync.Mutex
+	var seen []answer
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			inst, code, err := l.Request(context.Background(), 1)
+			mu.Lock()
+			seen = append(seen, answer{time.Now(), inst, err == nil && code == 302})
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(time.Second)
+	start := time.Now()
+	var out bytesBuf
+	if err := runCtl("asd", &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
+		t.Fatalf("drill: %v\n%s", err, out.String())
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("drill report:\n%s", out.String())
+
+	var withdrawAt, backAt float64
+	for _, line := range splitLines(out.String()) {
+		var secs float64
+		if _, err := fmt.Sscanf(line, "  + %fs", &secs); err != nil {
+			if _, err := fmt.Sscanf(line, "  +%fs", &secs); err != nil {
+				continue
+			}
+		}
+		switch {
+		case containsAll(line, "withdrew its route"):
+			withdrawAt = secs
+		case containsAll(line, "announces again"):
+			backAt = secs
+		}
+	}
+	if withdrawAt == 0 && backAt == 0 {
+		t.Fatalf("no timeline in the drill report:\n%s", out.String())
+	}
+	var failed, byCenter, byCity int
+	var firstCenter, lastCenter time.Duration
+	for _, a := range seen {
+		switch {
+		case !a.ok:
+			failed++
+		case a.inst == lab.CenterID:
+			byCenter++
+			d := a.at.Sub(start)
+			if firstCenter == 0 {
+				firstCenter = d
+			}
+			lastCenter = d
+		case a.inst == lab.PrimaryID("wuhu"):
+			byCity++
+		}
+	}
+	t.Logf("STBs: %d answers, %d failed, %d by the center (from +%.1fs to +%.1fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
+		len(seen), failed, byCenter, firstCenter.Seconds(), lastCenter.Seconds(), byCity, withdrawAt, backAt)
+	if failed != 0 || byCenter == 0 || byCity == 0 {
+		t.Fatalf("during the drill: %d failed, %d by the center, %d by the city", failed, byCenter, byCity)
+	}
+	// The STBs moved to the center inside the window the report gives (the
+	// report polls status every 250 ms; an instance re-registers on every
+	// route change).
+	if firstCenter.Seconds() < withdrawAt-0.75 || lastCenter.Seconds() > backAt+0.75 {
+		t.Errorf("center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", firstCenter.Seconds(), lastCenter.Seconds(), withdrawAt, backAt)
+	}
+}

@@ -71,6 +71,12 @@ func (s *Scheduler) newAnnouncer(c config.Common) (*announcer, error) {
 	}
 	an.ctrl = &announce.Controller{
 		Speaker: an.speaker, Logger: s.Logger, Ready: s.announceReady,
+		OnChange: func() { // tell status at once, not at the next refresh
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		},
 		Options: announce.ControllerOptions{
 			PrefixFunc: s.anycastPrefix, Attrs: attrs, Check: a.CheckInterval, Rise: a.Rise, Fall: a.Fall,
 			HoldDown: a.HoldDown, GracefulWait: a.Drain.PreWithdraw, Drain: a.Drain.Linger,

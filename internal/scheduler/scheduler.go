@@ -75,6 +75,7 @@ type Scheduler struct {
 	table      *balance.Table             // the balance tables in service, lent to the next build
 	badBalance string                     // the last invalid balance configuration reported
 	drilled    time.Time                  // the failover drill already applied
+	kick       chan struct{}              // refresh the registration now
 	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
@@ -90,6 +91,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 	s := &Scheduler{
 		ID: c.InstanceID, Role: role, Region: region, Store: st, DefaultRegion: region,
 		Registry: obs.NewRegistry(), Logger: log, common: c, started: time.Now().UTC(),
+		kick: make(chan struct{}, 1),
 	}
 	if s.ID == "" {
 		s.ID = DefaultInstanceID(role, region)
@@ -373,7 +375,7 @@ func (s *Scheduler) instance() store.Instance {
 
 // components returns the shared components' run functions.
 func (s *Scheduler) components() []func(context.Context) error {
-	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance}
+	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
 	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run, s.Merger.Run}
 	if c := s.common.HTTP; c.Listen != "" {
 		var trusted []netip.Prefix

@@ -73,6 +73,8 @@ type Registration struct {
 	TTL      time.Duration
 	Interval time.Duration   // how often the record is refreshed
 	Current  func() Instance // the record to publish, read at every refresh
+	// Kick, if set, asks for a refresh now (a state change worth telling).
+	Kick <-chan struct{}
 }
 
 // Run publishes the record until ctx ends, then deletes it.
@@ -121,6 +123,7 @@ func (r *Registration) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-tick.C:
+		case <-r.Kick:
 		}
 	}
 }
