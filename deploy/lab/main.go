@@ -5,6 +5,7 @@
 //
 //	lab demo [--cities 4]       up, STB load, a failover drill, recovery, summary, down
 //	lab up [--cities 2]         up, then wait for Ctrl-C and tear down
+//	lab load [--load 30s]       STB load from every city of a running lab, and what the STBs saw
 //	lab status                  routes and schedulers of a running lab
 //	lab down                    remove everything a lab (or a crashed one) left
 //
@@ -77,6 +78,12 @@ func run(args []string) error {
 		return nil
 	case "demo":
 		return demo(o, *load, *drill)
+	case "load":
+		l := lab.Attach(o)
+		for _, r := range runLoad(l, o, *load) {
+			fmt.Print(tableOnly(r))
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -153,6 +160,28 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	fmt.Print(out)
 
 	step("STB load: %d cities, 4 STBs each zapping every 50 ms, for %s", len(o.Cities), loadFor)
+	var results []string
+	loadDone := make(chan struct{})
+	go func() { results = runLoad(l, o, loadFor); close(loadDone) }()
+	time.Sleep(loadFor / 4)
+	step("failover drill: %s's scheduler withdraws its route for %s (its STBs must move to the center and back)", o.Cities[min(1, len(o.Cities)-1)], drillFor)
+	out, err = schedctl(l, "drill", "failover", "--region", o.Cities[min(1, len(o.Cities)-1)], "--duration", drillFor.String())
+	fmt.Print(indent(out))
+	if err != nil {
+		fmt.Println("  drill:", err)
+	}
+	<-loadDone
+
+	step("summary: what the STBs saw (answered by their city's scheduler or the center)")
+	for _, r := range results {
+		fmt.Print(tableOnly(r))
+	}
+	return nil
+}
+
+// runLoad runs bin/stbload in every city's client namespace for d and
+// returns each one's output.
+func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 	var wg sync.WaitGroup
 	results := make([]string, len(o.Cities))
 	for i, c := range o.Cities {
@@ -161,7 +190,7 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 			defer wg.Done()
 			cmd := exec.Command("ip", "netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
 				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String()+":80",
-				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", loadFor.String(), "--quiet")
+				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet")
 			b, err := cmd.CombinedOutput()
 			if err != nil {
 				b = append(b, []byte("\n"+err.Error())...)
@@ -169,20 +198,8 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 			results[i] = string(b)
 		}()
 	}
-	time.Sleep(loadFor / 4)
-	step("failover drill: %s's scheduler withdraws its route for %s (its STBs must move to the center and back)", o.Cities[min(1, len(o.Cities)-1)], drillFor)
-	out, err = schedctl(l, "drill", "failover", "--region", o.Cities[min(1, len(o.Cities)-1)], "--duration", drillFor.String())
-	fmt.Print(indent(out))
-	if err != nil {
-		fmt.Println("  drill:", err)
-	}
 	wg.Wait()
-
-	step("summary: what the STBs saw (answered by their city's scheduler or the center)")
-	for _, r := range results {
-		fmt.Print(tableOnly(r))
-	}
-	return nil
+	return results
 }
 
 // tableOnly keeps the per-city table of stbload's output.

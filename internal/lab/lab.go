@@ -541,6 +541,10 @@ func (l *Lab) Cleanup(i int) (string, error) {
 	return string(out), err
 }
 
+// Attach returns a handle on a lab another process brought up with the same
+// options (for lab load and lab status): namespaces and files, no daemons.
+func Attach(o Options) *Lab { return &Lab{o: o, procs: map[string]*Proc{}} }
+
 // NS returns the full name of a lab namespace ("ctr", "c1", "r1", ...).
 func (l *Lab) NS(short string) string { return l.nsName(short) }
 
