@@ -187,18 +187,7 @@ func (s *Scheduler) runServing(ctx context.Context, comps ...func(context.Contex
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	g, gctx := errgroup.WithContext(serveCtx)
-	for _, run := range comps {
-		g.Go(func() error {
-			err := run(gctx)
-			if err == nil && gctx.Err() == nil {
-				return errors.New("component stopped unexpectedly")
-			}
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		})
-	}
+	goAll(gctx, g, comps)
 	g.Go(func() error { return an.speaker.Run(gctx) })
 	g.Go(func() error {
 		ctrlCtx, cancel := context.WithCancel(ctx)

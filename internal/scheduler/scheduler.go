@@ -496,10 +496,16 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 // the life of the daemon.
 func runAll(ctx context.Context, comps ...func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
+	goAll(gctx, g, comps)
+	return g.Wait()
+}
+
+// goAll starts each component in g under ctx.
+func goAll(ctx context.Context, g *errgroup.Group, comps []func(context.Context) error) {
 	for _, run := range comps {
 		g.Go(func() error {
-			err := run(gctx)
-			if err == nil && gctx.Err() == nil {
+			err := run(ctx)
+			if err == nil && ctx.Err() == nil {
 				return errors.New("component stopped unexpectedly")
 			}
 			if errors.Is(err, context.Canceled) {
@@ -508,5 +514,4 @@ func runAll(ctx context.Context, comps ...func(context.Context) error) error {
 			return err
 		})
 	}
-	return g.Wait()
 }
