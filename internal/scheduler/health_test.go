@@ -148,9 +148,9 @@ func (p *province) target(client string) string {
 // clientsOf finds, for each edge, a client address that is sent to it.
 func (p *province) clientsOf(edges []*edge) map[string]string {
 	out := map[string]string{}
-	for i := 1; len(out) < len(edges) && i < 2000; i++ {
+	for i := 1; len(out) < len(edges) && i < 4000; i++ {
 		c := fmt.Sprintf("100.64.%d.%d", i/250, i%250+1)
-		if tgt := p.target(c); out[tgt] == "" {
+		if tgt := p.target(c); tgt != "" && !strings.HasPrefix(tgt, "error") && out[tgt] == "" {
 			out[tgt] = c
 		}
 	}

@@ -38,6 +38,7 @@ func centerConfig(t testing.TB) config.Center {
 	c.Admin.Listen = etcdtest.FreePort(t)
 	c.Snapshot.CacheFile = filepath.Join(dir, "snapshot.cache")
 	c.Snapshot.ConfirmInterval = 200 * time.Millisecond
+	c.AccessLog.Enabled = false // keep test output readable
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,7 @@ func regionalConfig(t testing.TB, c config.Center, region string) config.Regiona
 	r.Admin.Listen = etcdtest.FreePort(t)
 	r.Snapshot.CacheFile = filepath.Join(t.TempDir(), "snapshot.cache")
 	r.Snapshot.ConfirmInterval = 200 * time.Millisecond
+	r.AccessLog.Enabled = false
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
