@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/accesslog"
+	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/miekg/dns"
 )
@@ -107,7 +108,13 @@ type Server struct {
 	rec    *accesslog.Recorder
 	log    *slog.Logger
 	index  atomic.Pointer[index] // zones of the last snapshot seen
+	// listening is true while both the UDP and the TCP server run; the
+	// daemon announces the Anycast route only then.
+	listening atomic.Bool
 }
+
+// Listening reports whether the UDP and TCP servers are both serving.
+func (s *Server) Listening() bool { return s.listening.Load() }
 
 // New creates a server. rec may be nil (no access log).
 func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger) *Server {
@@ -155,7 +162,7 @@ func (s *Server) Handler() dns.Handler { return s }
 // Run serves UDP and TCP on Config.Listen until ctx is cancelled, then stops
 // both and returns nil. With port 0, TCP takes the port the kernel gave UDP.
 func (s *Server) Run(ctx context.Context) error {
-	pc, err := net.ListenPacket("udp", s.cfg.Listen)
+	pc, err := netutil.ListenPacket("udp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("dns: %w", err)
 	}
@@ -165,7 +172,7 @@ func (s *Server) Run(ctx context.Context) error {
 			addr = net.JoinHostPort(host, strconv.Itoa(u.Port))
 		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := netutil.Listen("tcp", addr)
 	if err != nil {
 		pc.Close()
 		return fmt.Errorf("dns: %w", err)
@@ -198,6 +205,17 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 		}()
 	}
 	s.log.Info("listening", "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String())
+	go func() {
+		for _, r := range all {
+			select {
+			case <-r.started:
+			case <-r.done:
+				return
+			}
+		}
+		s.listening.Store(true)
+	}()
+	defer s.listening.Store(false)
 	var failed error
 	select {
 	case <-ctx.Done():

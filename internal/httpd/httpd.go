@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/accesslog"
+	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/steer"
 )
 
@@ -168,7 +169,7 @@ func (s *Server) setAddr(a net.Addr) {
 // Run listens on Config.Listen and serves until ctx is done; then it stops
 // gracefully (bounded) and returns nil.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ln, err := netutil.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"time"
 
@@ -118,9 +117,15 @@ func (s *Scheduler) anycastPrefix() (netip.Prefix, bool) {
 
 // announceReady: the route is announced only while the scheduler can really
 // answer: a fresh snapshot with its region, its front ends listening, and
-// at least one available server anywhere to send STBs to.
+// at least one available server anywhere to send STBs to. The center, the
+// last resort of every city, does not withdraw for a stale snapshot: during a
+// long etcd outage it keeps answering from what it has.
 func (s *Scheduler) announceReady() error {
-	if err := s.Ready(); err != nil {
+	if s.Role == RoleCentral {
+		if s.Syncer.Snapshot() == nil {
+			return errors.New("no topology snapshot yet")
+		}
+	} else if err := s.Ready(); err != nil {
 		return err
 	}
 	eng := s.Engine()
@@ -130,34 +135,15 @@ func (s *Scheduler) announceReady() error {
 	if !eng.AnyAvailable() {
 		return errors.New("no available server in any region to send STBs to")
 	}
-	for _, l := range []struct{ name, addr string }{{"http", s.common.HTTP.Listen}, {"dns", s.common.DNS.Listen}} {
-		if l.addr == "" {
-			continue
-		}
-		if err := dialCheck(l.addr); err != nil {
-			return fmt.Errorf("%s front end not answering on %s: %v", l.name, l.addr, err)
-		}
+	// Ask the front ends themselves: dialing the listen address could reach
+	// another scheduler while the service address is not local yet.
+	if s.httpServer != nil && s.httpServer.Addr() == nil {
+		return fmt.Errorf("http front end not listening on %s", s.common.HTTP.Listen)
+	}
+	if s.dnsServer != nil && !s.dnsServer.Listening() {
+		return fmt.Errorf("dns front end not listening on %s", s.common.DNS.Listen)
 	}
 	return nil
-}
-
-// dialCheck connects to a listen address (an unspecified host means loopback).
-func dialCheck(listen string) error {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return err
-	}
-	if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-		if err == nil && ip.Is6() {
-			host = "::1"
-		}
-	}
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 500*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 // AnnounceState reports the route state for status: announced, why not, BGP peers.

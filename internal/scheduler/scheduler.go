@@ -76,6 +76,8 @@ type Scheduler struct {
 	badBalance string                     // the last invalid balance configuration reported
 	drilled    time.Time                  // the failover drill already applied
 	kick       chan struct{}              // refresh the registration now
+	httpServer *httpd.Server              // nil without http.listen
+	dnsServer  *dnsd.Server               // nil without dns.listen
 	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
@@ -384,10 +386,12 @@ func (s *Scheduler) components() []func(context.Context) error {
 			trusted = append(trusted, pfx)
 		}
 		h := httpd.New(httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		s.httpServer = h
 		comps = append(comps, h.Run)
 	}
 	if c := s.common.DNS; c.Listen != "" {
 		d := dnsd.New(dnsd.Config{Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		s.dnsServer = d
 		comps = append(comps, d.Run)
 	}
 	return comps
