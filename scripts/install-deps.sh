@@ -16,6 +16,7 @@ declare -A need=(
   [vtysh]=frr                  # FRR config templates are checked with vtysh --dryrun
   [cbc]=coinor-cbc             # the QoE solver's LP export is cross-checked with CBC
   [glpsol]=glpk-utils          # ... and read by GLPK
+  [promtool]=prometheus        # the Prometheus config and alert rules in deploy/ are checked with promtool
   [ip]=iproute2                # network namespaces for the privileged tests and the lab
   [tc]=iproute2
 )
