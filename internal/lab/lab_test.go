@@ -229,6 +229,39 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 	if center == nil || center.(*atomic.Int64).Load() == 0 {
 		t.Error("the center never took over bengbu's STBs")
 	}
+
+	// Readiness: hefei's own servers all unavailable -> hefei keeps its /32
+	// (it sends its STBs to a fallback region); nothing available anywhere
+	// -> it withdraws and says why.
+	var out bytesBuf
+	if err := runCtl("asf", &out, "drain", "region", "hefei"); err != nil {
+		t.Fatalf("drain: %v %s", err, out.String())
+	}
+	time.Sleep(time.Second)
+	if inst, code, _ := l.Request(context.Background(), 0); inst != lab.PrimaryID("hefei") || code != 302 {
+		t.Fatalf("hefei drained: answered by %q (%d), want hefei's scheduler redirecting to a fallback region", inst, code)
+	}
+	for _, c := range cities[1:] {
+		if err := runCtl("asf", &out, "drain", "region", c); err != nil {
+			t.Fatalf("drain: %v %s", err, out.String())
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out = bytesBuf{}
+		runCtl("asf", &out, "status")
+		if containsAll(out.String(), "hefei-1", "withdrawn: no available server in any region") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hefei did not withdraw with nothing to serve:\n%s", out.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, c := range cities {
+		runCtl("asf", &out, "undrain", "region", c)
+	}
+	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 20*time.Second)
 }
 
 // TestPrivilegedPrimaryStandby: two schedulers in one city announce; the
