@@ -49,6 +49,19 @@ type person struct {
 	room     int
 }
 
+// config is one experiment's setting.
+type config struct {
+	radius   float64
+	seed     uint64
+	periods  int
+	bwScale  float64
+	cpuScale float64
+	nUsers   int // 0 = as many as the users file
+	capUsers int // capacities sized for this many users (0 = nUsers)
+	params   alloc.Params
+	lpOut    string
+}
+
 func main() {
 	root := repoRoot()
 	shared := filepath.Join(root, "..", "shared", "data", "eua")
@@ -62,6 +75,18 @@ func main() {
 	bwScale := flag.Float64("bw-scale", 0.8, "server bandwidth as a fraction of the mean desired demand per server")
 	cpuScale := flag.Float64("cpu-scale", 1.0, "server compute as a fraction of transcoding every user to the lowest rung / servers")
 	nUsers := flag.Int("n-users", 0, "number of users (0 = as many as the users file; more replicates its points with jitter)")
+	capUsers := flag.Int("cap-users", 0, "size server capacities for this many users (0 = --n-users)")
+	def := alloc.DefaultParams()
+	pa := flag.Float64("a", def.A, "a: weight of the interaction experience Q")
+	pb := flag.Float64("b", def.B, "b: weight of the video quality U")
+	pc := flag.Float64("c", def.C, "c: weight of the bitrate jitter E")
+	pd := flag.Float64("d", def.D, "d: weight of the server switch S")
+	ptheta := flag.Float64("theta", def.Theta, "theta: latency threshold (s)")
+	plambda := flag.Float64("lambda", def.Lambda, "lambda: room-mean scale of I_v")
+	pomega := flag.Float64("omega", def.Omega, "omega: gift weight of Y_v")
+	sens := flag.Bool("sensitivity", false, "print the parameter sensitivity table (markdown) over --seeds")
+	plotDir := flag.String("plot", "", "run the user-count and capacity sweeps over --seeds, write PNGs to this directory and print their data (markdown)")
+	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity and --plot")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
 
@@ -69,10 +94,56 @@ func main() {
 	check(err)
 	usrPts, err := readPoints(*usersF, "Latitude", "Longitude")
 	check(err)
-	rng := rand.New(rand.NewPCG(*seed, 0xa11c))
-	n := *nUsers
+	params := def
+	params.A, params.B, params.C, params.D = *pa, *pb, *pc, *pd
+	params.Theta, params.Lambda, params.Omega = *ptheta, *plambda, *pomega
+	cfg := config{radius: *radius, seed: *seed, periods: *periods, bwScale: *bwScale, cpuScale: *cpuScale,
+		nUsers: *nUsers, capUsers: *capUsers, params: params, lpOut: *lpOut}
+	if *sens {
+		sensitivity(os.Stdout, cfg, *seeds, srvPts, usrPts)
+		return
+	}
+	if *plotDir != "" {
+		check(sweeps(os.Stdout, *plotDir, cfg, *seeds, srvPts, usrPts, sweepUsers, sweepCaps))
+		return
+	}
+	cov, rows, first := experiment(cfg, srvPts, usrPts)
+	if *format == "json" {
+		out := map[string]any{"coverage": cov, "algorithms": rows}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		check(enc.Encode(out))
+		return
+	}
+	fmt.Printf("coverage (radius %.0f m, %d users, %d sites): <10: %.1f%%  10-20: %.1f%%  >20: %.1f%%  (paper Fig. 1: 8.8%% / 74.4%% / 16.8%%)\n",
+		*radius, len(first.Users), len(first.Servers), 100*cov.Under10, 100*cov.From10To20, 100*cov.Over20)
+	fmt.Printf("periods %d, seed %d; objective/bound/gap are period 1's (comparable with --lp-out); the rest aggregate all periods\n\n", *periods, *seed)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
+	for _, r := range rows {
+		b, g := "-", "-"
+		if r.Bound != nil {
+			b = fmt.Sprintf("%.2f", *r.Bound)
+			g = fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
+			r.ObjectiveAll, r.TimeMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
+	}
+	tw.Flush()
+}
+
+// experiment synthesises the population of every period, runs the main
+// solver and every baseline over them, and returns the coverage histogram,
+// one row per algorithm and the first period's instance.
+func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+	rng := rand.New(rand.NewPCG(cfg.seed, 0xa11c))
+	n := cfg.nUsers
 	if n <= 0 {
 		n = len(usrPts)
+	}
+	capN := cfg.capUsers
+	if capN <= 0 {
+		capN = n
 	}
 	roomMean := make([]float64, rooms)
 	roomIngest := make([]int, rooms)
@@ -96,7 +167,7 @@ func main() {
 	}
 	// population per period (identical for every algorithm)
 	var seq [][]person
-	for p := 0; p < *periods; p++ {
+	for p := 0; p < cfg.periods; p++ {
 		seq = append(seq, append([]person(nil), pop...))
 		for i := range pop {
 			switch x := rng.Float64(); {
@@ -113,13 +184,13 @@ func main() {
 		meanDesired += s * desiredKbps[i]
 	}
 	ladder := alloc.DefaultLadder()
-	params := alloc.DefaultParams()
+	params := cfg.params
 	R := ladder[len(ladder)-1]
 	var servers []alloc.Server
 	for _, p := range srvPts {
-		servers = append(servers, alloc.Server{Lat: p[0], Lon: p[1], RadiusM: *radius,
-			Bandwidth: *bwScale * float64(n) * meanDesired / float64(len(srvPts)),
-			Compute:   *cpuScale * float64(n) * (R - ladder[0]) * params.H / float64(len(srvPts))})
+		servers = append(servers, alloc.Server{Lat: p[0], Lon: p[1], RadiusM: cfg.radius,
+			Bandwidth: cfg.bwScale * float64(capN) * meanDesired / float64(len(srvPts)),
+			Compute:   cfg.cpuScale * float64(capN) * (R - ladder[0]) * params.H / float64(len(srvPts))})
 	}
 	build := func(people []person, prev map[int]alloc.Choice) *alloc.Instance {
 		in := &alloc.Instance{Params: params, Ladder: ladder, Servers: servers}
@@ -137,39 +208,18 @@ func main() {
 
 	first := build(seq[0], nil)
 	cov := coverage(first)
-	if *lpOut != "" {
-		f, err := os.Create(*lpOut)
+	if cfg.lpOut != "" {
+		f, err := os.Create(cfg.lpOut)
 		check(err)
 		check(alloc.WriteLP(f, first))
 		check(f.Close())
 	}
-	solvers := append([]alloc.Solver{alloc.Lagrangian{}}, alloc.Baselines(*seed)...)
+	solvers := append([]alloc.Solver{alloc.Lagrangian{}}, alloc.Baselines(cfg.seed)...)
 	var rows []row
 	for _, s := range solvers {
 		rows = append(rows, run(s, seq, build))
 	}
-	if *format == "json" {
-		out := map[string]any{"coverage": cov, "algorithms": rows}
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		check(enc.Encode(out))
-		return
-	}
-	fmt.Printf("coverage (radius %.0f m, %d users, %d sites): <10: %.1f%%  10-20: %.1f%%  >20: %.1f%%  (paper Fig. 1: 8.8%% / 74.4%% / 16.8%%)\n",
-		*radius, len(first.Users), len(servers), 100*cov.Under10, 100*cov.From10To20, 100*cov.Over20)
-	fmt.Printf("periods %d, seed %d; objective/bound/gap are period 1's (comparable with --lp-out); the rest aggregate all periods\n\n", *periods, *seed)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
-	for _, r := range rows {
-		b, g := "-", "-"
-		if r.Bound != nil {
-			b = fmt.Sprintf("%.2f", *r.Bound)
-			g = fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
-			r.ObjectiveAll, r.TimeMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
-	}
-	tw.Flush()
+	return cov, rows, first
 }
 
 type covHist struct {

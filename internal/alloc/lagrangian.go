@@ -66,7 +66,14 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	pc := make([]float64, ns)
 	useB := make([]float64, ns)
 	useC := make([]float64, ns)
+	// sel is the relaxed choice of the current iteration. It starts as all
+	// fallback (-1), never as the zero value: option 0 is the first option of
+	// the first user with one, and repairing a vector of zeros would leave
+	// users on a server that does not cover them.
 	sel := make([]int32, n)
+	for v := range sel {
+		sel[v] = -1
+	}
 
 	bestObj := math.Inf(-1)
 	var best []int32
@@ -87,7 +94,11 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	}
 
 	for iter = 0; iter < l.MaxIter; iter++ {
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		// The first iteration always runs, whatever the budget: it yields
+		// the relaxed choice that primal() repairs and the first bound (at
+		// zero prices). Building the option table may use up TimeLimit by
+		// itself on a large instance.
+		if iter > 0 && (ctx.Err() != nil || time.Now().After(deadline)) {
 			break
 		}
 		for m := 0; m < ns; m++ {
@@ -174,10 +185,11 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 			break
 		}
 	}
-	// relaxed choice at the best prices, then a final polish of the best
+	// iteration 0 always runs primal(), so best is set; keep the guard
 	if best == nil {
 		primal()
 	}
+	// final polish of the best
 	st := newState(in, o, best)
 	st.improve(time.Now().Add(l.LocalSearch), true)
 	obj := st.objective()

@@ -81,7 +81,10 @@ type Instance struct {
 	Servers []Server
 	Users   []User
 
-	cand [][]int32 // M(v), lazily computed
+	cand     [][]int32   // M(v), lazily computed
+	candDist [][]float64 // DistanceM(v, m) for m in M(v)
+	candKey  candKey     // what cand was computed for
+	srvCos   []float64   // cos(latitude) per server, as DistanceM computes it
 }
 
 // Choice is one user's decision: Server = -1 means fallback.
@@ -125,10 +128,17 @@ const Fallback = -1
 
 // DistanceM is the great-circle distance in metres.
 func DistanceM(lat1, lon1, lat2, lon2 float64) float64 {
+	return distanceCos(lat1, lon1, math.Cos(lat1*math.Pi/180), lat2, lon2, math.Cos(lat2*math.Pi/180))
+}
+
+// distanceCos is DistanceM with the cosines of both latitudes (in radians)
+// given; it computes the same expression, so the result is identical.
+func distanceCos(lat1, lon1, cos1, lat2, lon2, cos2 float64) float64 {
 	const r = 6371000.0
 	p1, p2 := lat1*math.Pi/180, lat2*math.Pi/180
 	dp, dl := p2-p1, (lon2-lon1)*math.Pi/180
-	h := math.Sin(dp/2)*math.Sin(dp/2) + math.Cos(p1)*math.Cos(p2)*math.Sin(dl/2)*math.Sin(dl/2)
+	sp, sl := math.Sin(dp/2), math.Sin(dl/2)
+	h := sp*sp + cos1*cos2*sl*sl
 	return 2 * r * math.Asin(math.Min(1, math.Sqrt(h)))
 }
 
@@ -155,44 +165,107 @@ func (in *Instance) Validate() error {
 }
 
 // Candidates returns M(v): the servers whose radius covers each user
-// (computed once, with a grid index).
+// (computed once, with a grid index, and cached: do not change Users or
+// Servers of an instance after its first solve; build a new Instance).
 func (in *Instance) Candidates() [][]int32 {
-	if in.cand != nil && len(in.cand) == len(in.Users) {
-		return in.cand
+	in.candidates()
+	return in.cand
+}
+
+// candidates computes (or reuses) cand and candDist, the distance in metres
+// from each user to each of its candidate servers (exactly DistanceM).
+func (in *Instance) candidates() {
+	key := candKey{nu: len(in.Users), ns: len(in.Servers)}
+	if len(in.Users) > 0 {
+		key.users = &in.Users[0]
+	}
+	if len(in.Servers) > 0 {
+		key.servers = &in.Servers[0]
+	}
+	if in.cand != nil && in.candKey == key {
+		return
 	}
 	maxR := 0.0
 	for _, s := range in.Servers {
 		maxR = math.Max(maxR, s.RadiusM)
 	}
 	cell := math.Max(maxR, 1) / 111000.0 // degrees of latitude
-	type key struct{ a, b int }
-	grid := map[key][]int32{}
+	type gkey struct{ a, b int }
+	grid := map[gkey][]int32{}
 	for i, s := range in.Servers {
-		k := key{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / cell))}
+		k := gkey{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / cell))}
 		grid[k] = append(grid[k], int32(i))
 	}
+	// Pre-filter: for radii up to 10 km away from the poles the
+	// equirectangular approximation (with the user's cos(lat)) is within
+	// 0.5% of the great-circle distance; pairs more than 1% outside the
+	// radius skip the exact haversine, every other pair is checked exactly
+	// as Covers does.
+	const earthR = 6371000.0
+	const rad = math.Pi / 180
+	approx := maxR <= 10000
+	scos := make([]float64, len(in.Servers))
+	for m, s := range in.Servers {
+		scos[m] = math.Cos(s.Lat * math.Pi / 180)
+		if math.Abs(s.Lat) > 80 {
+			approx = false
+		}
+	}
 	cand := make([][]int32, len(in.Users))
+	dist := make([][]float64, len(in.Users))
+	var c []int32
+	var d []float64
 	for v, u := range in.Users {
 		la := int(math.Floor(u.Lat / cell))
-		coslat := math.Max(math.Cos(u.Lat*math.Pi/180), 0.05)
+		ucos := math.Cos(u.Lat * math.Pi / 180) // exactly as DistanceM
+		coslat := math.Max(ucos, 0.05)
 		span := int(math.Ceil(1/coslat)) + 1
 		lo := int(math.Floor(u.Lon / cell))
-		var c []int32
+		c, d = c[:0], d[:0]
 		for a := la - 1; a <= la+1; a++ {
 			for b := lo - span; b <= lo+span; b++ {
-				for _, m := range grid[key{a, b}] {
-					s := in.Servers[m]
-					if DistanceM(u.Lat, u.Lon, s.Lat, s.Lon) <= s.RadiusM {
+				for _, m := range grid[gkey{a, b}] {
+					s := &in.Servers[m]
+					if approx {
+						dy := (s.Lat - u.Lat) * rad * earthR
+						dx := (s.Lon - u.Lon) * rad * earthR * ucos
+						lim := s.RadiusM*1.01 + 1
+						if math.Abs(dy) > lim || dx*dx+dy*dy > lim*lim {
+							continue
+						}
+					}
+					if dm := distanceCos(u.Lat, u.Lon, ucos, s.Lat, s.Lon, scos[m]); dm <= s.RadiusM {
 						c = append(c, m)
+						d = append(d, dm)
 					}
 				}
 			}
 		}
-		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-		cand[v] = c
+		if !sort.IsSorted(byServer{c, d}) {
+			sort.Sort(byServer{c, d})
+		}
+		cand[v] = append([]int32(nil), c...)
+		dist[v] = append([]float64(nil), d...)
 	}
-	in.cand = cand
-	return cand
+	in.cand, in.candDist, in.candKey, in.srvCos = cand, dist, key, scos
+}
+
+type candKey struct {
+	nu, ns  int
+	users   *User
+	servers *Server
+}
+
+type byServer struct {
+	m []int32
+	d []float64
+}
+
+func (b byServer) Len() int           { return len(b.m) }
+func (b byServer) Less(i, j int) bool { return b.m[i] < b.m[j] }
+func (b byServer) Swap(i, j int) {
+	b.m[i], b.m[j] = b.m[j], b.m[i]
+	b.d[i], b.d[j] = b.d[j], b.d[i]
 }
 
 // Covers reports whether server m covers user v.
@@ -208,17 +281,30 @@ func (in *Instance) Latency(v, m, k int) float64 {
 		return p.FallbackLatency
 	}
 	u, s := &in.Users[v], &in.Servers[m]
-	var bb float64
+	bb := in.backbone(v, m)
+	acc := p.AccessBase + p.AccessPerKm*DistanceM(u.Lat, u.Lon, s.Lat, s.Lon)/1000
+	return in.latency(bb, acc, k)
+}
+
+// backbone is T(m_b, m) for user v on server m.
+func (in *Instance) backbone(v, m int) float64 {
+	p := &in.Params
+	u := &in.Users[v]
 	switch {
 	case u.Ingest < 0:
-		bb = p.BackboneOrigin
+		return p.BackboneOrigin
 	case u.Ingest == m:
-		bb = 0
+		return 0
 	default:
-		sb := &in.Servers[u.Ingest]
-		bb = p.BackboneBase + p.BackbonePerKm*DistanceM(sb.Lat, sb.Lon, s.Lat, s.Lon)/1000
+		sb, s := &in.Servers[u.Ingest], &in.Servers[m]
+		return p.BackboneBase + p.BackbonePerKm*DistanceM(sb.Lat, sb.Lon, s.Lat, s.Lon)/1000
 	}
-	acc := p.AccessBase + p.AccessPerKm*DistanceM(u.Lat, u.Lon, s.Lat, s.Lon)/1000
+}
+
+// latency is L from its backbone and access parts (the one formula used by
+// Latency and by the option table, so that both agree to the bit).
+func (in *Instance) latency(bb, acc float64, k int) float64 {
+	p := &in.Params
 	R := in.Ladder[len(in.Ladder)-1]
 	return p.TIngest + bb + acc + (R-in.Ladder[k])*p.G
 }
@@ -241,20 +327,33 @@ func (in *Instance) Weight(v int) float64 {
 // QoE is QoE(v,m,r_k) (unweighted); m = Fallback uses the fallback latency
 // and FallbackRung (k is ignored).
 func (in *Instance) QoE(v, m, k int) float64 {
-	p := &in.Params
-	u := &in.Users[v]
 	if m == Fallback {
-		k = p.FallbackRung
+		k = in.Params.FallbackRung
 	}
-	r := in.Ladder[k]
-	q := (p.Theta - in.Latency(v, m, k)) * in.Interaction(v)
-	rh := u.Profile.DesiredKbps
-	U := math.Log(p.B1 * math.Min(r, rh) / rh)
-	E := p.K * math.Max(0, u.PrevKbps-r)
-	var S float64
-	if u.PrevServer >= 0 && u.PrevServer != m {
-		S = p.S
+	return in.qoe(in.Latency(v, m, k), in.Interaction(v), in.quality(v, k), in.jitter(v, k), in.switchLoss(v, m))
+}
+
+// quality is U, jitter is E and switchLoss is S of ARCHITECTURE §6.
+func (in *Instance) quality(v, k int) float64 {
+	rh := in.Users[v].Profile.DesiredKbps
+	return math.Log(in.Params.B1 * math.Min(in.Ladder[k], rh) / rh)
+}
+
+func (in *Instance) jitter(v, k int) float64 {
+	return in.Params.K * math.Max(0, in.Users[v].PrevKbps-in.Ladder[k])
+}
+
+func (in *Instance) switchLoss(v, m int) float64 {
+	if u := &in.Users[v]; u.PrevServer >= 0 && u.PrevServer != m {
+		return in.Params.S
 	}
+	return 0
+}
+
+// qoe combines the terms: a*Q + b*U - c*E - d*S with Q = (theta - L)*I.
+func (in *Instance) qoe(L, I, U, E, S float64) float64 {
+	p := &in.Params
+	q := (p.Theta - L) * I
 	return p.A*q + p.B*U - p.C*E - p.D*S
 }
 
@@ -317,28 +416,49 @@ type options struct {
 }
 
 func buildOptions(in *Instance) *options {
-	cand := in.Candidates()
-	n := len(in.Users)
+	in.candidates()
+	cand, cdist := in.cand, in.candDist
+	n, nk := len(in.Users), len(in.Ladder)
+	p := &in.Params
 	o := &options{start: make([]int32, n+1), fb: make([]float64, n)}
 	total := 0
 	for _, c := range cand {
-		total += len(c) * len(in.Ladder)
+		total += len(c) * nk
+	}
+	if total > math.MaxInt32 {
+		panic("alloc: more than 2^31 options")
 	}
 	o.srv = make([]int32, 0, total)
 	o.rung = make([]uint8, 0, total)
 	o.val = make([]float64, 0, total)
+	U := make([]float64, nk)
+	E := make([]float64, nk)
 	for v := range in.Users {
 		o.start[v] = int32(len(o.srv))
-		o.fb[v] = in.Value(v, Fallback, in.Params.FallbackRung)
-		for _, m := range cand[v] {
+		o.fb[v] = in.Value(v, Fallback, p.FallbackRung)
+		w, I := in.Weight(v), in.Interaction(v)
+		for k := range in.Ladder {
+			U[k], E[k] = in.quality(v, k), in.jitter(v, k)
+		}
+		for ci, m := range cand[v] {
 			s := &in.Servers[m]
+			var bb float64
+			switch u := &in.Users[v]; {
+			case u.Ingest < 0 || u.Ingest == int(m):
+				bb = in.backbone(v, int(m))
+			default: // as backbone, with the cached cosines
+				sb := &in.Servers[u.Ingest]
+				bb = p.BackboneBase + p.BackbonePerKm*distanceCos(sb.Lat, sb.Lon, in.srvCos[u.Ingest], s.Lat, s.Lon, in.srvCos[m])/1000
+			}
+			acc := p.AccessBase + p.AccessPerKm*cdist[v][ci]/1000
+			S := in.switchLoss(v, int(m))
 			for k := range in.Ladder {
 				if in.bwUse(k) > s.Bandwidth || in.cpuUse(k) > s.Compute {
 					continue
 				}
 				o.srv = append(o.srv, m)
 				o.rung = append(o.rung, uint8(k))
-				o.val = append(o.val, in.Value(v, int(m), k))
+				o.val = append(o.val, w*in.qoe(in.latency(bb, acc, k), I, U[k], E[k], S))
 			}
 		}
 	}

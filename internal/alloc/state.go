@@ -2,7 +2,6 @@ package alloc
 
 import (
 	"container/heap"
-	"fmt"
 	"math"
 	"time"
 )
@@ -38,9 +37,6 @@ func newState(in *Instance, o *options, sel []int32) *state {
 		st.cpuCap[m] = s.Compute * (1 + capTol)
 	}
 	for v, i := range st.sel {
-		if i >= 0 && (i < o.start[v] || i >= o.start[v+1]) {
-			panic(fmt.Sprintf("DEBUG newState v=%d i=%d range [%d,%d)", v, i, o.start[v], o.start[v+1]))
-		}
 		if i >= 0 {
 			m := o.srv[i]
 			st.bw[m] += st.rbw[o.rung[i]]
@@ -73,9 +69,6 @@ func (st *state) move(v int, j int32) {
 		l[p] = last
 		st.pos[last] = p
 		st.users[m] = l[:len(l)-1]
-	}
-	if j >= 0 && (j < o.start[v] || j >= o.start[v+1]) {
-		panic(fmt.Sprintf("DEBUG move v=%d j=%d range [%d,%d)", v, j, o.start[v], o.start[v+1]))
 	}
 	st.sel[v] = j
 	if j >= 0 {
