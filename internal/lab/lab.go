@@ -517,12 +517,22 @@ func (l *Lab) Log(name string) string {
 
 // Request sends one STB request from city i's client namespace to the
 // Anycast address and returns which scheduler answered (X-Anysched-Instance)
-// and the HTTP status.
+// and the HTTP status. The STB gives up after 2 s.
 func (l *Lab) Request(ctx context.Context, i int) (instance string, status int, err error) {
+	return l.request(ctx, i, "2")
+}
+
+// Probe is Request with a 0.5 s limit, for measuring convergence: a request
+// caught by a frozen scheduler must not hide the moment the routers moved.
+func (l *Lab) Probe(ctx context.Context, i int) (instance string, status int, err error) {
+	return l.request(ctx, i, "0.5")
+}
+
+func (l *Lab) request(ctx context.Context, i int, maxTime string) (instance string, status int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)),
-		"curl", "-s", "-o", "/dev/null", "--max-time", "2", "-H", "Host: live.iptv.example",
+		"curl", "-s", "-o", "/dev/null", "--max-time", maxTime, "-H", "Host: live.iptv.example",
 		"-w", "%{http_code} %header{x-anysched-instance}", "http://"+ServiceIP.String()+"/ch1/index.m3u8").Output()
 	if err != nil {
 		return "", 0, fmt.Errorf("curl: %w", err)

@@ -135,7 +135,7 @@ func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duratio
 	start := time.Now()
 	last := ""
 	for time.Since(start) < limit {
-		inst, code, err := l.Request(context.Background(), i)
+		inst, code, err := l.Probe(context.Background(), i)
 		if err == nil && code == 302 && inst == want {
 			return time.Since(start)
 		}
