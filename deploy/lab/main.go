@@ -170,6 +170,12 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	if err != nil {
 		fmt.Println("  drill:", err)
 	}
+	step("etcd-loss drill: the center's etcd stops for 5s; every scheduler keeps answering from its snapshot")
+	out, err = schedctl(l, "drill", "etcd-loss", "--duration", "5s")
+	fmt.Print(indent(out))
+	if err != nil {
+		fmt.Println("  drill:", err)
+	}
 	<-loadDone
 
 	step("summary: what the STBs saw (answered by their city's scheduler or the center)")

@@ -52,6 +52,36 @@ type Service struct {
 	Drains func() []health.Drain
 	// Lab is true when the center runs in a lab: drills need no confirmation.
 	Lab bool
+	// Etcd is the center's embedded etcd, nil with an external cluster.
+	Etcd *store.Embedded
+}
+
+// DrillEtcdLoss stops the embedded etcd for the drill's duration (lab only).
+func (s *Service) DrillEtcdLoss(_ context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
+	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
+	if d < time.Second || d > 10*time.Minute {
+		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 10m]", d)
+	}
+	if !s.Lab {
+		return nil, status.Error(codes.FailedPrecondition, "refused: an etcd-loss drill runs only in a lab (lab: true)")
+	}
+	if s.Etcd == nil {
+		return nil, status.Error(codes.FailedPrecondition, "refused: this center uses an external etcd cluster; stop its members yourself")
+	}
+	until := time.Now().Add(d)
+	s.Logger.Warn("etcd-loss drill: stopping the embedded etcd", "until", until)
+	go func() { // stopping etcd takes seconds (it drains its clients): answer now
+		s.Etcd.Stop()
+		time.Sleep(time.Until(until))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Etcd.Start(ctx); err != nil {
+			s.Logger.Error("etcd-loss drill: restarting the embedded etcd failed", "err", err)
+			return
+		}
+		s.Logger.Info("etcd-loss drill over: embedded etcd running again")
+	}()
+	return &pb.DrillResponse{Until: timestamppb.New(until)}, nil
 }
 
 // Drill starts a failover drill for a region ("center" drills the center).

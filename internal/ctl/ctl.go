@@ -42,6 +42,7 @@ Usage:
   schedctl [global flags] drain server|node|region NAME [--reason TEXT]
   schedctl [global flags] undrain server|node|region NAME
   schedctl [global flags] drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]
+  schedctl [global flags] drill etcd-loss --duration D      (lab only)
   schedctl version
 
 Global flags:
@@ -547,8 +548,11 @@ func peerList(ps []*pb.BGPPeer) string {
 }
 
 func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "etcd-loss" {
+		return etcdLossCmd(ctx, c, args[1:], out)
+	}
 	if len(args) == 0 || args[0] != "failover" {
-		return fmt.Errorf("%w: drill failover --region R --duration D", ErrUsage)
+		return fmt.Errorf("%w: drill failover --region R --duration D, or drill etcd-loss --duration D", ErrUsage)
 	}
 	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
 	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
@@ -602,4 +606,42 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	}
 	fmt.Fprintf(out, "drill done: %s's STBs were served by the center while the route was withdrawn (status is polled every 250 ms; see the load generator for STB-side figures)\n", *region)
 	return nil
+}
+
+// etcdLossCmd stops the lab center's etcd for a while and follows it:
+// the store is unreachable (status fails) while every scheduler keeps
+// answering from its snapshot, then it comes back.
+func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("drill etcd-loss", flag.ContinueOnError)
+	dur := fs.Duration("duration", 10*time.Second, "how long etcd stays down")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	start := time.Now()
+	resp, err := c.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: dur.Seconds()})
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(out, "drill: the center's etcd is down until %s; schedulers answer from their snapshots\n", resp.GetUntil().AsTime().Local().Format(time.TimeOnly))
+	down := false
+	deadline := resp.GetUntil().AsTime().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(sctx, &pb.StatusRequest{})
+		cancel()
+		switch {
+		case err != nil && !down:
+			down = true
+			fmt.Fprintf(out, "  +%5.1fs  store unreachable (status: %s)\n", time.Since(start).Seconds(), status.Code(err))
+		case err == nil && down:
+			fmt.Fprintf(out, "  +%5.1fs  store back\n", time.Since(start).Seconds())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
 }

@@ -453,7 +453,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab, Etcd: emb}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
@@ -484,11 +484,15 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	comps := append(s.components(), serveGRPC)
 	if emb != nil {
 		comps = append(comps, func(ctx context.Context) error {
-			select {
-			case err := <-emb.Err():
-				return fmt.Errorf("embedded etcd: %w", err)
-			case <-ctx.Done():
-				return nil
+			for {
+				errc, changed := emb.Err()
+				select {
+				case err := <-errc:
+					return fmt.Errorf("embedded etcd: %w", err)
+				case <-changed: // stopped or restarted by a drill
+				case <-ctx.Done():
+					return nil
+				}
 			}
 		})
 	}

@@ -394,3 +394,63 @@ func TestSTBAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdLossDrill stops the lab center's embedded etcd: both schedulers go
+// on answering STBs from their snapshots, and the store comes back.
+func TestEtcdLossDrill(t *testing.T) {
+	cc := centerConfig(t)
+	cc.Lab = true
+	cc.HTTP.Listen = etcdtest.FreePort(t)
+	daemon(t, func(ctx context.Context) error { return scheduler.RunCenter(ctx, cc, quiet) })
+	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
+	rc := regionalConfig(t, cc, "hefei")
+	rc.HTTP.Listen = etcdtest.FreePort(t)
+	daemon(t, func(ctx context.Context) error { return scheduler.RunRegional(ctx, rc, quiet) })
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	get := func(listen string) int {
+		req, _ := http.NewRequest("GET", "http://"+listen+"/ch1/index.m3u8", nil)
+		req.Host = "live.iptv.example"
+		resp, err := (&http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, l := range []string{cc.HTTP.Listen, rc.HTTP.Listen} {
+		waitUp(t, "answers", func() bool { return get(l) == http.StatusFound })
+	}
+	done := make(chan string, 1)
+	go func() {
+		out, err := schedctl(t, cc.GRPC.Listen, "drill", "etcd-loss", "--duration", "3s")
+		if err != nil {
+			out += err.Error()
+		}
+		done <- out
+	}()
+	time.Sleep(time.Second)
+	if _, err := schedctl(t, cc.GRPC.Listen, "--timeout", "2s", "status"); err == nil {
+		t.Error("status worked with etcd stopped")
+	}
+	for _, l := range []string{cc.HTTP.Listen, rc.HTTP.Listen} {
+		if code := get(l); code != http.StatusFound {
+			t.Errorf("%s answered %d with etcd down, want 302 from its snapshot", l, code)
+		}
+	}
+	out := <-done
+	if !strings.Contains(out, "store unreachable") || !strings.Contains(out, "store back") {
+		t.Fatalf("drill report:\n%s", out)
+	}
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", writeTopology(t, 150)); err != nil {
+		t.Fatalf("apply after the drill: %v\n%s", err, out)
+	}
+	// Outside a lab it is refused.
+	cc2 := centerConfig(t)
+	daemon(t, func(ctx context.Context) error { return scheduler.RunCenter(ctx, cc2, quiet) })
+	waitUp(t, "second center", func() bool { _, err := schedctl(t, cc2.GRPC.Listen, "status"); return err == nil })
+	if _, err := schedctl(t, cc2.GRPC.Listen, "drill", "etcd-loss", "--duration", "2s"); err == nil || !strings.Contains(err.Error(), "only in a lab") {
+		t.Errorf("etcd-loss drill outside a lab: %v", err)
+	}
+}

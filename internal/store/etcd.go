@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
@@ -45,8 +46,15 @@ func Connect(c config.Etcd, endpoints []string, log *slog.Logger) (*clientv3.Cli
 // Embedded is a single-node etcd inside the central scheduler: the default for
 // a lab or a small province. Production provinces run an external cluster.
 type Embedded struct {
-	etcd      *embed.Etcd
 	ClientURL string
+
+	mu      sync.Mutex
+	etcd    *embed.Etcd
+	cfg     config.Embedded
+	opts    EmbeddedOptions
+	log     *slog.Logger
+	stopped bool          // deliberately stopped (a drill): Err stays quiet
+	changed chan struct{} // closed and replaced on every stop/start
 }
 
 // EmbeddedOptions adds test-only knobs to the configuration.
@@ -87,11 +95,57 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 		return nil, ctx.Err()
 	}
 	log.Info("embedded etcd ready", "component", "etcd", "client_url", cu.String(), "dir", c.Dir)
-	return &Embedded{etcd: e, ClientURL: cu.String()}, nil
+	return &Embedded{etcd: e, ClientURL: cu.String(), cfg: c, opts: opts, log: log, changed: make(chan struct{})}, nil
 }
 
-// Err reports a fatal etcd server error.
-func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+// Err reports a fatal etcd server error; after a deliberate Stop it never
+// fires. Changed tells when to ask again (the server was stopped or started).
+func (e *Embedded) Err() (errs <-chan error, changed <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return nil, e.changed
+	}
+	return e.etcd.Err(), e.changed
+}
 
-// Close stops the server.
-func (e *Embedded) Close() { e.etcd.Close() }
+// Stop stops the server for a while (an etcd-loss drill); Start brings it back.
+func (e *Embedded) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.etcd.Close()
+	e.log.Warn("embedded etcd stopped", "component", "etcd")
+}
+
+// Start restarts a stopped server with the same configuration and data.
+func (e *Embedded) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.stopped {
+		return nil
+	}
+	n, err := StartEmbedded(ctx, e.cfg, e.opts, e.log)
+	if err != nil {
+		return err
+	}
+	e.etcd, e.stopped = n.etcd, false
+	close(e.changed)
+	e.changed = make(chan struct{})
+	return nil
+}
+
+// Close stops the server for good.
+func (e *Embedded) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.stopped {
+		e.etcd.Close()
+		e.stopped = true
+	}
+}

@@ -25,6 +25,50 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DrillEtcdLossRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	DurationSeconds float64                `protobuf:"fixed64,1,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DrillEtcdLossRequest) Reset() {
+	*x = DrillEtcdLossRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrillEtcdLossRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrillEtcdLossRequest) ProtoMessage() {}
+
+func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrillEtcdLossRequest.ProtoReflect.Descriptor instead.
+func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
 type DrillRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Region          string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -37,7 +81,7 @@ type DrillRequest struct {
 
 func (x *DrillRequest) Reset() {
 	*x = DrillRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +93,7 @@ func (x *DrillRequest) String() string {
 func (*DrillRequest) ProtoMessage() {}
 
 func (x *DrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +106,7 @@ func (x *DrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
 func (*DrillRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *DrillRequest) GetRegion() string {
@@ -97,7 +141,7 @@ type DrillResponse struct {
 
 func (x *DrillResponse) Reset() {
 	*x = DrillResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +153,7 @@ func (x *DrillResponse) String() string {
 func (*DrillResponse) ProtoMessage() {}
 
 func (x *DrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +166,7 @@ func (x *DrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
 func (*DrillResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
@@ -151,7 +195,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -163,7 +207,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -176,7 +220,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -210,7 +254,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +266,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +279,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -264,7 +308,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +320,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +333,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -324,7 +368,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +380,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +393,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -413,7 +457,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +469,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +482,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -481,7 +525,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +537,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +550,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -554,7 +598,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +610,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +623,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -634,7 +678,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +690,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +703,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -777,7 +821,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +833,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +846,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Candidate) GetServer() string {
@@ -885,7 +929,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +941,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +954,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -955,7 +999,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1011,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1024,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -1027,7 +1071,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1083,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1096,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -1112,7 +1156,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1168,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1181,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type GetTopologyResponse struct {
@@ -1153,7 +1197,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1209,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1222,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -1217,7 +1261,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1273,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1286,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type StatusResponse struct {
@@ -1260,7 +1304,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1316,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1329,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -1352,7 +1396,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1408,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1421,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Instance) GetId() string {
@@ -1497,7 +1541,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1553,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1566,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -1550,7 +1594,9 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x01\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"A\n" +
+	"\x14DrillEtcdLossRequest\x12)\n" +
+	"\x10duration_seconds\x18\x01 \x01(\x01R\x0fdurationSeconds\"\x84\x01\n" +
 	"\fDrillRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12)\n" +
 	"\x10duration_seconds\x18\x02 \x01(\x01R\x0fdurationSeconds\x121\n" +
@@ -1677,7 +1723,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xfe\x03\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xce\x04\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -1685,7 +1731,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.anysched.v1.ExplainRequest\x1a\x1c.anysched.v1.ExplainResponse\x12>\n" +
 	"\x05Drain\x12\x19.anysched.v1.DrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12B\n" +
 	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12>\n" +
-	"\x05Drill\x12\x19.anysched.v1.DrillRequest\x1a\x1a.anysched.v1.DrillResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\x05Drill\x12\x19.anysched.v1.DrillRequest\x1a\x1a.anysched.v1.DrillResponse\x12N\n" +
+	"\rDrillEtcdLoss\x12!.anysched.v1.DrillEtcdLossRequest\x1a\x1a.anysched.v1.DrillResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -1699,61 +1746,64 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*DrillRequest)(nil),          // 0: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),         // 1: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),          // 2: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 3: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 4: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 5: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 6: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 7: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 8: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 9: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 10: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 11: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 12: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 13: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 14: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 15: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 16: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 17: anysched.v1.StatusResponse
-	(*Instance)(nil),              // 18: anysched.v1.Instance
-	(*BGPPeer)(nil),               // 19: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*DrillEtcdLossRequest)(nil),  // 0: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),          // 1: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),         // 2: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),          // 3: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 4: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 5: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 6: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 7: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 8: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 9: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 10: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 11: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 12: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 13: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 14: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 15: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 16: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 17: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 18: anysched.v1.StatusResponse
+	(*Instance)(nil),              // 19: anysched.v1.Instance
+	(*BGPPeer)(nil),               // 20: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	20, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	20, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	20, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	10, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	13, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	13, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	20, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	18, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	5,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	6,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	7,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	20, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	20, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	11, // 14: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	14, // 15: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	16, // 16: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	8,  // 17: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	2,  // 18: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	3,  // 19: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	0,  // 20: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	12, // 21: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	15, // 22: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	17, // 23: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	9,  // 24: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	4,  // 25: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	4,  // 26: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	1,  // 27: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
+	21, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	21, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	21, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	11, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	14, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	14, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	21, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	19, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	6,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	7,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	8,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	21, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	21, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	12, // 14: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	15, // 15: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	17, // 16: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	9,  // 17: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	3,  // 18: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	4,  // 19: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	1,  // 20: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	0,  // 21: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	13, // 22: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	16, // 23: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	18, // 24: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	10, // 25: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	5,  // 26: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	5,  // 27: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	2,  // 28: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	2,  // 29: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1770,7 +1820,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Admin_Drain_FullMethodName         = "/anysched.v1.Admin/Drain"
 	Admin_Undrain_FullMethodName       = "/anysched.v1.Admin/Undrain"
 	Admin_Drill_FullMethodName         = "/anysched.v1.Admin/Drill"
+	Admin_DrillEtcdLoss_FullMethodName = "/anysched.v1.Admin/DrillEtcdLoss"
 )
 
 // AdminClient is the client API for Admin service.
@@ -55,6 +56,9 @@ type AdminClient interface {
 	// while (a failover drill); they announce again by themselves afterwards.
 	// Refused outside a lab unless production is confirmed.
 	Drill(ctx context.Context, in *DrillRequest, opts ...grpc.CallOption) (*DrillResponse, error)
+	// DrillEtcdLoss stops the center's embedded etcd for a while and starts it
+	// again (lab only): every scheduler keeps answering from its snapshot.
+	DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossRequest, opts ...grpc.CallOption) (*DrillResponse, error)
 }
 
 type adminClient struct {
@@ -135,6 +139,16 @@ func (c *adminClient) Drill(ctx context.Context, in *DrillRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *adminClient) DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossRequest, opts ...grpc.CallOption) (*DrillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrillResponse)
+	err := c.cc.Invoke(ctx, Admin_DrillEtcdLoss_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -159,6 +173,9 @@ type AdminServer interface {
 	// while (a failover drill); they announce again by themselves afterwards.
 	// Refused outside a lab unless production is confirmed.
 	Drill(context.Context, *DrillRequest) (*DrillResponse, error)
+	// DrillEtcdLoss stops the center's embedded etcd for a while and starts it
+	// again (lab only): every scheduler keeps answering from its snapshot.
+	DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -189,6 +206,9 @@ func (UnimplementedAdminServer) Undrain(context.Context, *UndrainRequest) (*Drai
 }
 func (UnimplementedAdminServer) Drill(context.Context, *DrillRequest) (*DrillResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Drill not implemented")
+}
+func (UnimplementedAdminServer) DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DrillEtcdLoss not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -337,6 +357,24 @@ func _Admin_Drill_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DrillEtcdLoss_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrillEtcdLossRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DrillEtcdLoss(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DrillEtcdLoss_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DrillEtcdLoss(ctx, req.(*DrillEtcdLossRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -371,6 +409,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drill",
 			Handler:    _Admin_Drill_Handler,
+		},
+		{
+			MethodName: "DrillEtcdLoss",
+			Handler:    _Admin_DrillEtcdLoss_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
