@@ -41,6 +41,7 @@ func run() error {
 	seed := flag.Uint64("seed", 1, "random seed")
 	pause := flag.Duration("pause", 0, "each STB waits this long between requests")
 	quietProgress := flag.Bool("quiet", false, "no progress lines")
+	follow := flag.Bool("follow", false, "after the redirect, fetch the playlist and two segments from the edge")
 	flag.Parse()
 
 	data, err := os.ReadFile(*topo)
@@ -85,7 +86,7 @@ func run() error {
 	}
 	rep, err := stbload.Run(ctx, stbload.Options{
 		Cities: cs, Host: *host, Requests: *requests, Concurrency: *conc, MaxDuration: *maxDur,
-		Channels: 200, Progress: progress, Seed: *seed, Pause: *pause,
+		Channels: 200, Progress: progress, Seed: *seed, Pause: *pause, Follow: *follow,
 	})
 	if err != nil {
 		return err

@@ -3,7 +3,7 @@
 // announcing the service /32 over BGP and a namespace of STBs; a core router;
 // the center announcing the /26 with its embedded etcd.
 //
-//	lab demo [--cities 4]       up, STB load, a failover drill, recovery, summary, down
+//	lab demo [--cities 4]       up, STB load (playlist and segments from the edges), drills, summary, down
 //	lab up [--cities 2]         up, then wait for Ctrl-C and tear down
 //	lab load [--load 30s]       STB load from every city of a running lab, and what the STBs saw
 //	lab status                  routes and schedulers of a running lab
@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anysched/anysched/internal/edge"
 	"github.com/anysched/anysched/internal/lab"
 )
 
@@ -50,6 +51,7 @@ func run(args []string) error {
 	dir := fs.String("dir", "/tmp/anysched-lab", "work directory: configs, logs")
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
+	listen := fs.String("listen", "", "edge: address to serve on")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -57,8 +59,12 @@ func run(args []string) error {
 		return fmt.Errorf("--cities %d: want 1 to 16", *n)
 	}
 	absBin, _ := filepath.Abs(*bin)
-	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, Delay: 10 * time.Millisecond}
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, Delay: 10 * time.Millisecond, Edges: true}
 	switch args[0] {
+	case "edge": // a media edge inside a lab namespace (started by the lab itself)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return (&edge.Server{Listen: *listen}).Run(ctx)
 	case "down":
 		lab.Cleanup(*prefix)
 		fmt.Println("lab removed")
@@ -196,7 +202,7 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 			defer wg.Done()
 			cmd := exec.Command("ip", "netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
 				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String()+":80",
-				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet")
+				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet", "--follow")
 			b, err := cmd.CombinedOutput()
 			if err != nil {
 				b = append(b, []byte("\n"+err.Error())...)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +36,10 @@ type Options struct {
 	Standby map[int]bool  // cities (by index) that also run a standby scheduler
 	Delay   time.Duration // netem delay on each city-core link
 	Bin     string        // directory with central-scheduler and regional-scheduler
+	// Edges: per city a namespace with two media edges (bin/lab edge) the
+	// topology points at, probed by a checker embedded in each regional
+	// scheduler. Without them the servers exist only in the topology.
+	Edges bool
 	// OSPF: the regional schedulers announce by putting the /32 on anycast0,
 	// a BIRD on each scheduler host advertises it to the city router over
 	// OSPF (announce.mode ospf). Default: BGP from the scheduler's GoBGP.
@@ -118,6 +123,16 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	if err := l.routers(); err != nil {
 		return l, err
+	}
+	if o.Edges {
+		for i := range o.Cities {
+			for _, host := range []int{10, 11} {
+				addr := fmt.Sprintf("10.%d.4.%d:8080", i+1, host)
+				if err := l.start(fmt.Sprintf("edge-%d-%d", i+1, host), fmt.Sprintf("e%d", i+1), filepath.Join(o.Bin, "lab"), "edge", "--listen", addr); err != nil {
+					return l, err
+				}
+			}
+		}
 	}
 	if err := l.StartCenter(); err != nil {
 		return l, err
@@ -218,6 +233,21 @@ func (l *Lab) network() error {
 				return err
 			}
 		}
+		if l.o.Edges {
+			e := fmt.Sprintf("e%d", n)
+			if err := add(e); err != nil {
+				return err
+			}
+			if err := wire(r, "edge", fmt.Sprintf("10.%d.4.1/24", n), e, "up0", fmt.Sprintf("10.%d.4.10/24", n), 0); err != nil {
+				return err
+			}
+			if err := l.in(e, "addr", "add", fmt.Sprintf("10.%d.4.11/24", n), "dev", "up0"); err != nil {
+				return err
+			}
+			if err := l.in(e, "route", "add", "default", "via", fmt.Sprintf("10.%d.4.1", n)); err != nil {
+				return err
+			}
+		}
 		if l.o.Standby[i] {
 			t := fmt.Sprintf("t%d", n)
 			if err := add(t); err != nil {
@@ -262,6 +292,16 @@ func (l *Lab) writeTopology() error {
 	t := topogen.Province(cities, topogen.Options{NodesPerRegion: 1, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	for i, c := range l.o.Cities {
 		t.Zones = append(t.Zones, topology.Zone{Name: c + "-stb", Region: c, Networks: []string{fmt.Sprintf("10.%d.1.0/24", i+1)}})
+	}
+	if l.o.Edges { // the servers are the edge namespaces' addresses
+		for ni := range t.Nodes {
+			region := slices.Index(l.o.Cities, t.Nodes[ni].Region) + 1
+			for si := range t.Nodes[ni].Servers {
+				addr := fmt.Sprintf("10.%d.4.%d:8080", region, 10+si)
+				t.Nodes[ni].Servers[si].Address = addr
+				t.Nodes[ni].Servers[si].Health = &topology.HealthCheck{URL: "http://" + addr + "/stats"}
+			}
+		}
 	}
 	if err := topology.Validate(t); err != nil {
 		return fmt.Errorf("lab topology: %w", err)
@@ -400,6 +440,10 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	if standby {
 		id, ns, net, med, prepend = StandbyID(l.o.Cities[i]), fmt.Sprintf("t%d", n), 3, 200, 2
 	}
+	healthYAML := ""
+	if l.o.Edges {
+		healthYAML = "health:\n  embedded: true\n  check: {interval: 1s, timeout: 250ms, rise: 2, fall: 2, bandwidth_threshold: 0.9}\n"
+	}
 	mode, drain := "bgp", "2s"
 	if l.o.OSPF {
 		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
@@ -432,7 +476,7 @@ dns:
   listen: 0.0.0.0:53
 access_log:
   enabled: false
-`, id, l.o.Cities[i], filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n)
+%s`, id, l.o.Cities[i], filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
@@ -560,6 +604,16 @@ func (l *Lab) NS(short string) string { return l.nsName(short) }
 
 // Dir is the lab's work directory.
 func (l *Lab) Dir() string { return l.o.Dir }
+
+// Redirect sends one STB request from city i and returns the redirect target.
+func (l *Lab) Redirect(ctx context.Context, i int) (location string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)),
+		"curl", "-s", "-o", "/dev/null", "--max-time", "2", "-H", "Host: live.iptv.example",
+		"-w", "%{redirect_url}", "http://"+ServiceIP.String()+"/ch1/index.m3u8").Output()
+	return strings.TrimSpace(string(out)), err
+}
 
 // Down stops every daemon and removes every namespace.
 func (l *Lab) Down() {

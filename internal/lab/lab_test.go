@@ -33,7 +33,7 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		}
 	}
 	bin := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", bin+"/", "../../central-scheduler", "../../regional-scheduler").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin+"/", "../../central-scheduler", "../../regional-scheduler", "../../deploy/lab").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -445,5 +445,49 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	// route change).
 	if firstCenter.Seconds() < withdrawAt-0.75 || lastCenter.Seconds() > backAt+0.75 {
 		t.Errorf("center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", firstCenter.Seconds(), lastCenter.Seconds(), withdrawAt, backAt)
+	}
+}
+
+// TestPrivilegedEdgesAndHealth: with the lab's media edges and the checkers
+// embedded in the city schedulers, a killed edge stops receiving STBs and a
+// restarted one gets them back.
+func TestPrivilegedEdgesAndHealth(t *testing.T) {
+	l := provinceWith(t, "ase", lab.Options{Cities: []string{"hefei"}, Edges: true})
+	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 60*time.Second)
+	loc, err := l.Redirect(context.Background(), 0)
+	if err != nil || !containsAll(loc, "http://10.1.4.1") {
+		t.Fatalf("redirect %q: %v", loc, err)
+	}
+	victim := "edge-1-10"
+	if containsAll(loc, "10.1.4.11:8080") {
+		victim = "edge-1-11"
+	}
+	p := l.Proc(victim)
+	p.Signal(syscall.SIGKILL)
+	p.Wait(5 * time.Second)
+	start := time.Now()
+	for {
+		loc, _ := l.Redirect(context.Background(), 0)
+		if loc != "" && !containsAll(loc, victim[len("edge-1-"):]+":8080") {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("still redirected to the dead edge: %q", loc)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("dead edge out of the answers after %s", time.Since(start).Round(time.Millisecond))
+	if err := l.Restart(victim); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if loc, _ := l.Redirect(context.Background(), 0); containsAll(loc, victim[len("edge-1-"):]+":8080") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted edge did not get its STBs back")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,8 +44,11 @@ type Options struct {
 	Channels    int           // distinct channels, Zipf(1.1) popularity
 	Timeout     time.Duration // per request
 	Pause       time.Duration // each STB waits this long between requests (zapping pace)
-	Progress    io.Writer     // a line every 250 ms; nil for none
-	Seed        uint64
+	// Follow: after the redirect, fetch the playlist and its first two
+	// segments from the edge, as a player starting a channel does.
+	Follow   bool
+	Progress io.Writer // a line every 250 ms; nil for none
+	Seed     uint64
 }
 
 // CitiesFromTopology returns the given cities' client networks, with each
@@ -83,6 +87,8 @@ type CityStats struct {
 	AnsweredBy                    map[string]int
 	Latency                       []time.Duration // request round trip
 	Decide                        []time.Duration // scheduler-reported decision time
+	Start                         []time.Duration // Follow: request to the second segment received
+	EdgeFailures                  int             // Follow: playlist or segment not fetched
 }
 
 // Report is a whole run.
@@ -93,12 +99,13 @@ type Report struct {
 }
 
 type sample struct {
-	city        int
-	status      int
-	instance    string
-	result      string
-	lat, decide time.Duration
-	err         error
+	city               int
+	status             int
+	instance           string
+	result             string
+	lat, decide, start time.Duration
+	edgeErr            error
+	err                error
 }
 
 // Run sends the requests and returns what the STBs saw.
@@ -187,6 +194,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if s.decide > 0 {
 				cs.Decide = append(cs.Decide, s.decide)
 			}
+			if o.Follow && s.status == http.StatusFound {
+				if s.edgeErr != nil {
+					cs.EdgeFailures++
+				} else {
+					cs.Start = append(cs.Start, s.start)
+				}
+			}
 		case <-tick.C:
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "  %5.2fs  %d/%d requests, %.0f/s, %d failed\n", time.Since(start).Seconds(), done, o.Requests, float64(done-lastDone)/every.Seconds(), failed)
@@ -215,11 +229,63 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return sample{
+	sm := sample{
 		city: ci, status: resp.StatusCode, lat: time.Since(t0),
 		instance: resp.Header.Get("X-Anysched-Instance"), result: resp.Header.Get("X-Anysched-Result"),
 		decide: serverTiming(resp.Header.Get("Server-Timing")),
 	}
+	if o.Follow && resp.StatusCode == http.StatusFound {
+		sm.edgeErr = play(ctx, client, resp.Header.Get("Location"))
+		sm.start = time.Since(t0)
+	}
+	return sm
+}
+
+// play fetches a media playlist and its first two segments.
+func play(ctx context.Context, client *http.Client, playlist string) error {
+	base, err := url.Parse(playlist)
+	if err != nil {
+		return err
+	}
+	body, err := fetch(ctx, client, playlist)
+	if err != nil {
+		return err
+	}
+	got := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		ref, err := base.Parse(line)
+		if err != nil {
+			return err
+		}
+		if _, err := fetch(ctx, client, ref.String()); err != nil {
+			return err
+		}
+		if got++; got == 2 {
+			return nil
+		}
+	}
+	return fmt.Errorf("playlist %s has %d segments", playlist, got)
+}
+
+func fetch(ctx context.Context, client *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	return b, err
 }
 
 // randomIn picks a random address inside p.
@@ -265,15 +331,16 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // WriteTable prints one row per city.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99")
+	fmt.Fprintln(tw, "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99\tSTART p50/p99\tEDGE FAILED")
 	total := 0
 	for _, name := range r.Cities {
 		c := r.PerCity[name]
 		total += c.Requests
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s\n", name, c.Requests, c.Redirects, c.Failures,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s\t%s / %s\t%d\n", name, c.Requests, c.Redirects, c.Failures,
 			counts(c.Results), counts(c.AnsweredBy),
 			round(Percentile(c.Latency, 50)), round(Percentile(c.Latency, 99)),
-			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)))
+			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)),
+			round(Percentile(c.Start, 50)), round(Percentile(c.Start, 99)), c.EdgeFailures)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
