@@ -4,7 +4,7 @@
 // the center announcing the /26 with its embedded etcd.
 //
 //	lab demo [--cities 4]       up, STB load (playlist and segments from the edges), drills, summary, down
-//	lab up [--cities 2]         up, then wait for Ctrl-C and tear down
+//	lab up [--cities 2 | --file lab.yaml]  up, then wait for Ctrl-C and tear down
 //	lab load [--load 30s]       STB load from every city of a running lab, and what the STBs saw
 //	lab status                  routes and schedulers of a running lab
 //	lab down                    remove everything a lab (or a crashed one) left
@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,7 @@ func run(args []string) error {
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
 	listen := fs.String("listen", "", "edge: address to serve on")
+	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, ospf, prefix, dir) instead of --cities")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -60,6 +62,26 @@ func run(args []string) error {
 	}
 	absBin, _ := filepath.Abs(*bin)
 	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, Delay: 10 * time.Millisecond, Edges: true}
+	if *file != "" {
+		f, err := readLabFile(*file)
+		if err != nil {
+			return err
+		}
+		o.Cities, o.OSPF = f.Cities, f.OSPF
+		if f.Edges != nil {
+			o.Edges = *f.Edges
+		}
+		if f.Prefix != "" {
+			o.Prefix = f.Prefix
+		}
+		if f.Dir != "" {
+			o.Dir = f.Dir
+		}
+		o.Standby = map[int]bool{}
+		for _, c := range f.Standby {
+			o.Standby[slices.Index(o.Cities, c)] = true
+		}
+	}
 	switch args[0] {
 	case "edge": // a media edge inside a lab namespace (started by the lab itself)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

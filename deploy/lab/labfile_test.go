@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadLabFile(t *testing.T) {
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "lab.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f, err := readLabFile(write("cities: [hefei, wuhu]\nstandby: [hefei]\nedges: false\nprefix: asx\n"))
+	if err != nil || len(f.Cities) != 2 || f.Standby[0] != "hefei" || *f.Edges || f.Prefix != "asx" {
+		t.Fatalf("got %+v, %v", f, err)
+	}
+	for body, want := range map[string]string{
+		"cities: [hefei, atlantis]\n":                     "cities[1]",
+		"cities: [hefei]\nstandby: [wuhu]\n":              "standby[0]",
+		"cities: [hefei]\nnodes: 3\n":                     "nodes: unknown field",
+		"cities: []\n":                                    "cities: 1 to 16",
+		"cities: [hefei]\nstandby: [hefei]\nospf: true\n": "BGP-only",
+	} {
+		if _, err := readLabFile(write(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}
