@@ -88,7 +88,7 @@ func run(args []string) error {
 		defer stop()
 		return (&edge.Server{Listen: *listen}).Run(ctx)
 	case "down":
-		lab.Cleanup(*prefix)
+		lab.Cleanup(o.Prefix)
 		fmt.Println("lab removed")
 		return nil
 	case "status":
