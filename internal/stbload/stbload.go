@@ -96,6 +96,7 @@ type Report struct {
 	Cities   []string
 	PerCity  map[string]*CityStats
 	Duration time.Duration
+	Follow   bool // the STBs played from the edges: start times are reported
 }
 
 type sample struct {
@@ -155,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	go func() { wg.Wait(); close(samples) }()
 
-	rep := &Report{PerCity: map[string]*CityStats{}}
+	rep := &Report{PerCity: map[string]*CityStats{}, Follow: o.Follow}
 	for _, c := range o.Cities {
 		rep.Cities = append(rep.Cities, c.Name)
 		rep.PerCity[c.Name] = &CityStats{Results: map[string]int{}, AnsweredBy: map[string]int{}}
@@ -331,16 +332,23 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // WriteTable prints one row per city.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99\tSTART p50/p99\tEDGE FAILED")
+	head := "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99"
+	if r.Follow {
+		head += "\tSTART p50/p99\tEDGE FAILED"
+	}
+	fmt.Fprintln(tw, head)
 	total := 0
 	for _, name := range r.Cities {
 		c := r.PerCity[name]
 		total += c.Requests
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s\t%s / %s\t%d\n", name, c.Requests, c.Redirects, c.Failures,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s", name, c.Requests, c.Redirects, c.Failures,
 			counts(c.Results), counts(c.AnsweredBy),
 			round(Percentile(c.Latency, 50)), round(Percentile(c.Latency, 99)),
-			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)),
-			round(Percentile(c.Start, 50)), round(Percentile(c.Start, 99)), c.EdgeFailures)
+			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)))
+		if r.Follow {
+			fmt.Fprintf(tw, "\t%s / %s\t%d", round(Percentile(c.Start, 50)), round(Percentile(c.Start, 99)), c.EdgeFailures)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
