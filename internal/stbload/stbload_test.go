@@ -3,6 +3,7 @@ package stbload
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -54,5 +55,48 @@ func TestRunCountsWhatSTBsSaw(t *testing.T) {
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "hefei") {
 		t.Fatalf("table: %v\n%s", err, table.String())
+	}
+}
+
+// TestFollowPlaysFromTheEdge: with Follow the STB fetches the playlist and
+// two segments from the redirect target, and a broken edge is counted.
+func TestFollowPlaysFromTheEdge(t *testing.T) {
+	var segs atomic.Int64
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/index.m3u8"):
+			io.WriteString(w, "#EXTM3U\n#EXTINF:2.0,\nseg0.ts\n#EXTINF:2.0,\nseg1.ts\n#EXTINF:2.0,\nseg2.ts\n")
+		case strings.HasSuffix(r.URL.Path, ".ts") && !strings.Contains(r.URL.Path, "broken"):
+			segs.Add(1)
+			w.Write(make([]byte, 1024))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer edge.Close()
+	sched := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := edge.URL + "/live" + r.URL.Path
+		if strings.HasPrefix(r.URL.Path, "/ch1/") {
+			target = edge.URL + "/broken/index.m3u8"
+		}
+		w.Header().Set("Location", target)
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer sched.Close()
+	rep, err := Run(context.Background(), Options{
+		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(sched.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
+		Host:   "live.iptv.example", Requests: 200, Concurrency: 2, Channels: 20, Follow: true, Seed: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.PerCity["hefei"]
+	if c.EdgeFailures == 0 || len(c.Start)+c.EdgeFailures != 200 || segs.Load() != int64(2*len(c.Start)) {
+		t.Fatalf("started %d, edge failures %d, segments fetched %d", len(c.Start), c.EdgeFailures, segs.Load())
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "START p50/p99") {
+		t.Fatalf("no start column:\n%s", table.String())
 	}
 }
