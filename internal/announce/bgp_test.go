@@ -19,8 +19,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-type learned = bgptest.Route
-
 func newRouter(t *testing.T, asn, peerASN uint32, password string) *bgptest.Router {
 	return bgptest.New(t, asn, peerASN, password)
 }

@@ -8,6 +8,9 @@ package balance
 
 const golden = 0x9E3779B97F4A7C15 // 2^64 / phi, the usual odd multiplier
 
+// Mix is the murmur3 / splitmix64 finaliser, shared with steer's client hash.
+func Mix(x uint64) uint64 { return mix(x) }
+
 // mix is the murmur3 / splitmix64 finaliser: a bijection on uint64 whose
 // output bits each depend on every input bit. It turns weak hashes (sequential
 // replica numbers, FNV of short strings) into well-spread ring positions.

@@ -27,11 +27,6 @@ func closedAddr(t testing.TB) netip.AddrPort {
 	return ap
 }
 
-func serverAddr(t testing.TB, s *httptest.Server) netip.AddrPort {
-	t.Helper()
-	return netip.MustParseAddrPort(s.Listener.Addr().String())
-}
-
 func TestProbeHTTP(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/nginx_status", func(w http.ResponseWriter, r *http.Request) {

@@ -57,8 +57,6 @@ type Admin struct {
 	Logger   *slog.Logger
 	// Extra handlers mounted beside the standard ones (e.g. /debug/snapshot).
 	Extra map[string]http.Handler
-
-	bound chan net.Addr
 }
 
 // Handler returns the admin mux.

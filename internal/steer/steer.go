@@ -381,14 +381,8 @@ func addrHash(a netip.Addr) uint64 {
 	return mix(hi*0x9E3779B97F4A7C15 ^ mix(lo))
 }
 
-func mix(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
+// mix is balance's finaliser: one definition of the hashes schedulers must agree on.
+func mix(x uint64) uint64 { return balance.Mix(x) }
 
 // hrwScore is weighted rendezvous hashing: -w / ln(u), u uniform in (0,1)
 // from the client's hash mixed with the server's index.
