@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
@@ -335,6 +336,107 @@ type Center struct {
 type Regional struct {
 	Common `yaml:",inline"`
 	Region string `yaml:"region"`
+	Alloc  Alloc  `yaml:"alloc"`
+}
+
+// Alloc configures the live QoE allocation of a regional scheduler (the
+// services with selection: qoe).
+type Alloc struct {
+	Period       time.Duration `yaml:"period"`        // between two solves of the region
+	SessionTTL   time.Duration `yaml:"session_ttl"`   // a session not seen this long has ended
+	SolveTimeout time.Duration `yaml:"solve_timeout"` // 0: period/2, at most 2s
+	MaxSessions  int           `yaml:"max_sessions"`
+	Auth         string        `yaml:"auth"` // optional | required
+	// Keys verify the viewer tokens (HS256 JWTs) the business platform signs.
+	Keys           []TokenKey    `yaml:"keys"`
+	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
+	DefaultProfile Profile       `yaml:"default_profile"`
+}
+
+// TokenKey is one token signing key; the secret stays in its own file.
+type TokenKey struct {
+	ID         string `yaml:"id"`
+	SecretFile string `yaml:"secret_file"`
+}
+
+// Profile is a viewer's profile for the allocation.
+type Profile struct {
+	DesiredKbps    float64 `yaml:"desired_kbps"` // 0: the top of the service's ladder
+	DanmakuPerHour float64 `yaml:"danmaku_per_hour"`
+	Gift           float64 `yaml:"gift"`
+}
+
+// DefaultAlloc returns the allocation defaults.
+func DefaultAlloc() Alloc {
+	return Alloc{
+		Period: 10 * time.Second, SessionTTL: 2 * time.Minute, MaxSessions: 1_000_000,
+		Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1},
+	}
+}
+
+// TokenKeys reads the configured keys' secrets.
+func (a Alloc) TokenKeys() ([]token.Key, error) {
+	var out []token.Key
+	for i, k := range a.Keys {
+		secret, err := token.ReadSecret(k.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("alloc.keys[%d].secret_file: %w", i, err)
+		}
+		out = append(out, token.Key{ID: k.ID, Secret: secret})
+	}
+	return out, nil
+}
+
+func (a Alloc) validate(errs *yamlstrict.Errors) {
+	if a.Period < time.Second || a.Period > 10*time.Minute {
+		errs.Add("alloc.period", "%s is out of range [1s, 10m]", a.Period)
+	}
+	if a.SessionTTL < a.Period {
+		errs.Add("alloc.session_ttl", "%s must be at least alloc.period %s", a.SessionTTL, a.Period)
+	}
+	if a.SolveTimeout < 0 || (a.SolveTimeout > 0 && a.SolveTimeout >= a.Period) {
+		errs.Add("alloc.solve_timeout", "%s must be >= 0 and below alloc.period %s", a.SolveTimeout, a.Period)
+	}
+	if a.MaxSessions < 1 {
+		errs.Add("alloc.max_sessions", "must be >= 1")
+	}
+	switch a.Auth {
+	case "optional":
+	case "required":
+		if len(a.Keys) == 0 {
+			errs.Add("alloc.keys", "at least one key is required with alloc.auth: required")
+		}
+	default:
+		errs.Add("alloc.auth", "%q is not one of optional, required", a.Auth)
+	}
+	seen := map[string]bool{}
+	for i, k := range a.Keys {
+		p := fmt.Sprintf("alloc.keys[%d]", i)
+		if k.ID == "" {
+			errs.Add(p+".id", "required")
+		} else if seen[k.ID] {
+			errs.Add(p+".id", "duplicate key id %q", k.ID)
+		}
+		seen[k.ID] = true
+		if k.SecretFile == "" {
+			errs.Add(p+".secret_file", "required")
+		} else if _, err := token.ReadSecret(k.SecretFile); err != nil {
+			errs.Add(p+".secret_file", "%v", err)
+		}
+	}
+	if a.Leeway < 0 || a.Leeway > 5*time.Minute {
+		errs.Add("alloc.leeway", "%s is out of range [0, 5m]", a.Leeway)
+	}
+	d := a.DefaultProfile
+	if d.DesiredKbps < 0 {
+		errs.Add("alloc.default_profile.desired_kbps", "must be >= 0")
+	}
+	if d.DanmakuPerHour < 0 {
+		errs.Add("alloc.default_profile.danmaku_per_hour", "must be >= 0")
+	}
+	if d.Gift < 0 {
+		errs.Add("alloc.default_profile.gift", "must be >= 0")
+	}
 }
 
 func defaultCommon(stateDir string) Common {
@@ -369,7 +471,7 @@ func DefaultCenter() Center {
 
 // DefaultRegional returns a regional scheduler's defaults.
 func DefaultRegional() Regional {
-	r := Regional{Common: defaultCommon("/var/lib/anysched/regional")}
+	r := Regional{Common: defaultCommon("/var/lib/anysched/regional"), Alloc: DefaultAlloc()}
 	r.Admin.Listen = "127.0.0.1:9101"
 	return r
 }
@@ -408,6 +510,7 @@ func (r *Regional) Validate() error {
 	if len(r.Etcd.Endpoints) == 0 {
 		errs.Add("etcd.endpoints", "required: a regional scheduler is always a client of the province's etcd")
 	}
+	r.Alloc.validate(&errs)
 	return errs.Err()
 }
 

@@ -45,6 +45,16 @@ type Config struct {
 	// MaxHeaderBytes limits request line plus headers; default 8 KiB (net/http
 	// answers 431 beyond it).
 	MaxHeaderBytes int
+	// Allocator refines the decisions of services that select by QoE; nil:
+	// they are answered like nearest.
+	Allocator Allocator
+}
+
+// Allocator is the live QoE allocation (internal/allocator). It gets the
+// viewer token the request carries ("" for none); an error refuses the
+// request with 403 and says why.
+type Allocator interface {
+	Allocate(eng *steer.Engine, d *steer.Decision, req steer.Request, token string) error
 }
 
 // Defaults applied by New.
@@ -282,7 +292,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d := eng.Decide(steer.Request{Client: client, Host: r.Host, Path: path, Query: r.URL.RawQuery})
+	req := steer.Request{Client: client, Host: r.Host, Path: path, Query: r.URL.RawQuery}
+	d := eng.Decide(req)
+	if s.cfg.Allocator != nil {
+		if err := s.cfg.Allocator.Allocate(eng, &d, req, viewerToken(r)); err != nil {
+			lat := time.Since(start)
+			names := eng.Names(&d)
+			if asJSON {
+				s.json(w, r, http.StatusForbidden, &Answer{Result: d.Result.String(), Reason: err.Error(), Client: addrString(client), Host: r.Host, Service: names.Service, Instance: s.cfg.InstanceID})
+			} else {
+				s.text(w, r, http.StatusForbidden, err.Error()+"\n")
+			}
+			s.record(start, lat, r, client, path, d.Result, &names, http.StatusForbidden)
+			return
+		}
+	}
 	names := eng.Names(&d)
 	bp := bufPool.Get().(*[]byte)
 	buf := (*bp)[:0]
@@ -471,16 +495,8 @@ func validHost(h string) bool {
 // ?format=json or an Accept header naming application/json. It parses
 // neither the query nor the header fully, so the redirect path stays cheap.
 func wantsJSON(r *http.Request) bool {
-	for q := r.URL.RawQuery; q != ""; {
-		var kv string
-		if i := strings.IndexByte(q, '&'); i >= 0 {
-			kv, q = q[:i], q[i+1:]
-		} else {
-			kv, q = q, ""
-		}
-		if kv == "format=json" {
-			return true
-		}
+	if v, ok := queryValue(r.URL.RawQuery, "format"); ok && v == "json" {
+		return true
 	}
 	for _, v := range r.Header["Accept"] {
 		if containsFold(v, "application/json") {
@@ -488,6 +504,40 @@ func wantsJSON(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// queryValue returns the raw value of the first name=value pair of a raw
+// query, without parsing (and allocating for) the rest of it.
+func queryValue(q, name string) (string, bool) {
+	for q != "" {
+		var kv string
+		if i := strings.IndexByte(q, '&'); i >= 0 {
+			kv, q = q[:i], q[i+1:]
+		} else {
+			kv, q = q, ""
+		}
+		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
+			return kv[len(name)+1:], true
+		}
+	}
+	return "", false
+}
+
+// TokenParam is the query parameter that carries the viewer token (the
+// Authorization: Bearer header works too).
+const TokenParam = "token"
+
+// viewerToken returns the viewer token of a request: ?token=..., else an
+// "Authorization: Bearer ..." header; "" when there is none. JWTs are
+// base64url and dots, so the raw query value needs no unescaping.
+func viewerToken(r *http.Request) string {
+	if v, ok := queryValue(r.URL.RawQuery, TokenParam); ok {
+		return v
+	}
+	if v := r.Header["Authorization"]; len(v) > 0 && len(v[0]) > 7 && strings.EqualFold(v[0][:7], "Bearer ") {
+		return trimOWS(v[0][7:])
+	}
+	return ""
 }
 
 // containsFold reports whether s contains the lowercase ASCII string sub,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -498,5 +499,51 @@ func TestDebugHeadersOnRequest(t *testing.T) {
 		if debug != (res == "CZ") || debug != strings.HasPrefix(timing, "decide;dur=") {
 			t.Errorf("debug=%v: X-Anysched-Result %q, Server-Timing %q", debug, res, timing)
 		}
+	}
+}
+
+// hook is an httpd.Allocator that records the token it is given and either
+// refuses the request or lowers the bitrate.
+type hook struct {
+	got    string
+	refuse bool
+}
+
+func (h *hook) Allocate(_ *steer.Engine, d *steer.Decision, _ steer.Request, tok string) error {
+	h.got = tok
+	if h.refuse {
+		return errors.New("forbidden: token expired")
+	}
+	d.BitrateKbps = 730
+	return nil
+}
+
+func TestAllocatorHook(t *testing.T) {
+	tests := []struct {
+		name      string
+		req       req
+		refuse    bool
+		status    int
+		wantToken string
+		wantIn    string // in the Location or the body
+	}{
+		{"token in the query", req{from: "127.0.0.2", path: "/cctv1/index.m3u8?a=1&token=abc.def.ghi"}, false, 302, "abc.def.ghi", "/730/"},
+		{"bearer header", req{from: "127.0.0.2", path: "/cctv1/index.m3u8", header: map[string]string{"Authorization": "bearer  abc.def"}}, false, 302, "abc.def", "/730/"},
+		{"no token", req{from: "127.0.0.2", path: "/cctv1/index.m3u8?tokens=x"}, false, 302, "", "/730/"},
+		{"refused", req{from: "127.0.0.2", path: "/cctv1/index.m3u8?token=x"}, true, 403, "x", "token expired"},
+		{"refused, JSON", req{from: "127.0.0.2", path: "/cctv1/index.m3u8?token=x&format=json"}, true, 403, "x", `"reason":"forbidden: token expired"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hook{refuse: tc.refuse}
+			s := httpd.New(httpd.Config{InstanceID: instance, Allocator: h}, testEngine(t, availAll), nil, nil)
+			resp, body := do(t, serve(t, s), tc.req)
+			if resp.StatusCode != tc.status || h.got != tc.wantToken {
+				t.Fatalf("status %d token %q, want %d %q (%s)", resp.StatusCode, h.got, tc.status, tc.wantToken, body)
+			}
+			if !strings.Contains(resp.Header.Get("Location")+body, tc.wantIn) {
+				t.Fatalf("want %q in Location %q / body %q", tc.wantIn, resp.Header.Get("Location"), body)
+			}
+		})
 	}
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/adminapi"
+	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/allocator"
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/config"
@@ -33,6 +35,7 @@ import (
 	"github.com/anysched/anysched/internal/snapshot"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +79,7 @@ type Scheduler struct {
 	badBalance string                     // the last invalid balance configuration reported
 	drilled    time.Time                  // the failover drill already applied
 	kick       chan struct{}              // refresh the registration now
+	allocator  *allocator.Allocator       // regional schedulers only
 	httpServer *httpd.Server              // nil without http.listen
 	dnsServer  *dnsd.Server               // nil without dns.listen
 	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
@@ -259,11 +263,12 @@ func (s *Scheduler) applyDrill() {
 	}
 }
 
-// balanceSelections lists the in-node policies the services use besides nearest.
+// balanceSelections lists the in-node policies the services use besides
+// nearest and qoe (the allocator refines the nearest decision).
 func balanceSelections(snap *topology.Snapshot) []balance.Selection {
 	var out []balance.Selection
 	for _, sv := range snap.Services {
-		if sel, err := balance.ParseSelection(sv.Selection); err == nil && sel != balance.SelectNearest && !slices.Contains(out, sel) {
+		if sel, err := balance.ParseSelection(sv.Selection); err == nil && sel != balance.SelectNearest && sel != balance.SelectQoE && !slices.Contains(out, sel) {
 			out = append(out, sel)
 		}
 	}
@@ -385,7 +390,11 @@ func (s *Scheduler) components() []func(context.Context) error {
 			pfx, _ := config.ParsePrefixOrAddr(p) // validated with the config
 			trusted = append(trusted, pfx)
 		}
-		h := httpd.New(httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		hc := httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}
+		if s.allocator != nil {
+			hc.Allocator = s.allocator
+		}
+		h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
 		s.httpServer = h
 		comps = append(comps, h.Run)
 	}
@@ -413,7 +422,10 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	comps := s.components()
+	if s.allocator, err = s.newAllocator(c.Alloc); err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
+	comps := append(s.components(), s.allocator.Run)
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
 		comps = append(comps, agent.Run)
@@ -423,6 +435,37 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	}
 	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil, "announce", c.Announce.Mode)
 	return s.runServing(ctx, comps...)
+}
+
+// newAllocator builds the live QoE allocation of the scheduler's region:
+// token keys, the region's claim board in etcd, a re-solve on every new
+// snapshot and its status on the admin listener.
+func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
+	var v *token.Verifier
+	if len(c.Keys) > 0 {
+		keys, err := c.TokenKeys()
+		if err != nil {
+			return nil, err
+		}
+		if v, err = token.NewVerifier(keys, token.Options{Leeway: c.Leeway}); err != nil {
+			return nil, err
+		}
+	}
+	board := &store.ClaimBoard{Store: s.Store, Region: s.Region, Instance: s.ID, TTL: max(3*c.Period, 10*time.Second)}
+	a, err := allocator.New(allocator.Config{
+		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
+		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v,
+		Default: alloc.Profile{DesiredKbps: c.DefaultProfile.DesiredKbps, Danmaku: c.DefaultProfile.DanmakuPerHour, Gift: c.DefaultProfile.Gift},
+	}, board, s.Engine, s.Registry, s.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s.swapHooks = append(s.swapHooks, func(*topology.Snapshot) { a.Kick() })
+	s.Admin.Extra["/debug/alloc"] = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.Status())
+	})
+	return a, nil
 }
 
 // RunCenter runs the central scheduler until ctx ends.

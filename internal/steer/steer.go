@@ -391,3 +391,36 @@ func hrwScore(clientHash, server uint64, weight int) float64 {
 	u := (float64(x>>11) + 0.5) / (1 << 53)
 	return -float64(weight) / math.Log(u)
 }
+
+// Elsewhere re-decides d (a success for a client in d.ClientRegion) outside
+// the client's region: its fallbacks in order, then the nearest region with
+// an available server. The QoE allocation sends there a session no server of
+// its own region can take. d is left as it was when no other region has an
+// available server.
+func (e *Engine) Elsewhere(d *Decision, req Request) {
+	if d.ClientRegion < 0 || d.Service < 0 {
+		return
+	}
+	loc := e.snap.Regions[d.ClientRegion].Loc
+	if d.Zone >= 0 {
+		loc = e.snap.Zones[d.Zone].Loc
+	}
+	try := func(r int32) bool {
+		if r == d.ClientRegion || e.regionAvail[r] == 0 {
+			return false
+		}
+		d.Result = ResultFallback
+		e.pickInRegion(d, r, nil, loc, &req)
+		return true
+	}
+	for _, r := range e.snap.Regions[d.ClientRegion].Fallback {
+		if try(r) {
+			return
+		}
+	}
+	for _, r := range e.regionsByRegion[d.ClientRegion] {
+		if try(r) {
+			return
+		}
+	}
+}

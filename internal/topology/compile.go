@@ -13,10 +13,9 @@ import (
 	"github.com/gaissmai/bart"
 )
 
-// Selections lists the server-selection policies this version implements.
-// "qoe" (ARCHITECTURE §6) is rejected until its code lands rather than
-// silently ignored.
-var selections = []string{"nearest", "swrr", "chash", "p2c"}
+// Selections lists the server-selection policies this version implements;
+// "qoe" is the live allocation of ARCHITECTURE §6 (internal/allocator).
+var selections = []string{"nearest", "swrr", "chash", "p2c", "qoe"}
 
 // URL template placeholders a service may use.
 var templateFields = []string{"server", "host", "port", "channel", "path", "query", "bitrate", "service", "region"}

@@ -209,7 +209,7 @@ func TestBadDocuments(t *testing.T) {
 		{name: "unknown placeholder", edits: []edit{{"{bitrate}/index", "{bitrate}/{quality}/index"}}, path: "services[0].url_template", msg: "unknown placeholder {quality}"},
 		{name: "unclosed placeholder", edits: []edit{{"{bitrate}/index", "{bitrate/index"}}, path: "services[0].url_template", msg: "unclosed '{'"},
 		{name: "url_template not http", edits: []edit{{`"http://{server}/live/`, `"rtsp://{server}/live/`}}, path: "services[0].url_template", msg: "must start with http:// or https://"},
-		{name: "unsupported selection", edits: []edit{{"selection: nearest", "selection: roundrobin"}}, path: "services[0].selection", msg: `"roundrobin" is not supported (supported: nearest, swrr, chash, p2c)`},
+		{name: "unsupported selection", edits: []edit{{"selection: nearest", "selection: roundrobin"}}, path: "services[0].selection", msg: `"roundrobin" is not supported (supported: nearest, swrr, chash, p2c, qoe)`},
 		{name: "unknown default service", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  default_service: vod"}}, path: "anycast.default_service", msg: `unknown service "vod"`},
 		{name: "no services", doc: validDoc[:strings.Index(validDoc, "services:")], path: "services", msg: "at least one service is required"},
 	}
@@ -285,7 +285,7 @@ func TestAllProblemsReported(t *testing.T) {
 		edit{"address: 10.2.1.10:8080", "address: 10.2.1.10:0"},
 		edit{"[100.64.1.0/24]", "[100.64.1.1/24]"},
 		edit{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [0, 1100, 1000]"},
-		edit{"selection: nearest", "selection: qoe"},
+		edit{"selection: nearest", "selection: fastest"},
 	)
 	_, err := topology.Parse([]byte(doc))
 	errs, ok := yamlstrict.AsErrors(err)

@@ -1,0 +1,316 @@
+// Package allocator runs seed 000's QoE-aware allocation live inside a
+// regional scheduler (ARCHITECTURE §6, "In the running system"): it keeps the
+// region's sessions (user, channel) seen in STB requests, re-solves the
+// region every period with alloc's Lagrangian solver, sends a returning STB
+// to its planned server and bitrate, prices a new one at the solve's dual
+// prices among servers with capacity left, and shares the region's capacity
+// with the other instances of the region through leased claims in etcd.
+//
+// The hot path (Allocate) reads an immutable plan through an atomic pointer
+// and does no I/O; verifying a token and pricing a new session are its only
+// costly steps.
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/token"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Selection is the service selection the allocator serves.
+const Selection = "qoe"
+
+// Auth modes.
+const (
+	AuthOptional = "optional" // no token: the default profile, keyed by the STB's address
+	AuthRequired = "required" // no token: 403
+)
+
+// Config configures an Allocator. Zero fields take the defaults below.
+type Config struct {
+	Region   string // the region this scheduler allocates
+	Instance string // this instance's id in the region's claims
+	// Period between two solves of the region.
+	Period time.Duration
+	// SessionTTL: a session not seen for this long has ended.
+	SessionTTL time.Duration
+	// SolveTimeout bounds one solve; default Period/2, at most 2 s.
+	SolveTimeout time.Duration
+	// MaxSessions bounds the session table; beyond it new sessions are
+	// answered (priced) but not planned.
+	MaxSessions int
+	Auth        string
+	// Verifier checks tokens; nil accepts no token (then Auth must be optional).
+	Verifier *token.Verifier
+	// Default is the profile of a session without a token, and fills the
+	// fields a token leaves out; DesiredKbps 0 means the top of the ladder.
+	Default alloc.Profile
+	// RoomMean is Fbar for a channel the last solve did not see.
+	RoomMean float64
+	Params   alloc.Params
+}
+
+// Defaults.
+const (
+	DefaultPeriod      = 10 * time.Second
+	DefaultSessionTTL  = 2 * time.Minute
+	DefaultMaxSessions = 1_000_000
+	// DefaultRoomMean is the middle of the seed's measured room means
+	// (0.01-0.13 danmaku per capita per hour).
+	DefaultRoomMean = 0.05
+)
+
+// DefaultProfile is a viewer the platform said nothing about: the median
+// viewer of the seed (1 danmaku an hour, no gifts), wanting the top rung.
+func DefaultProfile() alloc.Profile { return alloc.Profile{DesiredKbps: 0, Danmaku: 1, Gift: 0} }
+
+func (c Config) withDefaults() Config {
+	if c.Period <= 0 {
+		c.Period = DefaultPeriod
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.SolveTimeout <= 0 {
+		c.SolveTimeout = min(c.Period/2, 2*time.Second)
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.Auth == "" {
+		c.Auth = AuthOptional
+	}
+	if c.RoomMean <= 0 {
+		c.RoomMean = DefaultRoomMean
+	}
+	if c.Params == (alloc.Params{}) {
+		c.Params = alloc.DefaultParams()
+	}
+	return c
+}
+
+// Board is where instances of a region publish their claims (store.ClaimBoard).
+type Board interface {
+	Peers(ctx context.Context) (map[string]store.Claims, int64, error)
+	Commit(ctx context.Context, c store.Claims, rev int64) (bool, error)
+	Release(ctx context.Context) error
+}
+
+// ErrForbidden wraps every refusal of a request (answered 403).
+var ErrForbidden = errors.New("forbidden")
+
+var errTokenRequired = fmt.Errorf("%w: a viewer token is required", ErrForbidden)
+
+// Allocator is the live allocation of one region. Allocate is safe for
+// concurrent use; Run drives the periodic solve.
+type Allocator struct {
+	cfg    Config
+	board  Board
+	engine func() *steer.Engine
+	log    *slog.Logger
+	met    *metrics
+	now    func() time.Time
+
+	plan     atomic.Pointer[plan]
+	sessions *table
+	kick     chan struct{}
+	gen      uint64       // plans made (Run's goroutine only)
+	own      store.Claims // the claims last committed (Run's goroutine only)
+}
+
+// New builds an allocator. engine returns the scheduler's current routing
+// engine (nil before the first snapshot); reg may be nil.
+func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Registerer, log *slog.Logger) (*Allocator, error) {
+	cfg = cfg.withDefaults()
+	switch {
+	case cfg.Region == "":
+		return nil, errors.New("allocator: no region")
+	case cfg.Auth != AuthOptional && cfg.Auth != AuthRequired:
+		return nil, fmt.Errorf("allocator: auth %q is not one of optional, required", cfg.Auth)
+	case cfg.Auth == AuthRequired && cfg.Verifier == nil:
+		return nil, errors.New("allocator: auth required but no token keys")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Allocator{
+		cfg: cfg, board: board, engine: engine, log: log.With("component", "alloc"),
+		met: newMetrics(reg), now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
+	}
+	return a, nil
+}
+
+// Kick asks for a solve now (a new snapshot makes the plan stale).
+func (a *Allocator) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Allocate refines d, the steer engine's decision for req, when d's service
+// selects by QoE: the token (tok, "" for none) is verified, the session is
+// recorded, and d's server and bitrate become the plan's (a returning
+// session), the best priced choice (a new one) or the region's fallback.
+// It returns an error (wrapping ErrForbidden) only to refuse the request.
+func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Request, tok string) error {
+	snap := eng.Snapshot()
+	if d.Service < 0 || snap.Services[d.Service].Selection != Selection {
+		return nil
+	}
+	ladder := snap.Services[d.Service].BitratesKbps
+	k := key{service: d.Service}
+	prof := a.cfg.Default
+	switch {
+	case tok != "" && a.cfg.Verifier != nil:
+		c, err := a.cfg.Verifier.Verify(tok)
+		if err != nil {
+			a.met.rejected.WithLabelValues(token.Reason(err)).Inc()
+			return fmt.Errorf("%w: %v", ErrForbidden, err)
+		}
+		k.user = c.Subject
+		if !math.IsNaN(c.DesiredKbps) {
+			prof.DesiredKbps = c.DesiredKbps
+		}
+		if !math.IsNaN(c.DanmakuPerHour) {
+			prof.Danmaku = c.DanmakuPerHour
+		}
+		if !math.IsNaN(c.Gift) {
+			prof.Gift = c.Gift
+		}
+	case a.cfg.Auth == AuthRequired:
+		a.met.rejected.WithLabelValues("missing").Inc()
+		return errTokenRequired
+	default:
+		k.addr = req.Client
+	}
+	if prof.DesiredKbps <= 0 {
+		prof.DesiredKbps = float64(ladder[len(ladder)-1])
+	}
+	switch d.Result {
+	case steer.ResultCZ, steer.ResultDefault, steer.ResultFallback:
+	default:
+		return nil
+	}
+	p := a.plan.Load()
+	region := int32(-1)
+	if p != nil && p.snap == snap {
+		region = p.region
+	} else if r, ok := snap.Region(a.cfg.Region); ok {
+		region = r
+	}
+	if d.ClientRegion != region || region < 0 {
+		return nil // another city's STB: not ours to plan
+	}
+	k.channel = steer.Channel(req.Path)
+	loc, zone := snap.Regions[region].Loc, int32(-1)
+	if d.Zone >= 0 {
+		loc, zone = snap.Zones[d.Zone].Loc, d.Zone
+	}
+	s := a.sessions.touch(k, prof, loc, zone, snap, a.now().UnixNano())
+	var sp *servicePlan
+	if p != nil && p.snap == snap {
+		sp = p.services[d.Service]
+	}
+	if sp == nil {
+		// No plan for this snapshot yet: the steer decision stands, and the
+		// session is in the next solve.
+		a.met.decisions[kindUnplanned].Inc()
+		return nil
+	}
+	if as := p.assign[k]; as != nil && (as.server == alloc.Fallback || eng.Available(as.server)) {
+		a.apply(eng, d, req, sp, s, as, kindPlanned)
+		return nil
+	}
+	// New (or its planned server went away): the best choice at the prices.
+	as := p.price(eng, sp, s, k.channel, prof, loc, zone)
+	kind := kindPriced
+	if as.server == alloc.Fallback {
+		kind = kindFallback
+	}
+	a.apply(eng, d, req, sp, s, as, kind)
+	return nil
+}
+
+// apply writes as into d and records it as the session's current place.
+func (a *Allocator) apply(eng *steer.Engine, d *steer.Decision, req steer.Request, sp *servicePlan, s *session, as *assignment, kind int) {
+	if as.server == alloc.Fallback {
+		eng.Elsewhere(d, req)
+		d.BitrateKbps = int(sp.inst.Ladder[a.cfg.Params.FallbackRung])
+		if kind == kindPlanned {
+			kind = kindFallback
+		}
+	} else {
+		d.Server = as.server
+		d.Node = eng.Snapshot().Servers[as.server].Node
+		d.Region = eng.Snapshot().Servers[as.server].Region
+		d.BitrateKbps = int(as.kbps)
+	}
+	if s != nil {
+		s.cur.Store(as)
+	}
+	a.met.decisions[kind].Inc()
+}
+
+// Status is the current plan, for operators (/debug/alloc) and tests.
+type Status struct {
+	Region     string  `json:"region"`
+	Instance   string  `json:"instance"`
+	Planned    bool    `json:"planned"`
+	Generation uint64  `json:"generation,omitempty"`
+	MadeAt     string  `json:"made_at,omitempty"`
+	Revision   int64   `json:"snapshot_revision,omitempty"`
+	Sessions   int     `json:"sessions"` // live in the table
+	PlannedN   int     `json:"planned_sessions"`
+	Fallback   int     `json:"fallback_sessions"`
+	Objective  float64 `json:"objective"`
+	Bound      float64 `json:"bound"`
+	SolveMS    float64 `json:"solve_ms"`
+	Peers      int     `json:"peers"`
+	SafeMode   bool    `json:"safe_mode,omitempty"`
+	// Per server of the region: sessions planned, and bandwidth (kbps) and
+	// compute used by the plan, claimed by this instance and available to
+	// it after the peers' claims.
+	Servers []ServerStatus `json:"servers"`
+}
+
+// ServerStatus is one server's share of the plan.
+type ServerStatus struct {
+	Name          string     `json:"name"`
+	Sessions      int        `json:"sessions"`
+	Used          [2]float64 `json:"used"`
+	Claimed       [2]float64 `json:"claimed,omitempty"`
+	Capacity      [2]float64 `json:"capacity,omitempty"`
+	LeftBandwidth int64      `json:"headroom_kbps"`
+}
+
+// Status reports the current plan.
+func (a *Allocator) Status() Status {
+	st := Status{Region: a.cfg.Region, Instance: a.cfg.Instance, Sessions: int(a.sessions.count.Load())}
+	p := a.plan.Load()
+	if p == nil {
+		return st
+	}
+	s := &p.stats
+	st.Planned, st.Generation, st.MadeAt, st.Revision = true, p.gen, p.made.UTC().Format(time.RFC3339Nano), p.snap.Revision
+	st.PlannedN, st.Fallback, st.Objective, st.Bound = s.Sessions, s.Fallback, s.Objective, s.Bound
+	st.SolveMS, st.Peers, st.SafeMode = float64(s.SolveTime.Microseconds())/1000, s.Peers, s.SafeMode
+	for pos, si := range p.servers {
+		name := p.snap.Servers[si].Name
+		st.Servers = append(st.Servers, ServerStatus{
+			Name: name, Sessions: s.UsersByServer[name], Used: s.UsageByServer[name],
+			Claimed: s.ClaimByServer[name], Capacity: s.CapacityByServer[name], LeftBandwidth: p.bwLeft[pos].Load(),
+		})
+	}
+	return st
+}

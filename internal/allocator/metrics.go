@@ -1,0 +1,69 @@
+package allocator
+
+import (
+	"github.com/anysched/anysched/internal/token"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Kinds of allocation decisions (the kind label).
+const (
+	kindPlanned   = iota // a returning session on its planned server
+	kindPriced           // a new session, best choice at the plan's prices
+	kindFallback         // sent to the region's fallback
+	kindUnplanned        // no plan for the current snapshot: the steer decision stands
+	kinds
+)
+
+var kindNames = [kinds]string{"planned", "priced", "fallback", "unplanned"}
+
+type metrics struct {
+	objective, gap, planned, fallback, sessions, lastSolve prometheus.Gauge
+	solve                                                  prometheus.Histogram
+	serverUsers                                            *prometheus.GaugeVec
+	decisions                                              [kinds]prometheus.Counter
+	rejected                                               *prometheus.CounterVec
+	conflicts, claimErrors                                 prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_alloc_" + name, Help: help})
+	}
+	m := &metrics{
+		objective: g("objective", "Weighted QoE (objective) of the current plan, summed over the region's QoE services."),
+		gap:       g("gap_ratio", "Certified optimality gap of the current plan: (bound - objective) / bound."),
+		planned:   g("planned_sessions", "Sessions the current plan places (on a server or the fallback)."),
+		fallback:  g("fallback_sessions", "Sessions the current plan sends to the region's fallback."),
+		sessions:  g("sessions", "Live sessions (user, channel) in the table."),
+		lastSolve: g("last_solve_timestamp_seconds", "When the current plan was made (Unix time)."),
+		solve: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "anysched_alloc_solve_duration_seconds", Help: "Time to solve the region.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5},
+		}),
+		serverUsers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "anysched_alloc_server_sessions", Help: "Sessions the current plan puts on each server of the region.",
+		}, []string{"server"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anysched_alloc_token_rejections_total", Help: "Requests refused (403) for their viewer token, by reason.",
+		}, []string{"reason"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_claim_conflicts_total", Help: "Claim commits refused because a peer instance committed first.",
+		}),
+		claimErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_claim_errors_total", Help: "Failed reads or commits of the region's capacity claims in etcd.",
+		}),
+	}
+	dec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anysched_alloc_decisions_total", Help: "QoE decisions, by kind: planned, priced, fallback, unplanned.",
+	}, []string{"kind"})
+	for k := range m.decisions {
+		m.decisions[k] = dec.WithLabelValues(kindNames[k])
+	}
+	for _, r := range append([]string{"missing"}, token.Reasons...) {
+		m.rejected.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.rejected, m.conflicts, m.claimErrors)
+	}
+	return m
+}

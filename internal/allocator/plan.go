@@ -1,0 +1,136 @@
+package allocator
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// plan is one solve's outcome, immutable once published except for the
+// headroom counters new sessions draw on.
+type plan struct {
+	gen    uint64
+	made   time.Time
+	snap   *topology.Snapshot
+	region int32
+	// servers[pos] is the snapshot index of the pos-th server the solve
+	// used (the region's available servers); pos[snapshot index] the
+	// reverse, -1 for servers not used.
+	servers []int32
+	pos     []int32
+	// cover[zone] lists the positions whose coverage contains the zone's
+	// location (zones of the region only); coverCentre is for STBs placed
+	// at the region's centre (no zone).
+	cover       [][]int32
+	coverCentre []int32
+	services    []*servicePlan // by service index; nil unless selection qoe
+	assign      map[key]*assignment
+	// Headroom of this instance's claims beyond the plan, per position:
+	// bandwidth in kbps, compute in thousandths of a unit.
+	bwLeft, cpuLeft []atomic.Int64
+	stats           planStats
+}
+
+type servicePlan struct {
+	inst   *alloc.Instance    // Servers, Params, Ladder (read-only after the solve)
+	prices []alloc.Price      // per position
+	rooms  map[string]float64 // Fbar by channel
+	room0  float64            // Fbar of a channel the solve did not see
+}
+
+type planStats struct {
+	Sessions, Fallback   int
+	Starved              int // fallback sessions a server covers (lack of capacity)
+	Objective, Bound     float64
+	SolveTime            time.Duration
+	UsersByServer        map[string]int
+	UsageByServer        map[string][2]float64 // bandwidth kbps, compute
+	ClaimByServer        map[string][2]float64
+	CapacityByServer     map[string][2]float64 // after the peers' claims
+	Peers                int
+	SafeMode, Conflicted bool
+}
+
+// milli converts compute units to the integer headroom counters.
+func milli(x float64) int64 { return int64(math.Ceil(x*1000 - 1e-6)) }
+
+// take reserves a choice's use of position pos; false when it does not fit.
+func (p *plan) take(pos int32, bw, cpu float64) bool {
+	b, c := int64(math.Ceil(bw)), milli(cpu)
+	for {
+		lb := p.bwLeft[pos].Load()
+		if lb < b {
+			return false
+		}
+		if p.bwLeft[pos].CompareAndSwap(lb, lb-b) {
+			break
+		}
+	}
+	for {
+		lc := p.cpuLeft[pos].Load()
+		if lc < c {
+			p.bwLeft[pos].Add(b) // give the bandwidth back
+			return false
+		}
+		if p.cpuLeft[pos].CompareAndSwap(lc, lc-c) {
+			return true
+		}
+	}
+}
+
+// price returns the best choice for a session the plan does not place: the
+// highest value net of the plan's prices among covering, available servers
+// with headroom left, or the fallback when nothing beats it. The choice's
+// capacity is reserved.
+func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof alloc.Profile, loc topology.Location, zone int32) *assignment {
+	in := sp.inst
+	room, ok := sp.rooms[channel]
+	if !ok {
+		room = sp.room0
+	}
+	u := alloc.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: room, Ingest: -1, PrevServer: -1}
+	if s != nil {
+		if cur := s.cur.Load(); cur != nil && cur.snap == p.snap {
+			u.PrevKbps = cur.kbps
+			if cur.server >= 0 {
+				u.PrevServer = int(p.pos[cur.server])
+			}
+		}
+	}
+	cover := p.coverCentre
+	if zone >= 0 {
+		cover = p.cover[zone]
+	}
+	for tries := 0; tries < 4; tries++ {
+		bestPos, bestK := int32(-1), 0
+		best := in.ValueFor(&u, alloc.Fallback, 0)
+		for _, pos := range cover {
+			if !eng.Available(p.servers[pos]) {
+				continue
+			}
+			pr := sp.prices[pos]
+			for k := range in.Ladder {
+				bw, cpu := in.Uses(k)
+				if p.bwLeft[pos].Load() < int64(math.Ceil(bw)) || p.cpuLeft[pos].Load() < milli(cpu) {
+					continue
+				}
+				if v := in.ValueFor(&u, int(pos), k) - pr.Bandwidth*bw - pr.Compute*cpu; v > best {
+					best, bestPos, bestK = v, pos, k
+				}
+			}
+		}
+		if bestPos < 0 {
+			return &assignment{snap: p.snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		}
+		bw, cpu := in.Uses(bestK)
+		if p.take(bestPos, bw, cpu) {
+			return &assignment{snap: p.snap, server: p.servers[bestPos], rung: bestK, kbps: in.Ladder[bestK]}
+		}
+		// Another request took the headroom meanwhile: look again.
+	}
+	return &assignment{snap: p.snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+}

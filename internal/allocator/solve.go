@@ -1,0 +1,357 @@
+package allocator
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// unlimited stands for a capacity the topology does not state.
+const unlimited = 1e15
+
+// wholeRegionM is the coverage radius of a server that states none: it
+// covers its whole region.
+const wholeRegionM = 2e7
+
+// Run re-solves the region every period (and when kicked) until ctx ends,
+// then withdraws this instance's claims so its peers get the capacity.
+func (a *Allocator) Run(ctx context.Context) error {
+	t := time.NewTicker(a.cfg.Period)
+	defer t.Stop()
+	for {
+		a.Solve(ctx)
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := a.board.Release(rctx); err != nil {
+				a.log.Warn("releasing capacity claims failed; they expire with their lease", "err", err)
+			}
+			return nil
+		case <-t.C:
+		case <-a.kick:
+		}
+	}
+}
+
+// Solve makes a new plan for the region now: read the peers' claims, solve
+// every QoE service on the capacity they leave, commit this instance's
+// claims, publish the plan. On a claim conflict it reads and solves once
+// more; when etcd cannot be read it solves within the claims it holds
+// already and commits nothing.
+func (a *Allocator) Solve(ctx context.Context) {
+	eng := a.engine()
+	if eng == nil {
+		return
+	}
+	snap := eng.Snapshot()
+	region, ok := snap.Region(a.cfg.Region)
+	now := a.now()
+	live := a.sessions.sweep(now.Add(-a.cfg.SessionTTL).UnixNano())
+	a.met.sessions.Set(float64(len(live)))
+	if !ok || !hasQoE(snap) {
+		a.plan.Store(nil)
+		return
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.Period)
+		peers, rev, err := a.board.Peers(rctx)
+		cancel()
+		safe := err != nil
+		if safe {
+			a.met.claimErrors.Inc()
+			if a.own.Servers == nil {
+				a.log.Warn("cannot read the region's capacity claims and hold none; STBs get the steer decision until etcd answers", "err", err)
+				return
+			}
+			a.log.Warn("cannot read the region's capacity claims; solving within the claims held", "err", err)
+		}
+		p, claims := a.build(ctx, eng, snap, region, live, peers, safe, now)
+		if safe {
+			p.stats.SafeMode = true
+			a.publish(p)
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.cfg.Period)
+		committed, err := a.board.Commit(cctx, claims, rev)
+		cancel()
+		if err != nil {
+			a.met.claimErrors.Inc()
+			if ctx.Err() == nil {
+				a.log.Warn("committing capacity claims failed; keeping the previous plan", "err", err)
+			}
+			return
+		}
+		if !committed {
+			a.met.conflicts.Inc()
+			continue // a peer committed after our read: read again
+		}
+		a.own = claims
+		a.publish(p)
+		return
+	}
+	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
+}
+
+func hasQoE(snap *topology.Snapshot) bool {
+	for _, sv := range snap.Services {
+		if sv.Selection == Selection {
+			return true
+		}
+	}
+	return false
+}
+
+// build solves the region and returns the plan and the claims it needs.
+func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology.Snapshot, region int32, live []*session, peers map[string]store.Claims, safe bool, now time.Time) (*plan, store.Claims) {
+	a.gen++
+	p := &plan{gen: a.gen, made: now, snap: snap, region: region, assign: map[key]*assignment{}, pos: make([]int32, len(snap.Servers))}
+	for i := range p.pos {
+		p.pos[i] = -1
+	}
+	for _, si := range snap.Regions[region].Servers {
+		if eng.Available(si) && snap.Servers[si].Weight > 0 {
+			p.pos[si] = int32(len(p.servers))
+			p.servers = append(p.servers, si)
+		}
+	}
+	n := len(p.servers)
+	share := fairShare(live, peers)
+	// Capacity left to this instance: the server's, less every peer's claim
+	// (or, in safe mode, exactly what this instance holds).
+	capBw, capCPU := make([]float64, n), make([]float64, n)
+	limited := make([]bool, n)
+	for pos, si := range p.servers {
+		sv := &snap.Servers[si]
+		capBw[pos], capCPU[pos] = unlimited, unlimited
+		if c := sv.Capacity.BandwidthMbps; c > 0 {
+			capBw[pos], limited[pos] = c*1000, true
+		}
+		if c := sv.Capacity.TranscodeUnits; c > 0 {
+			capCPU[pos], limited[pos] = c, true
+		}
+		if safe {
+			own := a.own.Servers[sv.Name]
+			capBw[pos], capCPU[pos] = math.Min(capBw[pos], own.BandwidthKbps), math.Min(capCPU[pos], own.Compute)
+			continue
+		}
+		full := [2]float64{capBw[pos], capCPU[pos]}
+		for _, pc := range peers {
+			c := pc.Servers[sv.Name]
+			capBw[pos] = math.Max(0, capBw[pos]-c.BandwidthKbps)
+			capCPU[pos] = math.Max(0, capCPU[pos]-c.Compute)
+		}
+		// A starved peer: keep at most this instance's share of the server,
+		// so the peer can grow into what is given back.
+		if share < 1 && limited[pos] {
+			capBw[pos] = math.Min(capBw[pos], math.Max(full[0]*share, 0))
+			capCPU[pos] = math.Min(capCPU[pos], math.Max(full[1]*share, 0))
+		}
+	}
+	p.cover, p.coverCentre = coverage(snap, region, p.servers)
+
+	useBw, useCPU := make([]float64, n), make([]float64, n)
+	p.services = make([]*servicePlan, len(snap.Services))
+	st := &p.stats
+	st.UsersByServer = map[string]int{}
+	start := time.Now()
+	for svc, sv := range snap.Services {
+		if sv.Selection != Selection {
+			continue
+		}
+		sp, users := a.solveService(ctx, snap, int32(svc), p, live, capBw, capCPU, useBw, useCPU)
+		p.services[svc] = sp
+		st.Sessions += users
+	}
+	st.SolveTime = time.Since(start)
+	st.Peers = len(peers)
+
+	// Claims: the plan's use plus an equal share, among the region's
+	// instances, of what nobody holds, for sessions arriving before the
+	// next solve.
+	split := float64(len(peers) + 1)
+	claims := store.Claims{Sessions: st.Sessions, Starved: st.Starved > 0, Servers: map[string]store.Claim{}}
+	p.bwLeft, p.cpuLeft = make([]atomic.Int64, n), make([]atomic.Int64, n)
+	st.UsageByServer, st.ClaimByServer, st.CapacityByServer = map[string][2]float64{}, map[string][2]float64{}, map[string][2]float64{}
+	for pos, si := range p.servers {
+		name := snap.Servers[si].Name
+		cb, cc := useBw[pos], useCPU[pos]
+		if !safe {
+			// capBw, capCPU: what the solve left unused
+			cb += capBw[pos] / split
+			cc += capCPU[pos] / split
+		} else {
+			cb, cc = capBw[pos]+useBw[pos], capCPU[pos]+useCPU[pos] // capXxx is what was left after the solve
+		}
+		if limited[pos] {
+			claims.Servers[name] = store.Claim{BandwidthKbps: cb, Compute: cc}
+			st.ClaimByServer[name] = [2]float64{cb, cc}
+		}
+		p.bwLeft[pos].Store(int64(math.Floor(math.Min(cb-useBw[pos], unlimited))))
+		p.cpuLeft[pos].Store(int64(math.Floor(math.Min(cc-useCPU[pos], unlimited) * 1000)))
+		st.UsageByServer[name] = [2]float64{useBw[pos], useCPU[pos]}
+		if limited[pos] {
+			st.CapacityByServer[name] = [2]float64{capBw[pos] + useBw[pos], capCPU[pos] + useCPU[pos]}
+		}
+	}
+	return p, claims
+}
+
+// solveService solves one QoE service's sessions on the capacity left
+// (capBw, capCPU are reduced by what the plan uses, and useBw, useCPU grow).
+func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, svc int32, p *plan, live []*session, capBw, capCPU, useBw, useCPU []float64) (*servicePlan, int) {
+	sv := &snap.Services[svc]
+	in := &alloc.Instance{Params: a.cfg.Params, Ladder: make([]float64, len(sv.BitratesKbps))}
+	for i, b := range sv.BitratesKbps {
+		in.Ladder[i] = float64(b)
+	}
+	if in.Params.FallbackRung >= len(in.Ladder) {
+		in.Params.FallbackRung = 0
+	}
+	in.Servers = make([]alloc.Server, len(p.servers))
+	for pos, si := range p.servers {
+		s := &snap.Servers[si]
+		r := s.CoverageRadiusM
+		if r <= 0 {
+			r = wholeRegionM
+		}
+		in.Servers[pos] = alloc.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos]}
+	}
+	var mine []*session
+	sum, cnt := map[string]float64{}, map[string]int{}
+	for _, s := range live {
+		if s.key.service == svc && s.snap.Services[svc].Name == sv.Name {
+			mine = append(mine, s)
+			sum[s.key.channel] += s.profile.Danmaku
+			cnt[s.key.channel]++
+		}
+	}
+	sp := &servicePlan{inst: in, rooms: make(map[string]float64, len(sum)), room0: a.cfg.RoomMean}
+	for ch, x := range sum {
+		sp.rooms[ch] = x / float64(cnt[ch])
+	}
+	in.Users = make([]alloc.User, len(mine))
+	for v, s := range mine {
+		u := alloc.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1}
+		if cur := s.cur.Load(); cur != nil {
+			u.PrevKbps = cur.kbps
+			if cur.server >= 0 {
+				si := cur.server
+				if cur.snap != snap {
+					si = -1
+					if j, ok := snap.Server(cur.snap.Servers[cur.server].Name); ok {
+						si = j
+					}
+				}
+				if si >= 0 {
+					u.PrevServer = int(p.pos[si])
+				}
+			}
+		}
+		in.Users[v] = u
+	}
+	res, err := alloc.Lagrangian{TimeLimit: a.cfg.SolveTimeout}.Solve(ctx, in)
+	if err != nil {
+		// Only an invalid instance fails; every session goes unplanned.
+		a.log.Error("QoE solve failed", "service", sv.Name, "err", err)
+		sp.prices = make([]alloc.Price, len(p.servers))
+		return sp, 0
+	}
+	sp.prices = res.Prices
+	if len(sp.prices) != len(p.servers) {
+		sp.prices = make([]alloc.Price, len(p.servers))
+	}
+	st := &p.stats
+	cand := in.Candidates()
+	for v, c := range res.Assign {
+		as := &assignment{snap: snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		if c.Server != alloc.Fallback {
+			as.server, as.rung, as.kbps = p.servers[c.Server], c.Rung, in.Ladder[c.Rung]
+			bw, cpu := in.Uses(c.Rung)
+			useBw[c.Server] += bw
+			useCPU[c.Server] += cpu
+			capBw[c.Server] = math.Max(0, capBw[c.Server]-bw)
+			capCPU[c.Server] = math.Max(0, capCPU[c.Server]-cpu)
+			st.UsersByServer[snap.Servers[as.server].Name]++
+		} else {
+			st.Fallback++
+			if len(cand[v]) > 0 {
+				st.Starved++ // a server covers it: it lacked capacity
+			}
+		}
+		p.assign[mine[v].key] = as
+	}
+	st.Objective += res.Objective
+	st.Bound += res.Bound
+	return sp, len(mine)
+}
+
+// fairShare is this instance's share of a server when a peer is starved:
+// in proportion to the sessions each plans (this instance's counted now);
+// 1 when no peer is starved.
+func fairShare(live []*session, peers map[string]store.Claims) float64 {
+	starved, total := false, 0
+	for _, pc := range peers {
+		starved = starved || pc.Starved
+		total += pc.Sessions
+	}
+	if !starved || len(live) == 0 {
+		return 1
+	}
+	return float64(len(live)) / float64(len(live)+total)
+}
+
+// coverage lists, for every zone of the region and for the region's centre,
+// the positions of the servers whose coverage contains it.
+func coverage(snap *topology.Snapshot, region int32, servers []int32) ([][]int32, []int32) {
+	covers := func(loc topology.Location) []int32 {
+		var out []int32
+		for pos, si := range servers {
+			s := &snap.Servers[si]
+			if s.CoverageRadiusM <= 0 || alloc.DistanceM(loc.Lat, loc.Lon, s.Loc.Lat, s.Loc.Lon) <= s.CoverageRadiusM {
+				out = append(out, int32(pos))
+			}
+		}
+		return out
+	}
+	cover := make([][]int32, len(snap.Zones))
+	for z := range snap.Zones {
+		if snap.Zones[z].Region == region {
+			cover[z] = covers(snap.Zones[z].Loc)
+		}
+	}
+	return cover, covers(snap.Regions[region].Loc)
+}
+
+// publish makes p the plan requests use and exports its figures.
+func (a *Allocator) publish(p *plan) {
+	first := a.plan.Load() == nil
+	a.plan.Store(p)
+	st := &p.stats
+	a.met.objective.Set(st.Objective)
+	gap := 0.0
+	if !math.IsNaN(st.Bound) && st.Bound != 0 {
+		gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
+	}
+	a.met.gap.Set(gap)
+	a.met.solve.Observe(st.SolveTime.Seconds())
+	a.met.planned.Set(float64(st.Sessions))
+	a.met.fallback.Set(float64(st.Fallback))
+	a.met.serverUsers.Reset()
+	for _, si := range p.servers {
+		name := p.snap.Servers[si].Name
+		a.met.serverUsers.WithLabelValues(name).Set(float64(st.UsersByServer[name]))
+	}
+	a.met.lastSolve.SetToCurrentTime()
+	if first {
+		a.log.Info("first allocation plan", "sessions", st.Sessions, "servers", len(p.servers), "objective", st.Objective, "gap", gap, "solve", st.SolveTime)
+	} else {
+		a.log.Debug("allocation plan", "gen", p.gen, "sessions", st.Sessions, "objective", st.Objective, "gap", gap, "solve", st.SolveTime)
+	}
+}

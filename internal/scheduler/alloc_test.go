@@ -1,0 +1,201 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/allocator"
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/etcdtest"
+	"github.com/anysched/anysched/internal/scheduler"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/topology"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const qoeProvince = `
+anycast: {service_ip: 198.18.0.1, center_prefix: 198.18.0.0/26}
+regions:
+  - {name: hefei, location: {lat: 31.82, lon: 117.23}, fallback: [wuhu]}
+  - {name: wuhu, location: {lat: 31.33, lon: 118.38}}
+nodes:
+  - name: hefei-1
+    region: hefei
+    location: {lat: 31.86, lon: 117.28}
+    servers:
+      - {name: hefei-1-a, address: 10.1.1.1:8080, coverage_radius_m: 500, capacity: {bandwidth_mbps: 20, transcode_units: 40}}
+      - {name: hefei-1-b, address: 10.1.1.2:8080, coverage_radius_m: 500, capacity: {bandwidth_mbps: 20, transcode_units: 40}}
+  - name: wuhu-1
+    region: wuhu
+    location: {lat: 31.33, lon: 118.38}
+    servers:
+      - {name: wuhu-1-a, address: 10.2.1.1:8080}
+zones:
+  - {name: hefei-centre, region: hefei, networks: [100.64.0.0/16], location: {lat: 31.8602, lon: 117.2801}}
+  - {name: wuhu, region: wuhu, networks: [100.68.0.0/16]}
+services:
+  - name: live
+    hostnames: [live.iptv.example]
+    url_template: "http://{server}/live/{channel}/{bitrate}/index.m3u8"
+    bitrates_kbps: [1200, 2500, 5000]
+    selection: qoe
+`
+
+// TestLiveAllocation runs two regional schedulers of one city against a real
+// etcd with selection: qoe and auth: required: STBs without a token are
+// refused, returning STBs get their planned bitrate in the redirect, and the
+// two instances' claims never add up to more than a server's capacity.
+func TestLiveAllocation(t *testing.T) {
+	e := etcdtest.Start(t)
+	ctx := context.Background()
+	top, err := topology.Parse([]byte(qoeProvince))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store().Apply(ctx, top, store.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "k1.key")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []config.Regional
+	for i := range 2 {
+		rc := regionalConfig(t, centerConfig(t), "hefei")
+		rc.InstanceID = fmt.Sprintf("hefei-%d", i+1)
+		rc.Etcd.Endpoints = []string{e.Endpoint()}
+		rc.HTTP.Listen = etcdtest.FreePort(t)
+		rc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+		rc.Alloc.Period = time.Second
+		rc.Alloc.Auth = "required"
+		rc.Alloc.Keys = []config.TokenKey{{ID: "k1", SecretFile: secret}}
+		if err := rc.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, rc)
+		daemon(t, func(ctx context.Context) error { return scheduler.RunRegional(ctx, rc, quiet) })
+	}
+	key := token.Key{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
+	get := func(listen, client, tok string) (int, string) {
+		u := "http://" + listen + "/cctv1/index.m3u8"
+		if tok != "" {
+			u += "?token=" + tok
+		}
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Host = "live.iptv.example"
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	tok := func(sub string) string {
+		s, err := token.Sign(key, token.Claims{Subject: sub, Expires: time.Now().Add(time.Hour), DesiredKbps: 5000, DanmakuPerHour: 1, Gift: math.NaN()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	waitUp(t, "regional answers", func() bool {
+		code, _ := get(cfgs[0].HTTP.Listen, "100.64.0.1", tok("probe"))
+		return code == http.StatusFound
+	})
+	waitUp(t, "second regional answers", func() bool {
+		code, _ := get(cfgs[1].HTTP.Listen, "100.64.0.1", tok("probe"))
+		return code == http.StatusFound
+	})
+	if code, body := get(cfgs[0].HTTP.Listen, "100.64.0.1", ""); code != http.StatusForbidden {
+		t.Fatalf("no token under auth required: %d %s", code, body)
+	}
+
+	// 16 viewers per instance want 5 Mbps each: 160 Mbps for 40.
+	send := func() map[string]string {
+		locs := map[string]string{}
+		for i := range 16 {
+			for j, rc := range cfgs {
+				sub := fmt.Sprintf("v%d-%d", j, i)
+				code, loc := get(rc.HTTP.Listen, fmt.Sprintf("100.64.%d.%d", j, i+10), tok(sub))
+				if code != http.StatusFound {
+					t.Fatalf("%s: %d %s", sub, code, loc)
+				}
+				locs[sub] = loc
+			}
+		}
+		return locs
+	}
+	status := func(admin string) allocator.Status {
+		var st allocator.Status
+		resp, err := http.Get("http://" + admin + "/debug/alloc")
+		if err != nil {
+			return st
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return st
+	}
+	send()
+	waitUp(t, "both instances plan every session", func() bool {
+		send()
+		return status(cfgs[0].Admin.Listen).PlannedN >= 16 && status(cfgs[1].Admin.Listen).PlannedN >= 16
+	})
+	// A planned STB's redirect carries its planned bitrate; over the whole
+	// region, no server is given more than its 20 Mbps.
+	locs := send()
+	perServer := map[string]int{}
+	rungs := map[string]int{}
+	for _, loc := range locs {
+		parts := strings.Split(strings.TrimPrefix(loc, "http://"), "/")
+		if len(parts) != 5 {
+			t.Fatalf("Location %q", loc)
+		}
+		var kbps int
+		fmt.Sscanf(parts[3], "%d", &kbps)
+		rungs[parts[3]]++
+		if !strings.HasPrefix(parts[0], "10.2.") {
+			perServer[parts[0]] += kbps
+		}
+	}
+	for srv, kbps := range perServer {
+		if kbps > 20000 {
+			t.Fatalf("STBs were sent %d kbps on %s (capacity 20000): %v", kbps, srv, locs)
+		}
+	}
+	if rungs["1200"]+rungs["2500"] == 0 {
+		t.Fatalf("every STB got 5000 kbps although capacity is a quarter of demand: %v", rungs)
+	}
+	resp, err := e.Client().Get(ctx, e.Prefix+"alloc/claims/hefei/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 2 {
+		t.Fatalf("%d claim records, want one per instance", len(resp.Kvs))
+	}
+	sum := map[string]float64{}
+	for _, kv := range resp.Kvs {
+		var c store.Claims
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			t.Fatal(err)
+		}
+		for name, cl := range c.Servers {
+			sum[name] += cl.BandwidthKbps
+		}
+	}
+	for name, bw := range sum {
+		if bw > 20000*(1+1e-9) {
+			t.Fatalf("claims on %s add up to %v kbps", name, bw)
+		}
+	}
+	t.Logf("rungs %v, per server %v kbps, claims %v", rungs, perServer, sum)
+}

@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Claim is the capacity one scheduler instance has taken on one server for
+// its QoE allocation: what its plan uses plus its share of the headroom for
+// sessions that arrive before the next solve.
+type Claim struct {
+	BandwidthKbps float64 `json:"bandwidth_kbps"`
+	Compute       float64 `json:"compute"`
+}
+
+// Claims is what one instance publishes for its region.
+type Claims struct {
+	// Sessions the instance plans; shares are in proportion to them when
+	// an instance is starved.
+	Sessions int `json:"sessions"`
+	// Starved: the instance sent sessions that a server covers to the
+	// fallback for lack of capacity. A peer holding more than its share
+	// then gives some back.
+	Starved bool `json:"starved,omitempty"`
+	// Servers: the claims by server name.
+	Servers map[string]Claim `json:"servers"`
+}
+
+// ClaimBoard publishes one instance's claims on the servers of its region
+// and reads its peers'. Claims live under a lease, so a dead instance's
+// capacity returns to the others after TTL. A commit succeeds only if no
+// peer's claim changed (or appeared) since the read it was computed from,
+// so two instances can never both take the same free capacity.
+type ClaimBoard struct {
+	Store    *Store
+	Region   string
+	Instance string
+	TTL      time.Duration // of the lease; at least 2 s
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID
+}
+
+func (b *ClaimBoard) prefix() string { return b.Store.prefix + "alloc/claims/" + b.Region + "/" }
+
+// Peers returns every other instance's claims in the region and the store
+// revision they were read at.
+func (b *ClaimBoard) Peers(ctx context.Context) (map[string]Claims, int64, error) {
+	resp, err := b.Store.cli.Get(ctx, b.prefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("read claims: %w", err)
+	}
+	out := make(map[string]Claims, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id := string(kv.Key[len(b.prefix()):])
+		if id == b.Instance {
+			continue
+		}
+		var c Claims
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			// A claim nobody can read still holds capacity: count it as
+			// everything, rather than hand its capacity out twice.
+			return nil, 0, fmt.Errorf("claims of %q at %s: %w", id, kv.Key, err)
+		}
+		out[id] = c
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// Commit publishes c if no claim under the region changed after rev. It
+// returns false (and no error) when a peer got there first: read again.
+func (b *ClaimBoard) Commit(ctx context.Context, c Claims, rev int64) (bool, error) {
+	val, err := json.Marshal(c)
+	if err != nil {
+		return false, err
+	}
+	lease, err := b.keepLease(ctx)
+	if err != nil {
+		return false, err
+	}
+	resp, err := b.Store.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(b.prefix()), "<", rev+1).WithPrefix()).
+		Then(clientv3.OpPut(b.prefix()+b.Instance, string(val), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("commit claims: %w", err)
+	}
+	return resp.Succeeded, nil
+}
+
+// keepLease refreshes the lease, or grants a new one when there is none or
+// etcd no longer knows it.
+func (b *ClaimBoard) keepLease(ctx context.Context) (clientv3.LeaseID, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lease != 0 {
+		_, err := b.Store.cli.KeepAliveOnce(ctx, b.lease)
+		if err == nil {
+			return b.lease, nil
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return 0, fmt.Errorf("refresh claims lease: %w", err)
+		}
+		b.lease = 0
+	}
+	g, err := b.Store.cli.Grant(ctx, max(int64(b.TTL/time.Second), 2))
+	if err != nil {
+		return 0, fmt.Errorf("grant claims lease: %w", err)
+	}
+	b.lease = g.ID
+	return b.lease, nil
+}
+
+// Release withdraws the claims (on a clean stop), so peers get the capacity
+// at their next solve instead of after the lease's TTL.
+func (b *ClaimBoard) Release(ctx context.Context) error {
+	b.mu.Lock()
+	lease := b.lease
+	b.lease = 0
+	b.mu.Unlock()
+	if lease == 0 {
+		return nil
+	}
+	_, err := b.Store.cli.Revoke(ctx, lease)
+	return err
+}
