@@ -62,9 +62,11 @@ var (
 	key2 = token.Key{ID: "k2", Secret: []byte("fedcba9876543210fedcba9876543210")}
 )
 
-func engine(t testing.TB) *steer.Engine {
+func engine(t testing.TB) *steer.Engine { return engineFor(t, province) }
+
+func engineFor(t testing.TB, doc string) *steer.Engine {
 	t.Helper()
-	top, err := topology.Parse([]byte(province))
+	top, err := topology.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,3 +90,50 @@ func TestCenterGRPCTLSNeedsBothFiles(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestAllocValidation(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.key")
+	short := filepath.Join(dir, "short.key")
+	if err := os.WriteFile(good, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte("tooshort"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(a *Alloc)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Alloc) {}, ""},
+		{"required with a key", func(a *Alloc) { a.Auth, a.Keys = "required", []TokenKey{{ID: "k1", SecretFile: good}} }, ""},
+		{"required without keys", func(a *Alloc) { a.Auth = "required" }, "alloc.keys: at least one key"},
+		{"unknown auth", func(a *Alloc) { a.Auth = "sometimes" }, `alloc.auth: "sometimes" is not one of`},
+		{"short secret", func(a *Alloc) { a.Keys = []TokenKey{{ID: "k1", SecretFile: short}} }, "alloc.keys[0].secret_file: "},
+		{"missing secret file", func(a *Alloc) { a.Keys = []TokenKey{{ID: "k1", SecretFile: filepath.Join(dir, "nope")}} }, "alloc.keys[0].secret_file: "},
+		{"duplicate ids", func(a *Alloc) { a.Keys = []TokenKey{{ID: "k", SecretFile: good}, {ID: "k", SecretFile: good}} }, `alloc.keys[1].id: duplicate key id "k"`},
+		{"period too short", func(a *Alloc) { a.Period = 100 * time.Millisecond }, "alloc.period: 100ms is out of range"},
+		{"ttl below period", func(a *Alloc) { a.SessionTTL = time.Second }, "alloc.session_ttl: 1s must be at least"},
+		{"solve timeout too long", func(a *Alloc) { a.SolveTimeout = a.Period }, "alloc.solve_timeout:"},
+		{"negative profile", func(a *Alloc) { a.DefaultProfile.Gift = -1 }, "alloc.default_profile.gift: must be >= 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := DefaultRegional()
+			r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+			tt.edit(&r.Alloc)
+			err := r.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	r := DefaultRegional()
+	if err := LoadFile(write(t, "alloc:\n  perod: 5s\n"), &r); err == nil || !strings.Contains(err.Error(), "alloc.perod: unknown field") {
+		t.Fatalf("unknown alloc key: %v", err)
+	}
+}

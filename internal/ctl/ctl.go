@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/tlsutil"
+	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -43,6 +45,7 @@ Usage:
   schedctl [global flags] undrain server|node|region NAME
   schedctl [global flags] drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]
   schedctl [global flags] drill etcd-loss --duration D      (lab only)
+  schedctl token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]
   schedctl version
 
 Global flags:
@@ -85,9 +88,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return ErrUsage
 	}
 	cmd, rest := rest[0], rest[1:]
-	if cmd == "version" {
+	switch cmd {
+	case "version":
 		fmt.Fprintln(stdout, "schedctl", versionString())
 		return nil
+	case "token":
+		return tokenCmd(rest, stdout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
@@ -644,4 +650,36 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 		}
 	}
 	return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
+}
+
+// tokenCmd signs a viewer token as the business platform does, for tests
+// and for checking a city's auth settings by hand.
+func tokenCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(out)
+	kid := fs.String("key-id", "", "key id (kid), as in the schedulers' alloc.keys")
+	file := fs.String("secret-file", "", "file holding the key's secret (at least 32 bytes)")
+	sub := fs.String("sub", "", "viewer id")
+	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime (exp = now + ttl)")
+	kbps := fs.Float64("desired-kbps", math.NaN(), "desired bitrate (default: the scheduler's default profile)")
+	dm := fs.Float64("danmaku-per-hour", math.NaN(), "live comments per hour")
+	gift := fs.Float64("gift", math.NaN(), "gift spend")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *kid == "" || *file == "" || *sub == "" || *ttl <= 0 {
+		return fmt.Errorf("%w: token needs --key-id, --secret-file, --sub and a positive --ttl", ErrUsage)
+	}
+	secret, err := token.ReadSecret(*file)
+	if err != nil {
+		return err
+	}
+	tok, err := token.Sign(token.Key{ID: *kid, Secret: secret}, token.Claims{
+		Subject: *sub, Expires: time.Now().Add(*ttl), DesiredKbps: *kbps, DanmakuPerHour: *dm, Gift: *gift,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, tok)
+	return nil
 }

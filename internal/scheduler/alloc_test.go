@@ -119,6 +119,16 @@ func TestLiveAllocation(t *testing.T) {
 	if code, body := get(cfgs[0].HTTP.Listen, "100.64.0.1", ""); code != http.StatusForbidden {
 		t.Fatalf("no token under auth required: %d %s", code, body)
 	}
+	// A token made with schedctl is accepted; one with another key id is not.
+	for kid, want := range map[string]int{"k1": http.StatusFound, "k0": http.StatusForbidden} {
+		out, err := schedctl(t, "", "token", "--key-id", kid, "--secret-file", secret, "--sub", "ops", "--desired-kbps", "1200")
+		if err != nil {
+			t.Fatalf("schedctl token: %v %s", err, out)
+		}
+		if code, loc := get(cfgs[0].HTTP.Listen, "100.64.0.1", strings.TrimSpace(out)); code != want {
+			t.Fatalf("schedctl token with kid %s: %d %s, want %d", kid, code, loc, want)
+		}
+	}
 
 	// 16 viewers per instance want 5 Mbps each: 160 Mbps for 40.
 	send := func() map[string]string {

@@ -96,6 +96,9 @@ type wire struct {
 type Verifier struct {
 	keys   map[string][]byte
 	parser *jwt.Parser
+	leeway time.Duration
+	now    func() time.Time
+	cache  *cache // nil: every token is verified in full
 }
 
 // Options tune verification.
@@ -105,6 +108,10 @@ type Options struct {
 	Leeway time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// CacheSize keeps up to this many verified tokens, so an STB that sends
+	// the same token with every request pays for one HMAC and JSON decode,
+	// not one per request (a hit still checks expiry). 0: no cache.
+	CacheSize int
 }
 
 // NewVerifier builds a verifier; every key needs a unique non-empty id and
@@ -113,7 +120,13 @@ func NewVerifier(keys []Key, o Options) (*Verifier, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("no token keys")
 	}
-	v := &Verifier{keys: make(map[string][]byte, len(keys))}
+	v := &Verifier{keys: make(map[string][]byte, len(keys)), leeway: o.Leeway, now: o.Now}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	if o.CacheSize > 0 {
+		v.cache = newCache(o.CacheSize)
+	}
 	for i, k := range keys {
 		switch {
 		case k.ID == "":
@@ -145,6 +158,22 @@ func (v *Verifier) Verify(tok string) (Claims, error) {
 	if tok == "" || len(tok) > MaxLength || strings.Count(tok, ".") != 2 {
 		return Claims{}, ErrMalformed
 	}
+	if v.cache != nil {
+		if c, ok := v.cache.get(tok); ok {
+			if !v.now().Before(c.Expires.Add(v.leeway)) {
+				return Claims{}, ErrExpired
+			}
+			return c, nil
+		}
+	}
+	c, err := v.verify(tok)
+	if err == nil && v.cache != nil {
+		v.cache.put(tok, c)
+	}
+	return c, err
+}
+
+func (v *Verifier) verify(tok string) (Claims, error) {
 	var w wire
 	_, err := v.parser.ParseWithClaims(tok, &w, v.key)
 	switch {

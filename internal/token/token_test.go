@@ -3,6 +3,7 @@ package token
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -191,6 +192,53 @@ func FuzzVerify(f *testing.F) {
 
 func BenchmarkVerify(b *testing.B) {
 	v := verifier(b)
+	tok := sign(b, k1, full)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The cache must answer exactly as a full verification does: the same
+// claims, and expiry still enforced on a hit.
+func TestCache(t *testing.T) {
+	clock := now
+	v, err := NewVerifier([]Key{k1}, Options{Leeway: 30 * time.Second, Now: func() time.Time { return clock }, CacheSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := sign(t, k1, full)
+	for range 3 {
+		c, err := v.Verify(tok)
+		if err != nil || c.Subject != full.Subject || !c.Expires.Equal(full.Expires) || c.DesiredKbps != full.DesiredKbps || c.Gift != full.Gift {
+			t.Fatalf("Verify = %+v, %v; want %+v", c, err, full)
+		}
+	}
+	if _, err := v.Verify(tok[:len(tok)-1] + "A"); !errors.Is(err, ErrSignature) {
+		t.Fatalf("tampered token after a cached one: %v", err)
+	}
+	clock = full.Expires.Add(31 * time.Second)
+	if _, err := v.Verify(tok); !errors.Is(err, ErrExpired) {
+		t.Fatalf("cached token past its expiry: %v", err)
+	}
+	// More tokens than the cache holds: all still verify.
+	clock = now
+	for i := range 40 {
+		c := full
+		c.Subject = fmt.Sprintf("stb-%d", i)
+		if got, err := v.Verify(sign(t, k1, c)); err != nil || got.Subject != c.Subject {
+			t.Fatalf("token %d: %+v %v", i, got, err)
+		}
+	}
+}
+
+func BenchmarkVerifyCached(b *testing.B) {
+	v, err := NewVerifier([]Key{k1}, Options{Now: func() time.Time { return now }, CacheSize: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
 	tok := sign(b, k1, full)
 	b.ReportAllocs()
 	for b.Loop() {
