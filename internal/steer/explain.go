@@ -72,7 +72,9 @@ func (e *Engine) Explain(req Request) Explanation {
 		}
 	}
 	policy := ""
-	if d.Service >= 0 && e.selection[d.Service] != balance.SelectNearest && e.balance != nil {
+	if d.Service >= 0 && e.selection[d.Service] == balance.SelectQoE {
+		x.Steps = append(x.Steps, "selection qoe: the city's scheduler replaces server and bitrate with its QoE plan's (see its /debug/alloc); shown is the nearest answer it starts from")
+	} else if d.Service >= 0 && e.selection[d.Service] != balance.SelectNearest && e.balance != nil {
 		policy = e.selection[d.Service].String()
 	}
 	scores := map[int32]string{}
