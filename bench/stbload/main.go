@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -42,6 +43,9 @@ func run() error {
 	pause := flag.Duration("pause", 0, "each STB waits this long between requests")
 	quietProgress := flag.Bool("quiet", false, "no progress lines")
 	follow := flag.Bool("follow", false, "after the redirect, fetch the playlist and two segments from the edge")
+	viewers := flag.Int("viewers", 0, "fixed STBs per city, each at its own address (returning sessions); 0: every request is a new STB")
+	keyID := flag.String("token-key-id", "", "sign a viewer token for every STB with this key id (needs --viewers and --token-secret-file)")
+	keyFile := flag.String("token-secret-file", "", "file with the token key's secret")
 	flag.Parse()
 
 	data, err := os.ReadFile(*topo)
@@ -78,6 +82,17 @@ func run() error {
 	for _, c := range cs {
 		fmt.Printf("  %-10s -> %s (%d client networks)\n", c.Name, c.Scheduler, len(c.Networks))
 	}
+	var tokens func(string, int) string
+	if *keyID != "" || *keyFile != "" {
+		if *keyID == "" || *keyFile == "" || *viewers <= 0 {
+			return fmt.Errorf("--token-key-id, --token-secret-file and --viewers go together")
+		}
+		secret, err := token.ReadSecret(*keyFile)
+		if err != nil {
+			return err
+		}
+		tokens = stbload.Tokens(token.Key{ID: *keyID, Secret: secret}, 24*time.Hour, *seed)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var progress io.Writer = os.Stdout
@@ -87,6 +102,7 @@ func run() error {
 	rep, err := stbload.Run(ctx, stbload.Options{
 		Cities: cs, Host: *host, Requests: *requests, Concurrency: *conc, MaxDuration: *maxDur,
 		Channels: 200, Progress: progress, Seed: *seed, Pause: *pause, Follow: *follow,
+		Viewers: *viewers, Token: tokens,
 	})
 	if err != nil {
 		return err

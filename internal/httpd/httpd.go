@@ -329,6 +329,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// default: every header costs net/http a map insert, a sort and a write.
 	if _, debug := r.Header[DebugHeader]; debug {
 		h["X-Anysched-Result"] = resultHeader[d.Result]
+		if d.Server >= 0 {
+			h["X-Anysched-Bitrate"] = []string{strconv.Itoa(d.BitrateKbps)}
+		}
 		h["Server-Timing"] = []string{"decide;dur=" + strconv.FormatFloat(float64(lat.Nanoseconds())/1e6, 'f', 3, 64)}
 	}
 

@@ -10,6 +10,7 @@ package stbload
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -49,6 +50,13 @@ type Options struct {
 	Follow   bool
 	Progress io.Writer // a line every 250 ms; nil for none
 	Seed     uint64
+	// Viewers: each city has this many STBs, each at a fixed address and
+	// zapping between channels, so a scheduler sees returning sessions (QoE
+	// allocation plans for them). 0: every request is a new STB.
+	Viewers int
+	// Token, if set, gives viewer v of a city the token it sends as
+	// ?token= (a business platform's login token).
+	Token func(city string, viewer int) string
 }
 
 // CitiesFromTopology returns the given cities' client networks, with each
@@ -89,6 +97,7 @@ type CityStats struct {
 	Decide                        []time.Duration // scheduler-reported decision time
 	Start                         []time.Duration // Follow: request to the second segment received
 	EdgeFailures                  int             // Follow: playlist or segment not fetched
+	Bitrates                      map[string]int  // redirects by the bitrate (kbps) the scheduler chose
 }
 
 // Report is a whole run.
@@ -105,6 +114,7 @@ type sample struct {
 	instance           string
 	result             string
 	lat, decide, start time.Duration
+	bitrate            string
 	edgeErr            error
 	err                error
 }
@@ -159,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{PerCity: map[string]*CityStats{}, Follow: o.Follow}
 	for _, c := range o.Cities {
 		rep.Cities = append(rep.Cities, c.Name)
-		rep.PerCity[c.Name] = &CityStats{Results: map[string]int{}, AnsweredBy: map[string]int{}}
+		rep.PerCity[c.Name] = &CityStats{Results: map[string]int{}, AnsweredBy: map[string]int{}, Bitrates: map[string]int{}}
 	}
 	start := time.Now()
 	const every = 250 * time.Millisecond
@@ -191,6 +201,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			cs.Results[s.result]++
 			cs.AnsweredBy[s.instance]++
+			if s.bitrate != "" && s.status == http.StatusFound {
+				cs.Bitrates[s.bitrate]++
+			}
 			cs.Latency = append(cs.Latency, s.lat)
 			if s.decide > 0 {
 				cs.Decide = append(cs.Decide, s.decide)
@@ -213,9 +226,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.Rand, zipf *rand.Zipf) sample {
 	c := o.Cities[ci]
-	p := c.Networks[rng.IntN(len(c.Networks))]
-	addr := randomIn(p, rng)
+	viewer := -1
+	var addr netip.Addr
+	if o.Viewers > 0 {
+		viewer = rng.IntN(o.Viewers)
+		addr = viewerAddr(c, viewer, o.Seed)
+	} else {
+		addr = randomIn(c.Networks[rng.IntN(len(c.Networks))], rng)
+	}
 	path := "/ch" + strconv.FormatUint(zipf.Uint64()+1, 10) + "/index.m3u8"
+	if o.Token != nil && viewer >= 0 {
+		path += "?token=" + url.QueryEscape(o.Token(c.Name, viewer))
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Scheduler+path, nil)
 	if err != nil {
 		return sample{city: ci, err: err}
@@ -233,13 +255,26 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	sm := sample{
 		city: ci, status: resp.StatusCode, lat: time.Since(t0),
 		instance: resp.Header.Get("X-Anysched-Instance"), result: resp.Header.Get("X-Anysched-Result"),
-		decide: serverTiming(resp.Header.Get("Server-Timing")),
+		decide: serverTiming(resp.Header.Get("Server-Timing")), bitrate: resp.Header.Get("X-Anysched-Bitrate"),
 	}
 	if o.Follow && resp.StatusCode == http.StatusFound {
 		sm.edgeErr = play(ctx, client, resp.Header.Get("Location"))
 		sm.start = time.Since(t0)
 	}
 	return sm
+}
+
+// viewerAddr is viewer v's fixed address in city c: the same for the
+// whole run (and for runs with the same seed).
+func viewerAddr(c City, v int, seed uint64) netip.Addr {
+	return randomIn(c.Networks[v%len(c.Networks)], rand.New(rand.NewPCG(seed^cityHash(c.Name), uint64(v))))
+}
+
+// cityHash is FNV-1a of a city's name: per-city random streams.
+func cityHash(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
 }
 
 // play fetches a media playlist and its first two segments.
@@ -336,6 +371,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Follow {
 		head += "\tSTART p50/p99\tEDGE FAILED"
 	}
+	bitrates := false
+	for _, c := range r.PerCity {
+		bitrates = bitrates || len(c.Bitrates) > 0
+	}
+	if bitrates {
+		head += "\tBITRATES (kbps=redirects)"
+	}
 	fmt.Fprintln(tw, head)
 	total := 0
 	for _, name := range r.Cities {
@@ -347,6 +389,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)))
 		if r.Follow {
 			fmt.Fprintf(tw, "\t%s / %s\t%d", round(Percentile(c.Start, 50)), round(Percentile(c.Start, 99)), c.EdgeFailures)
+		}
+		if bitrates {
+			fmt.Fprintf(tw, "\t%s", counts(c.Bitrates))
 		}
 		fmt.Fprintln(tw)
 	}

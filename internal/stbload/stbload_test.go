@@ -3,11 +3,13 @@ package stbload
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,5 +100,82 @@ func TestFollowPlaysFromTheEdge(t *testing.T) {
 	rep.WriteTable(&table)
 	if !strings.Contains(table.String(), "START p50/p99") {
 		t.Fatalf("no start column:\n%s", table.String())
+	}
+}
+
+// Viewers are fixed STBs: each keeps its address and sends its own token;
+// the bitrate the scheduler chose is counted per city.
+func TestViewersKeepAddressAndToken(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]map[string]bool{} // token -> addresses
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.URL.Query().Get("token")
+		mu.Lock()
+		if seen[tok] == nil {
+			seen[tok] = map[string]bool{}
+		}
+		seen[tok][r.Header.Get("X-Forwarded-For")] = true
+		mu.Unlock()
+		w.Header().Set("X-Anysched-Bitrate", map[bool]string{true: "1200", false: "5000"}[strings.HasSuffix(tok, "7")])
+		w.Header().Set("Location", "http://10.1.1.10:8080/x")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer srv.Close()
+	rep, err := Run(context.Background(), Options{
+		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}}},
+		Host:   "live.iptv.example", Requests: 400, Concurrency: 4, Channels: 10, Seed: 3, Viewers: 10,
+		Token: func(city string, v int) string { return fmt.Sprintf("%s-viewer-%d", city, v) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 10 {
+		t.Fatalf("%d distinct tokens, want 10 viewers", len(seen))
+	}
+	for tok, addrs := range seen {
+		if len(addrs) != 1 || !strings.HasPrefix(tok, "hefei-viewer-") {
+			t.Fatalf("viewer %q came from %v, want one fixed address", tok, addrs)
+		}
+	}
+	b := rep.PerCity["hefei"].Bitrates
+	if b["1200"] == 0 || b["5000"] == 0 || b["1200"]+b["5000"] != 400 {
+		t.Fatalf("bitrates %v", b)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "1200=") {
+		t.Fatalf("table: %v\n%s", err, table.String())
+	}
+}
+
+func TestViewerProfilesFollowTheSeed(t *testing.T) {
+	n := 20000
+	one, under10, top := 0, 0, 0
+	for v := range n {
+		p := ViewerProfile("hefei", v, 1)
+		if p != ViewerProfile("hefei", v, 1) {
+			t.Fatal("profiles are not reproducible")
+		}
+		if p.DanmakuPerHour == 1 {
+			one++
+		}
+		if p.DanmakuPerHour < 10 {
+			under10++
+		}
+		if p.DesiredKbps == 5000 {
+			top++
+		}
+		if p.Gift < 0 || p.DesiredKbps <= 0 {
+			t.Fatalf("bad profile %+v", p)
+		}
+	}
+	share := func(k int) float64 { return float64(k) / float64(n) }
+	if s := share(one); s < 0.57 || s > 0.61 {
+		t.Errorf("%.3f send one comment an hour, want 0.59", s)
+	}
+	if s := share(under10); s < 0.95 || s > 0.97 {
+		t.Errorf("%.3f send fewer than ten, want 0.96", s)
+	}
+	if s := share(top); s < 0.48 || s > 0.52 {
+		t.Errorf("%.3f want 5000 kbps, want 0.50", s)
 	}
 }
