@@ -318,9 +318,20 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 			StartedAt: timestamppb.New(in.StartedAt), UpdatedAt: timestamppb.New(in.UpdatedAt),
 			SnapshotAgeSeconds: in.SnapshotAge, Hostname: in.Hostname, AdminAddress: in.AdminAddress,
 			Announced: in.Announced, AnnounceReason: in.AnnounceWhy, Announces: in.Announces, BgpPeers: peersPB(in.Peers),
+			Qoe: qoePB(in.QoE),
 		})
 	}
 	return resp, nil
+}
+
+func qoePB(q *store.QoEPlan) *pb.QoEPlan {
+	if q == nil {
+		return nil
+	}
+	return &pb.QoEPlan{
+		Sessions: int64(q.Sessions), Planned: int64(q.Planned), Fallback: int64(q.Fallback),
+		Objective: q.Objective, Gap: q.Gap, AgeSeconds: time.Since(q.MadeAt).Seconds(), Peers: int32(q.Peers),
+	}
 }
 
 // healthStatus adds per-region health counts, live checkers and drains.

@@ -294,6 +294,24 @@ type ServerStatus struct {
 	LeftBandwidth int64      `json:"headroom_kbps"`
 }
 
+// Summary is the plan in brief, for the instance registry (schedctl
+// status); nil before the first plan.
+func (a *Allocator) Summary() *store.QoEPlan {
+	p := a.plan.Load()
+	if p == nil {
+		return nil
+	}
+	st := &p.stats
+	q := &store.QoEPlan{
+		Sessions: int(a.sessions.count.Load()), Planned: st.Sessions, Fallback: st.Fallback,
+		Objective: st.Objective, MadeAt: p.made, Peers: st.Peers,
+	}
+	if !math.IsNaN(st.Bound) && st.Bound != 0 {
+		q.Gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
+	}
+	return q
+}
+
 // Status reports the current plan.
 func (a *Allocator) Status() Status {
 	st := Status{Region: a.cfg.Region, Instance: a.cfg.Instance, Sessions: int(a.sessions.count.Load())}

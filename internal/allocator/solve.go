@@ -335,10 +335,7 @@ func (a *Allocator) publish(p *plan) {
 	a.plan.Store(p)
 	st := &p.stats
 	a.met.objective.Set(st.Objective)
-	gap := 0.0
-	if !math.IsNaN(st.Bound) && st.Bound != 0 {
-		gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
-	}
+	gap := a.Summary().Gap
 	a.met.gap.Set(gap)
 	a.met.solve.Observe(st.SolveTime.Seconds())
 	a.met.planned.Set(float64(st.Sessions))

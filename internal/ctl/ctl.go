@@ -332,6 +332,15 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 	if err != nil {
 		return explain(err)
 	}
+	type qoe struct {
+		Sessions  int64   `json:"sessions" yaml:"sessions"`
+		Planned   int64   `json:"planned" yaml:"planned"`
+		Fallback  int64   `json:"fallback" yaml:"fallback"`
+		Objective float64 `json:"objective" yaml:"objective"`
+		Gap       float64 `json:"gap" yaml:"gap"`
+		AgeS      float64 `json:"age_seconds" yaml:"age_seconds"`
+		Peers     int32   `json:"peers" yaml:"peers"`
+	}
 	type inst struct {
 		ID               string  `json:"id" yaml:"id"`
 		Role             string  `json:"role" yaml:"role"`
@@ -346,6 +355,7 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 		AnnounceReason   string  `json:"announce_reason,omitempty" yaml:"announce_reason,omitempty"`
 		Announces        string  `json:"announces,omitempty" yaml:"announces,omitempty"`
 		Peers            string  `json:"bgp_peers,omitempty" yaml:"bgp_peers,omitempty"`
+		QoE              *qoe    `json:"qoe,omitempty" yaml:"qoe,omitempty"`
 	}
 	type region struct {
 		Region     string `json:"region" yaml:"region"`
@@ -393,6 +403,9 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 			Admin: in.GetAdminAddress(), Announced: in.GetAnnounced(), AnnounceReason: in.GetAnnounceReason(), Announces: in.GetAnnounces(),
 			Peers: peerList(in.GetBgpPeers()),
 		})
+		if q := in.GetQoe(); q != nil {
+			d.Instances[len(d.Instances)-1].QoE = &qoe{q.GetSessions(), q.GetPlanned(), q.GetFallback(), q.GetObjective(), q.GetGap(), q.GetAgeSeconds(), q.GetPeers()}
+		}
 	}
 	return render(out, *format, d, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "topology revision %d, %d scheduler instance(s)\n", d.Revision, len(d.Instances))
@@ -418,6 +431,19 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 				peers = "-"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d%s\t%.1fs\t%s\t%s\t%s\t%s\n", in.ID, in.Role, region, in.State, in.SnapshotRevision, lag, in.SnapshotAge, route, peers, in.Uptime, in.Version)
+		}
+		var plans []inst
+		for _, in := range d.Instances {
+			if in.QoE != nil {
+				plans = append(plans, in)
+			}
+		}
+		if len(plans) > 0 {
+			fmt.Fprintln(w, "\nQOE PLAN\tREGION\tSESSIONS\tPLANNED\tFALLBACK\tOBJECTIVE\tGAP\tAGE\tPEERS")
+			for _, in := range plans {
+				q := in.QoE
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.2f%%\t%.1fs\t%d\n", in.ID, in.Region, q.Sessions, q.Planned, q.Fallback, q.Objective, 100*q.Gap, q.AgeS, q.Peers)
+			}
 		}
 		if len(d.Regions) > 0 {
 			checkersOf := map[string]int{}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +209,15 @@ func TestLiveAllocation(t *testing.T) {
 		}
 	}
 	t.Logf("rungs %v, per server %v kbps, claims %v", rungs, perServer, sum)
+
+	// schedctl status shows both plans (through the center's admin API).
+	cc := centerConfig(t)
+	cc.Etcd.Endpoints = []string{e.Endpoint()}
+	daemon(t, func(ctx context.Context) error { return scheduler.RunCenter(ctx, cc, quiet) })
+	waitUp(t, "schedctl status shows both QoE plans", func() bool {
+		out, err := schedctl(t, cc.GRPC.Listen, "status")
+		return err == nil && strings.Contains(out, "QOE PLAN") &&
+			regexp.MustCompile(`(?m)^hefei-1\s+hefei\s+\d+\s+\d+`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^hefei-2\s+hefei\s+\d+\s+\d+`).MatchString(out)
+	})
 }

@@ -367,6 +367,9 @@ func (s *Scheduler) instance() store.Instance {
 	for _, p := range peers {
 		in.Peers = append(in.Peers, store.Peer{Address: p.Address, ASN: p.ASN, State: p.State})
 	}
+	if s.allocator != nil {
+		in.QoE = s.allocator.Summary()
+	}
 	switch snap := s.Syncer.Snapshot(); {
 	case snap == nil:
 		in.State = "starting"

@@ -25,8 +25,20 @@ type Instance struct {
 	AnnounceWhy      string    `json:"announce_why,omitempty"` // why the route is not announced
 	Announces        string    `json:"announces,omitempty"`    // the prefix
 	Peers            []Peer    `json:"peers,omitempty"`
+	QoE              *QoEPlan  `json:"qoe,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// QoEPlan summarises a regional scheduler's QoE allocation plan.
+type QoEPlan struct {
+	Sessions  int       `json:"sessions"`
+	Planned   int       `json:"planned"`
+	Fallback  int       `json:"fallback"`
+	Objective float64   `json:"objective"`
+	Gap       float64   `json:"gap"`
+	MadeAt    time.Time `json:"made_at"`
+	Peers     int       `json:"peers"`
 }
 
 // Peer is one BGP session of an instance.

@@ -1388,8 +1388,11 @@ type Instance struct {
 	Announced      bool   `protobuf:"varint,12,opt,name=announced,proto3" json:"announced,omitempty"`
 	AnnounceReason string `protobuf:"bytes,13,opt,name=announce_reason,json=announceReason,proto3" json:"announce_reason,omitempty"`
 	// The prefix it announces (the service /32, or the center's aggregate).
-	Announces     string     `protobuf:"bytes,14,opt,name=announces,proto3" json:"announces,omitempty"`
-	BgpPeers      []*BGPPeer `protobuf:"bytes,15,rep,name=bgp_peers,json=bgpPeers,proto3" json:"bgp_peers,omitempty"`
+	Announces string     `protobuf:"bytes,14,opt,name=announces,proto3" json:"announces,omitempty"`
+	BgpPeers  []*BGPPeer `protobuf:"bytes,15,rep,name=bgp_peers,json=bgpPeers,proto3" json:"bgp_peers,omitempty"`
+	// The QoE allocation plan of a regional scheduler (unset without
+	// selection: qoe services).
+	Qoe           *QoEPlan `protobuf:"bytes,16,opt,name=qoe,proto3" json:"qoe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1532,111 @@ func (x *Instance) GetBgpPeers() []*BGPPeer {
 	return nil
 }
 
+func (x *Instance) GetQoe() *QoEPlan {
+	if x != nil {
+		return x.Qoe
+	}
+	return nil
+}
+
+// QoEPlan summarises a regional scheduler's current allocation plan.
+type QoEPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Live sessions (viewer, channel) in its table.
+	Sessions int64 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Sessions the plan places, and those it sends to the fallback.
+	Planned   int64   `protobuf:"varint,2,opt,name=planned,proto3" json:"planned,omitempty"`
+	Fallback  int64   `protobuf:"varint,3,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	Objective float64 `protobuf:"fixed64,4,opt,name=objective,proto3" json:"objective,omitempty"`
+	// Certified optimality gap: (bound - objective) / bound.
+	Gap float64 `protobuf:"fixed64,5,opt,name=gap,proto3" json:"gap,omitempty"`
+	// Seconds since the plan was made.
+	AgeSeconds float64 `protobuf:"fixed64,6,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
+	// Other instances of the region sharing its capacity.
+	Peers         int32 `protobuf:"varint,7,opt,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QoEPlan) Reset() {
+	*x = QoEPlan{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QoEPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QoEPlan) ProtoMessage() {}
+
+func (x *QoEPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
+func (*QoEPlan) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *QoEPlan) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetPlanned() int64 {
+	if x != nil {
+		return x.Planned
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetFallback() int64 {
+	if x != nil {
+		return x.Fallback
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetObjective() float64 {
+	if x != nil {
+		return x.Objective
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetGap() float64 {
+	if x != nil {
+		return x.Gap
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetAgeSeconds() float64 {
+	if x != nil {
+		return x.AgeSeconds
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetPeers() int32 {
+	if x != nil {
+		return x.Peers
+	}
+	return 0
+}
+
 type BGPPeer struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
@@ -1541,7 +1649,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1661,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1674,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -1700,7 +1808,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
 	"\aregions\x18\x03 \x03(\v2\x19.anysched.v1.RegionHealthR\aregions\x126\n" +
 	"\bcheckers\x18\x04 \x03(\v2\x1a.anysched.v1.CheckerStatusR\bcheckers\x12/\n" +
-	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\xa4\x04\n" +
+	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\xcc\x04\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -1719,7 +1827,17 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tannounced\x18\f \x01(\bR\tannounced\x12'\n" +
 	"\x0fannounce_reason\x18\r \x01(\tR\x0eannounceReason\x12\x1c\n" +
 	"\tannounces\x18\x0e \x01(\tR\tannounces\x121\n" +
-	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\"K\n" +
+	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\x12&\n" +
+	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\"\xc2\x01\n" +
+	"\aQoEPlan\x12\x1a\n" +
+	"\bsessions\x18\x01 \x01(\x03R\bsessions\x12\x18\n" +
+	"\aplanned\x18\x02 \x01(\x03R\aplanned\x12\x1a\n" +
+	"\bfallback\x18\x03 \x01(\x03R\bfallback\x12\x1c\n" +
+	"\tobjective\x18\x04 \x01(\x01R\tobjective\x12\x10\n" +
+	"\x03gap\x18\x05 \x01(\x01R\x03gap\x12\x1f\n" +
+	"\vage_seconds\x18\x06 \x01(\x01R\n" +
+	"ageSeconds\x12\x14\n" +
+	"\x05peers\x18\a \x01(\x05R\x05peers\"K\n" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -1746,7 +1864,7 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*DrillEtcdLossRequest)(nil),  // 0: anysched.v1.DrillEtcdLossRequest
 	(*DrillRequest)(nil),          // 1: anysched.v1.DrillRequest
@@ -1768,45 +1886,47 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 17: anysched.v1.StatusRequest
 	(*StatusResponse)(nil),        // 18: anysched.v1.StatusResponse
 	(*Instance)(nil),              // 19: anysched.v1.Instance
-	(*BGPPeer)(nil),               // 20: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*QoEPlan)(nil),               // 20: anysched.v1.QoEPlan
+	(*BGPPeer)(nil),               // 21: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	21, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	21, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	21, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	22, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	22, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	22, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
 	11, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
 	14, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
 	14, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	21, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	22, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
 	19, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
 	6,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
 	7,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
 	8,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	21, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	21, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	12, // 14: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	15, // 15: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	17, // 16: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	9,  // 17: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	3,  // 18: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	4,  // 19: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	1,  // 20: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	0,  // 21: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	13, // 22: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	16, // 23: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	18, // 24: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	10, // 25: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	5,  // 26: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	5,  // 27: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	2,  // 28: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	2,  // 29: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	22, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	22, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	20, // 14: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	12, // 15: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	15, // 16: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	17, // 17: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	9,  // 18: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	3,  // 19: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	4,  // 20: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	1,  // 21: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	0,  // 22: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	13, // 23: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	16, // 24: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	18, // 25: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	10, // 26: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	5,  // 27: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	5,  // 28: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	2,  // 29: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	2,  // 30: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -1820,7 +1940,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
