@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,8 +125,10 @@ type Allocator struct {
 	plan     atomic.Pointer[plan]
 	sessions *table
 	kick     chan struct{}
-	gen      uint64       // plans made (Run's goroutine only)
-	own      store.Claims // the claims last committed (Run's goroutine only)
+
+	solveMu sync.Mutex   // one Solve at a time; guards gen and own
+	gen     uint64       // plans made
+	own     store.Claims // the claims last committed
 }
 
 // New builds an allocator. engine returns the scheduler's current routing

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -400,3 +401,40 @@ func TestSafeModeWithoutEtcd(t *testing.T) {
 func clientv3WithPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// A city whose servers are all down plans every session to the fallback
+// region, at the lowest rung; unlimited servers keep their capacity in
+// safe mode.
+func TestNoServerAndUnlimitedServers(t *testing.T) {
+	e := etcdtest.Start(t)
+	down := engineFor(t, province)
+	snap := down.Snapshot()
+	down = steer.New(snap, steer.Options{DefaultRegion: "hefei", Available: func(i int32) bool { return snap.Servers[i].Region != 0 }})
+	r := newRig(t, e, down, "i1", Config{})
+	for i := range 5 {
+		r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), "")
+	}
+	r.a.Solve(context.Background())
+	if st := r.a.Status(); !st.Planned || st.PlannedN != 5 || st.Fallback != 5 || len(st.Servers) != 0 {
+		t.Fatalf("plan without servers: %+v", st)
+	}
+	if _, loc, _ := r.get("100.64.1.1", "live.iptv.example", "/x/index.m3u8?token="+signed(t, "u0", 5000), ""); !strings.HasPrefix(loc, "http://10.2.1.1:8080/live/x/1200/") {
+		t.Fatalf("fallback answer %q, want wuhu at 1200 kbps", loc)
+	}
+
+	uncapped := engineFor(t, regexp.MustCompile(`, capacity: \{[^}]*\}`).ReplaceAllString(province, ""))
+	u := newRig(t, e, uncapped, "i2", Config{})
+	for i := range 5 {
+		u.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), "")
+	}
+	u.a.Solve(context.Background())
+	e.Stop()
+	u.a.Solve(context.Background()) // safe mode
+	st := u.a.Status()
+	if !st.SafeMode || st.Fallback != 0 {
+		t.Fatalf("safe mode with unlimited servers: %+v", st)
+	}
+	if _, loc, _ := u.get("100.64.1.1", "live.iptv.example", "/x/index.m3u8?token="+signed(t, "u0", 5000), ""); !strings.Contains(loc, "/5000/") {
+		t.Fatalf("unlimited servers: %q, want the desired 5000 kbps", loc)
+	}
+}

@@ -46,6 +46,8 @@ func (a *Allocator) Run(ctx context.Context) error {
 // more; when etcd cannot be read it solves within the claims it holds
 // already and commits nothing.
 func (a *Allocator) Solve(ctx context.Context) {
+	a.solveMu.Lock()
+	defer a.solveMu.Unlock()
 	eng := a.engine()
 	if eng == nil {
 		return
@@ -60,7 +62,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 		return
 	}
 	for attempt := 0; attempt < 2; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, a.cfg.Period)
+		rctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
 		peers, rev, err := a.board.Peers(rctx)
 		cancel()
 		safe := err != nil
@@ -78,7 +80,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 			a.publish(p)
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, a.cfg.Period)
+		cctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
 		committed, err := a.board.Commit(cctx, claims, rev)
 		cancel()
 		if err != nil {
@@ -98,6 +100,10 @@ func (a *Allocator) Solve(ctx context.Context) {
 	}
 	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
 }
+
+// etcdTimeout bounds one claims read or commit: an etcd that does not
+// answer must not hold the loop for a whole period.
+func (a *Allocator) etcdTimeout() time.Duration { return min(a.cfg.Period/4, 2*time.Second) }
 
 func hasQoE(snap *topology.Snapshot) bool {
 	for _, sv := range snap.Services {
@@ -137,8 +143,10 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 			capCPU[pos], limited[pos] = c, true
 		}
 		if safe {
-			own := a.own.Servers[sv.Name]
-			capBw[pos], capCPU[pos] = math.Min(capBw[pos], own.BandwidthKbps), math.Min(capCPU[pos], own.Compute)
+			if limited[pos] { // unlimited servers are never claimed
+				own := a.own.Servers[sv.Name]
+				capBw[pos], capCPU[pos] = math.Min(capBw[pos], own.BandwidthKbps), math.Min(capCPU[pos], own.Compute)
+			}
 			continue
 		}
 		full := [2]float64{capBw[pos], capCPU[pos]}
