@@ -632,40 +632,14 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 	}
 	fmt.Fprintf(out, "drill: stopped %d of %d etcd members (%s) until %s; %s\n", len(stopped), total, strings.Join(stopped, " "), until.Local().Format(time.TimeOnly), quorum)
 
-	// Every 250 ms: a linearizable read through the store (status), and a
-	// decision of the center's (explain, answered from memory only).
-	var (
-		down             bool
-		downAt, downFor  time.Duration
-		outages          int
-		probes, answered int
-		revision         int64
-		dueBack          bool
-	)
-	deadline := until.Add(2 * time.Minute)
-	for {
-		now := time.Now()
-		if now.After(deadline) {
-			return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
-		}
-		if !dueBack && now.After(until) {
-			dueBack = true
-			fmt.Fprintf(out, "  +%5.1fs  members due back (each restarts by itself)\n", now.Sub(start).Seconds())
-		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.Status(pctx, &pb.StatusRequest{})
-		cancel()
-		switch {
-		case err != nil && !down:
-			down, downAt = true, time.Since(start)
-			outages++
-			fmt.Fprintf(out, "  +%5.1fs  store unreachable (status: %s)\n", downAt.Seconds(), status.Code(err))
-		case err == nil && down:
-			down = false
-			downFor += time.Since(start) - downAt
-			fmt.Fprintf(out, "  +%5.1fs  store back\n", time.Since(start).Seconds())
-		}
-		if !dueBack {
+	// Every 250 ms until the members are due back, a decision of the
+	// center's (explain: answered from memory only, never from the store).
+	var probes, answered int
+	var revision int64
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		for time.Now().Before(until) && ctx.Err() == nil {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			x, err := c.Explain(pctx, &pb.ExplainRequest{ClientIp: "192.0.2.1", Host: "etcd-loss-drill.invalid"})
 			cancel()
@@ -674,6 +648,38 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 				answered++
 				revision = x.GetRevision()
 			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	// Every 250 ms: a linearizable read through the store (status).
+	var (
+		down            bool
+		downAt, downFor time.Duration
+		outages         int
+		dueBack         bool
+	)
+	deadline := until.Add(2 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
+		}
+		asked := time.Since(start)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(pctx, &pb.StatusRequest{})
+		cancel()
+		if !dueBack && time.Now().After(until) {
+			dueBack = true
+			fmt.Fprintf(out, "  +%5.1fs  members due back (each restarts by itself)\n", until.Sub(start).Seconds())
+		}
+		switch {
+		case err != nil && !down:
+			down, downAt = true, asked // the read that failed was asked then
+			outages++
+			fmt.Fprintf(out, "  +%5.1fs  store unreachable (status: %s)\n", downAt.Seconds(), status.Code(err))
+		case err == nil && down:
+			down = false
+			downFor += time.Since(start) - downAt
+			fmt.Fprintf(out, "  +%5.1fs  store back\n", time.Since(start).Seconds())
 		}
 		if dueBack && !down && time.Now().After(until.Add(time.Second)) {
 			break
@@ -685,6 +691,7 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 		}
 	}
 
+	<-probed
 	// The schedulers: none restarted during the drill, and which announce.
 	st, err := c.Status(ctx, &pb.StatusRequest{})
 	if err != nil {
