@@ -326,6 +326,8 @@ func status(o lab.Options) error {
 			switch {
 			case m.Error != "":
 				state = m.Error
+			case !m.Running && time.Now().After(m.Until):
+				state = "restarting after a drill"
 			case !m.Running:
 				state = "stopped by a drill until " + m.Until.Local().Format(time.TimeOnly)
 			}

@@ -121,13 +121,6 @@ func (e *Embedded) Err() (errs <-chan error, changed <-chan struct{}) {
 // Name is the member's name.
 func (e *Embedded) Name() string { return e.cfg.Name }
 
-// Running reports whether the server runs (not stopped by a drill or Close).
-func (e *Embedded) Running() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return !e.stopped
-}
-
 // Stop stops the server for a while (an etcd-loss drill), abruptly; Start
 // brings it back.
 func (e *Embedded) Stop() {

@@ -43,7 +43,9 @@ type MemberControl struct {
 func (m *MemberControl) state() MemberState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return MemberState{Name: m.Etcd.Name(), Running: m.Etcd.Running() && m.until.IsZero(), Until: m.until, Error: m.err}
+	// Not the server's own state: it is locked while the server stops or
+	// starts (seconds), and the endpoint must answer meanwhile.
+	return MemberState{Name: m.Etcd.Name(), Running: m.until.IsZero(), Until: m.until, Error: m.err}
 }
 
 // ServeHTTP implements the endpoint.
