@@ -14,15 +14,17 @@ import (
 //	standby: [hefei]                # cities with a standby scheduler too
 //	edges: true                     # media edges and embedded checkers
 //	ospf: false                     # announce.mode ospf instead of bgp
+//	etcd_cluster: 3                 # etcd members: 1 (the center's embedded etcd) or 3
 //	prefix: asl                     # namespace name prefix
 //	dir: /tmp/anysched-lab
 type labFile struct {
-	Cities  []string `yaml:"cities"`
-	Standby []string `yaml:"standby"`
-	Edges   *bool    `yaml:"edges"`
-	OSPF    bool     `yaml:"ospf"`
-	Prefix  string   `yaml:"prefix"`
-	Dir     string   `yaml:"dir"`
+	Cities      []string `yaml:"cities"`
+	Standby     []string `yaml:"standby"`
+	Edges       *bool    `yaml:"edges"`
+	OSPF        bool     `yaml:"ospf"`
+	EtcdCluster int      `yaml:"etcd_cluster"`
+	Prefix      string   `yaml:"prefix"`
+	Dir         string   `yaml:"dir"`
 }
 
 // readLabFile decodes a lab file strictly and checks it.
@@ -48,6 +50,9 @@ func readLabFile(path string) (*labFile, error) {
 		if !slices.Contains(f.Cities, c) {
 			errs.Add(fmt.Sprintf("standby[%d]", i), "%q is not one of the lab's cities", c)
 		}
+	}
+	if f.EtcdCluster != 0 && f.EtcdCluster != 1 && f.EtcdCluster != 3 {
+		errs.Add("etcd_cluster", "%d: want 1 (the center's embedded etcd) or 3", f.EtcdCluster)
 	}
 	if f.OSPF && len(f.Standby) > 0 {
 		errs.Add("standby", "primary/standby pairs are BGP-only in the lab")

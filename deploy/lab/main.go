@@ -6,8 +6,14 @@
 //	lab demo [--cities 4]       up, STB load (playlist and segments from the edges), drills, summary, down
 //	lab up [--cities 2 | --file lab.yaml]  up, then wait for Ctrl-C and tear down
 //	lab load [--load 30s]       STB load from every city of a running lab, and what the STBs saw
-//	lab status                  routes and schedulers of a running lab
+//	lab status                  routes, link delays and etcd members of a running lab
 //	lab down                    remove everything a lab (or a crashed one) left
+//
+// --etcd-cluster 3 (or etcd_cluster: 3 in the lab file) runs the province's
+// etcd as a 3-member cluster, each member (lab etcd-member, started by the
+// lab) in a namespace of its own on the core; 1 is the center's embedded
+// etcd. Each city's link to the core gets the delay of its distance to the
+// capital (netem, when the kernel has it).
 //
 // It uses the binaries in --bin (make build puts them in bin/).
 package main
@@ -17,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,15 +60,26 @@ func run(args []string) error {
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
 	listen := fs.String("listen", "", "edge: address to serve on")
-	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, ospf, prefix, dir) instead of --cities")
+	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, ospf, etcd_cluster, prefix, dir) instead of --cities")
+	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
+	var member lab.MemberOptions // etcd-member: one member of the lab's cluster (started by the lab itself)
+	fs.StringVar(&member.Name, "name", "", "etcd-member: member name")
+	fs.StringVar(&member.Dir, "data", "", "etcd-member: data directory")
+	fs.StringVar(&member.ClientListen, "client-listen", "", "etcd-member: client host:port")
+	fs.StringVar(&member.PeerListen, "peer-listen", "", "etcd-member: peer host:port")
+	fs.StringVar(&member.InitialCluster, "initial-cluster", "", "etcd-member: name=http://peer,...")
+	fs.StringVar(&member.ControlURL, "control", "", "etcd-member: host:port of the drill control endpoint")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if *n < 1 || *n > len(allCities) {
 		return fmt.Errorf("--cities %d: want 1 to 16", *n)
 	}
+	if *etcdCluster != 1 && *etcdCluster != 3 {
+		return fmt.Errorf("--etcd-cluster %d: want 1 or 3", *etcdCluster)
+	}
 	absBin, _ := filepath.Abs(*bin)
-	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, Delay: 10 * time.Millisecond, Edges: true}
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster}
 	if *file != "" {
 		f, err := readLabFile(*file)
 		if err != nil {
@@ -77,12 +95,19 @@ func run(args []string) error {
 		if f.Dir != "" {
 			o.Dir = f.Dir
 		}
+		if f.EtcdCluster != 0 {
+			o.EtcdMembers = f.EtcdCluster
+		}
 		o.Standby = map[int]bool{}
 		for _, c := range f.Standby {
 			o.Standby[slices.Index(o.Cities, c)] = true
 		}
 	}
 	switch args[0] {
+	case "etcd-member": // one member of a lab's etcd cluster (started by the lab itself)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return lab.RunEtcdMember(ctx, member, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	case "edge": // a media edge inside a lab namespace (started by the lab itself)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -121,14 +146,21 @@ func up(o lab.Options) (*lab.Lab, error) {
 		return nil, errors.New("the lab needs root (network namespaces)")
 	}
 	_ = os.RemoveAll(o.Dir)
-	step("building the province: %d cities, BIRD routers, core, center (namespaces %s-*)", len(o.Cities), o.Prefix)
+	etcd := "the center's embedded etcd"
+	if o.EtcdMembers > 1 {
+		etcd = fmt.Sprintf("a %d-member etcd cluster", o.EtcdMembers)
+	}
+	step("building the province: %d cities, BIRD routers, core, center, %s (namespaces %s-*)", len(o.Cities), etcd, o.Prefix)
 	l, err := lab.Up(context.Background(), o)
 	if err != nil {
 		return nil, err
 	}
 	if l.NoNetem {
-		fmt.Println("  (this kernel has no netem: links run without the 10 ms delay)")
+		fmt.Println("  this kernel has no netem qdisc: the city-core links run WITHOUT delay; the delays they would have had (one-way, from each city's distance to " + lab.Capital + "):")
+	} else {
+		fmt.Println("  city-core link delays (netem, one-way, from each city's distance to " + lab.Capital + "):")
 	}
+	fmt.Println("    " + lab.FormatDelays(l.LinkDelays()))
 	step("applying the province topology through the center's admin API")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -198,8 +230,13 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	if err != nil {
 		fmt.Println("  drill:", err)
 	}
-	step("etcd-loss drill: the center's etcd stops for 5s; every scheduler keeps answering from its snapshot")
-	out, err = schedctl(l, "drill", "etcd-loss", "--duration", "5s")
+	if o.EtcdMembers > 1 {
+		step("etcd-loss drill: 2 of the %d etcd members stop for 5s (quorum lost); every scheduler keeps answering from its snapshot", o.EtcdMembers)
+		out, err = schedctl(l, "drill", "etcd-loss", "--members", "2", "--duration", "5s")
+	} else {
+		step("etcd-loss drill: the center's etcd stops for 5s; every scheduler keeps answering from its snapshot")
+		out, err = schedctl(l, "drill", "etcd-loss", "--duration", "5s")
+	}
 	fmt.Print(indent(out))
 	if err != nil {
 		fmt.Println("  drill:", err)
@@ -266,6 +303,37 @@ func status(o lab.Options) error {
 		return nil
 	}
 	fmt.Printf("namespaces: %s\n", strings.Join(ns, " "))
+	o.EtcdMembers = 0
+	for _, n := range ns {
+		if strings.HasPrefix(n, o.Prefix+"-etcd") {
+			o.EtcdMembers++
+		}
+	}
+	l := lab.Attach(o)
+	fmt.Println("city-core link delays (one-way, from each city's distance to " + lab.Capital + "):")
+	for i, d := range l.LinkDelays() {
+		b, _ := exec.Command("ip", "netns", "exec", l.NS("core"), "tc", "qdisc", "show", "dev", fmt.Sprintf("city%d", i+1)).Output()
+		applied := "not applied (no netem qdisc on the link)"
+		if strings.Contains(string(b), "netem") {
+			applied = "applied with netem"
+		}
+		fmt.Printf("  %-10s %6.0f km  %5.2f ms  %s\n", d.City, d.DistanceKm, float64(d.Delay.Microseconds())/1000, applied)
+	}
+	if o.EtcdMembers > 1 {
+		fmt.Printf("etcd cluster (%d members):\n", o.EtcdMembers)
+		for _, m := range l.EtcdMembers(context.Background()) {
+			state := "running"
+			switch {
+			case m.Error != "":
+				state = m.Error
+			case !m.Running && time.Now().After(m.Until):
+				state = "restarting after a drill"
+			case !m.Running:
+				state = "stopped by a drill until " + m.Until.Local().Format(time.TimeOnly)
+			}
+			fmt.Printf("  %-6s %s\n", m.Name, state)
+		}
+	}
 	for i := range o.Cities {
 		sock := filepath.Join(o.Dir, fmt.Sprintf("bird-r%d.ctl", i+1))
 		if _, err := os.Stat(sock); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
@@ -54,10 +55,14 @@ type Service struct {
 	Lab bool
 	// Etcd is the center's embedded etcd, nil with an external cluster.
 	Etcd *store.Embedded
+	// LabEtcdMembers are the control endpoints of a lab's etcd members
+	// (config lab_etcd_members): the etcd-loss drill stops members there.
+	LabEtcdMembers []string
 }
 
-// DrillEtcdLoss stops the embedded etcd for the drill's duration (lab only).
-func (s *Service) DrillEtcdLoss(_ context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
+// DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
+// cluster, for the drill's duration (lab only).
+func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
 	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
 	if d < time.Second || d > 10*time.Minute {
 		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 10m]", d)
@@ -65,12 +70,18 @@ func (s *Service) DrillEtcdLoss(_ context.Context, req *pb.DrillEtcdLossRequest)
 	if !s.Lab {
 		return nil, status.Error(codes.FailedPrecondition, "refused: an etcd-loss drill runs only in a lab (lab: true)")
 	}
+	if len(s.LabEtcdMembers) > 0 {
+		return s.drillEtcdMembers(ctx, d, int(req.GetMembers()))
+	}
 	if s.Etcd == nil {
 		return nil, status.Error(codes.FailedPrecondition, "refused: this center uses an external etcd cluster; stop its members yourself")
 	}
+	if n := req.GetMembers(); n > 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the center's embedded etcd is a single member", n)
+	}
 	until := time.Now().Add(d)
 	s.Logger.Warn("etcd-loss drill: stopping the embedded etcd", "until", until)
-	go func() { // stopping etcd takes seconds (it drains its clients): answer now
+	go func() { // stopping etcd takes a moment (it closes its listeners): answer now
 		s.Etcd.Stop()
 		time.Sleep(time.Until(until))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -81,7 +92,45 @@ func (s *Service) DrillEtcdLoss(_ context.Context, req *pb.DrillEtcdLossRequest)
 		}
 		s.Logger.Info("etcd-loss drill over: embedded etcd running again")
 	}()
-	return &pb.DrillResponse{Until: timestamppb.New(until)}, nil
+	return &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembersStopped: []string{s.Etcd.Name()}, EtcdMembers: 1}, nil
+}
+
+// drillEtcdMembers stops the first n (0: all) of the lab's etcd members
+// through their control endpoints; each starts again by itself after d.
+func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int) (*pb.DrillResponse, error) {
+	total := len(s.LabEtcdMembers)
+	if n == 0 {
+		n = total
+	}
+	if n > total {
+		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the lab's etcd cluster has %d", n, total)
+	}
+	until := time.Now().Add(d)
+	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1}
+	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "quorum_kept", resp.QuorumKept, "until", until)
+	names, errs := make([]string, n), make([]error, n)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, addr := range s.LabEtcdMembers[:n] { // together: the quorum goes at once
+		wg.Go(func() {
+			st, err := store.StopMember(ctx, addr, d)
+			names[i], errs[i] = st.Name, err
+		})
+	}
+	wg.Wait()
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", s.LabEtcdMembers[i], err))
+			continue
+		}
+		resp.EtcdMembersStopped = append(resp.EtcdMembersStopped, names[i])
+	}
+	if len(failed) > 0 {
+		return nil, status.Errorf(codes.Unavailable, "stopped %v; could not stop %s", resp.EtcdMembersStopped, strings.Join(failed, "; "))
+	}
+	return resp, nil
 }
 
 // Drill starts a failover drill for a region ("center" drills the center).

@@ -330,6 +330,11 @@ type Center struct {
 	DefaultRegion string `yaml:"default_region"`
 	// Lab marks a lab province: failover drills need no confirmation.
 	Lab bool `yaml:"lab"`
+	// LabEtcdMembers are the control addresses (host:port) of a lab's etcd
+	// members (bin/lab etcd-member), in member order: the etcd-loss drill
+	// stops and restarts members through them. Only with lab: true and
+	// etcd.endpoints (the members' client URLs).
+	LabEtcdMembers []string `yaml:"lab_etcd_members"`
 }
 
 // Regional is a city scheduler's configuration.
@@ -496,6 +501,17 @@ func (c *Center) Validate() error {
 	c.GRPC.TLS.validate(&errs, "grpc.tls")
 	if c.Health.Embedded {
 		errs.Add("health.embedded", "only a regional scheduler embeds a checker; run the healthcheck daemon instead")
+	}
+	if len(c.LabEtcdMembers) > 0 {
+		if !c.Lab {
+			errs.Add("lab_etcd_members", "only in a lab (lab: true)")
+		}
+		if len(c.Etcd.Endpoints) == 0 {
+			errs.Add("lab_etcd_members", "needs etcd.endpoints: the members' client URLs")
+		}
+		for i, m := range c.LabEtcdMembers {
+			hostPort(&errs, fmt.Sprintf("lab_etcd_members[%d]", i), m, true)
+		}
 	}
 	return errs.Err()
 }

@@ -137,3 +137,19 @@ func TestAllocValidation(t *testing.T) {
 		t.Fatalf("unknown alloc key: %v", err)
 	}
 }
+
+func TestCenterLabEtcdMembers(t *testing.T) {
+	c := DefaultCenter()
+	c.LabEtcdMembers = []string{"10.0.1.2:2390", "nowhere"}
+	err := c.Validate()
+	for _, want := range []string{"lab_etcd_members: only in a lab", "lab_etcd_members: needs etcd.endpoints", "lab_etcd_members[1]: not host:port"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in: %v", want, err)
+		}
+	}
+	c.Lab, c.LabEtcdMembers = true, []string{"10.0.1.2:2390"}
+	c.Etcd.Endpoints = []string{"http://10.0.1.2:2379"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

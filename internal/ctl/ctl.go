@@ -44,7 +44,7 @@ Usage:
   schedctl [global flags] drain server|node|region NAME [--reason TEXT]
   schedctl [global flags] undrain server|node|region NAME
   schedctl [global flags] drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]
-  schedctl [global flags] drill etcd-loss --duration D      (lab only)
+  schedctl [global flags] drill etcd-loss --duration D [--members N]   (lab only; N of the lab's etcd members, default all)
   schedctl token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]
   schedctl version
 
@@ -584,7 +584,7 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 		return etcdLossCmd(ctx, c, args[1:], out)
 	}
 	if len(args) == 0 || args[0] != "failover" {
-		return fmt.Errorf("%w: drill failover --region R --duration D, or drill etcd-loss --duration D", ErrUsage)
+		return fmt.Errorf("%w: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N]", ErrUsage)
 	}
 	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
 	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
@@ -640,34 +640,81 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	return nil
 }
 
-// etcdLossCmd stops the lab center's etcd for a while and follows it:
-// the store is unreachable (status fails) while every scheduler keeps
-// answering from its snapshot, then it comes back.
+// etcdLossCmd stops the lab's etcd (the center's embedded one, or members of
+// the lab's cluster) for a while and follows the drill: whether the store
+// answers (a quorum), whether the center keeps deciding from its snapshot
+// meanwhile, and whether every scheduler came through without a restart.
 func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("drill etcd-loss", flag.ContinueOnError)
-	dur := fs.Duration("duration", 10*time.Second, "how long etcd stays down")
+	dur := fs.Duration("duration", 10*time.Second, "how long the members stay down")
+	members := fs.Uint("members", 0, "how many members of the lab's etcd cluster to stop (0: all)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	start := time.Now()
-	resp, err := c.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: dur.Seconds()})
+	resp, err := c.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: dur.Seconds(), Members: uint32(*members)})
 	if err != nil {
 		return explain(err)
 	}
-	fmt.Fprintf(out, "drill: the center's etcd is down until %s; schedulers answer from their snapshots\n", resp.GetUntil().AsTime().Local().Format(time.TimeOnly))
-	down := false
-	deadline := resp.GetUntil().AsTime().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.Status(sctx, &pb.StatusRequest{})
+	until := resp.GetUntil().AsTime()
+	stopped, total := resp.GetEtcdMembersStopped(), resp.GetEtcdMembers()
+	quorum := "quorum lost: the store refuses reads and writes, schedulers answer from their snapshots"
+	if resp.GetQuorumKept() {
+		quorum = fmt.Sprintf("quorum kept (%d of %d run): the store keeps serving", int(total)-len(stopped), total)
+	}
+	fmt.Fprintf(out, "drill: stopped %d of %d etcd members (%s) until %s; %s\n", len(stopped), total, strings.Join(stopped, " "), until.Local().Format(time.TimeOnly), quorum)
+
+	// Every 250 ms until the members are due back, a decision of the
+	// center's (explain: answered from memory only, never from the store).
+	var probes, answered int
+	var revision int64
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		for time.Now().Before(until) && ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			x, err := c.Explain(pctx, &pb.ExplainRequest{ClientIp: "192.0.2.1", Host: "etcd-loss-drill.invalid"})
+			cancel()
+			probes++
+			if err == nil {
+				answered++
+				revision = x.GetRevision()
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	// Every 250 ms: a linearizable read through the store (status).
+	var (
+		down            bool
+		downAt, downFor time.Duration
+		outages         int
+		dueBack         bool
+	)
+	deadline := until.Add(2 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
+		}
+		asked := time.Since(start)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(pctx, &pb.StatusRequest{})
 		cancel()
+		if !dueBack && time.Now().After(until) {
+			dueBack = true
+			fmt.Fprintf(out, "  +%5.1fs  members due back (each restarts by itself)\n", until.Sub(start).Seconds())
+		}
 		switch {
 		case err != nil && !down:
-			down = true
-			fmt.Fprintf(out, "  +%5.1fs  store unreachable (status: %s)\n", time.Since(start).Seconds(), status.Code(err))
+			down, downAt = true, asked // the read that failed was asked then
+			outages++
+			fmt.Fprintf(out, "  +%5.1fs  store unreachable (status: %s)\n", downAt.Seconds(), status.Code(err))
 		case err == nil && down:
+			down = false
+			downFor += time.Since(start) - downAt
 			fmt.Fprintf(out, "  +%5.1fs  store back\n", time.Since(start).Seconds())
-			return nil
+		}
+		if dueBack && !down && time.Now().After(until.Add(time.Second)) {
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -675,7 +722,43 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return errors.New("drill: the store did not come back within 2 minutes of the drill's end")
+
+	<-probed
+	// The schedulers: none restarted during the drill, and which announce.
+	st, err := c.Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return explain(err)
+	}
+	var restarted, withdrawn []string
+	for _, in := range st.GetInstances() {
+		if in.GetStartedAt().AsTime().After(start) {
+			restarted = append(restarted, in.GetId())
+		}
+		if !in.GetAnnounced() {
+			withdrawn = append(withdrawn, fmt.Sprintf("%s (%s)", in.GetId(), in.GetAnnounceReason()))
+		}
+	}
+	storeLine := "the store answered throughout"
+	if outages > 0 {
+		storeLine = fmt.Sprintf("the store was unreachable for %.1fs in %d outage(s)", downFor.Seconds(), outages)
+	}
+	fmt.Fprintf(out, "  %s; the center answered %d of %d explain probes from its snapshot (revision %d) while the members were down\n", storeLine, answered, probes, revision)
+	schedLine := fmt.Sprintf("  %d schedulers registered, none restarted during the drill", len(st.GetInstances()))
+	if len(restarted) > 0 {
+		schedLine = fmt.Sprintf("  %d schedulers registered; restarted during the drill: %s", len(st.GetInstances()), strings.Join(restarted, " "))
+	}
+	if len(withdrawn) > 0 {
+		schedLine += "; not announcing: " + strings.Join(withdrawn, ", ")
+	} else {
+		schedLine += "; all announce their route"
+	}
+	fmt.Fprintln(out, schedLine)
+	if answered < probes || len(restarted) > 0 {
+		return errors.New("drill: the schedulers did not all come through the etcd loss (see above)")
+	}
+	fmt.Fprintf(out, "drill done: %d of %d members stopped for %s, quorum %s; the schedulers kept answering from their snapshots (STB-side figures: the load generator, or bin/lab demo)\n",
+		len(stopped), total, dur, map[bool]string{true: "kept", false: "lost"}[resp.GetQuorumKept()])
+	return nil
 }
 
 // tokenCmd signs a viewer token as the business platform does, for tests

@@ -31,11 +31,15 @@ import (
 
 // Options describe a lab province.
 type Options struct {
-	Prefix  string        // namespace name prefix, e.g. "as1"; keep it short (interface names)
-	Cities  []string      // city names (regions); at most 16
-	Standby map[int]bool  // cities (by index) that also run a standby scheduler
-	Delay   time.Duration // netem delay on each city-core link
-	Bin     string        // directory with central-scheduler and regional-scheduler
+	Prefix  string       // namespace name prefix, e.g. "as1"; keep it short (interface names)
+	Cities  []string     // city names (regions); at most 16
+	Standby map[int]bool // cities (by index) that also run a standby scheduler
+	// Delay is a fixed round-trip netem delay on every city-core link (half
+	// of it leaves each end); DistanceDelays instead gives each city's link
+	// the one-way delay of its distance to the capital (LinkDelay).
+	Delay          time.Duration
+	DistanceDelays bool
+	Bin            string // directory with central-scheduler and regional-scheduler
 	// Edges: per city a namespace with two media edges (bin/lab edge) the
 	// topology points at, probed by a checker embedded in each regional
 	// scheduler. Without them the servers exist only in the topology.
@@ -43,9 +47,14 @@ type Options struct {
 	// OSPF: the regional schedulers announce by putting the /32 on anycast0,
 	// a BIRD on each scheduler host advertises it to the city router over
 	// OSPF (announce.mode ospf). Default: BGP from the scheduler's GoBGP.
-	OSPF   bool
-	Dir    string // work directory (configs, logs)
-	Logger *slog.Logger
+	OSPF bool
+	// EtcdMembers: 0 or 1, the center's embedded etcd; 3 (or 5), an etcd
+	// cluster of that many members, each a bin/lab etcd-member process in a
+	// namespace of its own on the core (etcd1...), listed in every
+	// scheduler's configuration.
+	EtcdMembers int
+	Dir         string // work directory (configs, logs)
+	Logger      *slog.Logger
 }
 
 // Lab is a running province.
@@ -54,6 +63,7 @@ type Lab struct {
 	veths int
 	// NoNetem is set when the kernel has no netem qdisc (links then have no delay).
 	NoNetem bool
+	delays  []CityDelay
 	ns      []string
 	procs   map[string]*Proc
 	mu      sync.Mutex
@@ -105,10 +115,13 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if len(o.Cities) == 0 || len(o.Cities) > 16 {
 		return nil, errors.New("lab: 1 to 16 cities")
 	}
+	if o.EtcdMembers < 0 || o.EtcdMembers > 5 || (o.EtcdMembers > 1 && o.EtcdMembers%2 == 0) {
+		return nil, fmt.Errorf("lab: %d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	l = &Lab{o: o, procs: map[string]*Proc{}}
+	l = &Lab{o: o, procs: map[string]*Proc{}, delays: LinkDelays(o)}
 	defer func() {
 		if err != nil {
 			l.Down()
@@ -134,6 +147,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 			}
 		}
 	}
+	for k := 1; k <= l.clusterSize(); k++ {
+		if err := l.startEtcdMember(k); err != nil {
+			return l, err
+		}
+	}
 	if err := l.StartCenter(); err != nil {
 		return l, err
 	}
@@ -156,6 +174,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 //	sched   10.i.2.2/24 -- 10.i.2.1 router_i      standby 10.i.3.2/24 -- 10.i.3.1
 //	router_i 10.100.i.2/30 -- 10.100.i.1 core     (netem delay both ways)
 //	center  10.0.0.2/30 -- 10.0.0.1 core
+//	etcdk   10.0.1.(4k-2)/30 -- 10.0.1.(4k-3) core  (a lab etcd cluster)
 func (l *Lab) network() error {
 	add := func(names ...string) error {
 		for _, n := range names {
@@ -189,13 +208,14 @@ func (l *Lab) network() error {
 				return err
 			}
 			if delay > 0 && !l.NoNetem {
-				out, err := exec.Command("ip", "netns", "exec", l.nsName(e.ns), "tc", "qdisc", "add", "dev", e.ifn, "root", "netem", "delay", delay.String()).CombinedOutput()
+				cmd := netemCommand(l.nsName(e.ns), e.ifn, delay)
+				out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
 				switch {
 				case err != nil && strings.Contains(string(out), "qdisc kind is unknown"):
 					// Kernels without sch_netem: the lab runs without link delays.
 					l.NoNetem = true
 					if l.o.Logger != nil {
-						l.o.Logger.Warn("this kernel has no netem qdisc: city-core links get no delay")
+						l.o.Logger.Warn("this kernel has no netem qdisc: city-core links get no delay", "would_have_been", FormatDelays(l.delays))
 					}
 				case err != nil:
 					return fmt.Errorf("tc netem: %v: %s", err, out)
@@ -213,13 +233,25 @@ func (l *Lab) network() error {
 	if err := l.in("ctr", "route", "add", "default", "via", "10.0.0.1"); err != nil {
 		return err
 	}
+	for k := 1; k <= l.clusterSize(); k++ {
+		ns := fmt.Sprintf("etcd%d", k)
+		if err := add(ns); err != nil {
+			return err
+		}
+		if err := wire("core", ns, fmt.Sprintf("10.0.1.%d/30", 4*k-3), ns, "up0", etcdAddr(k)+"/30", 0); err != nil {
+			return err
+		}
+		if err := l.in(ns, "route", "add", "default", "via", fmt.Sprintf("10.0.1.%d", 4*k-3)); err != nil {
+			return err
+		}
+	}
 	for i := range l.o.Cities {
 		n := i + 1
 		r, s, c := fmt.Sprintf("r%d", n), fmt.Sprintf("s%d", n), fmt.Sprintf("c%d", n)
 		if err := add(r, s, c); err != nil {
 			return err
 		}
-		if err := wire(r, "core", fmt.Sprintf("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), fmt.Sprintf("10.100.%d.1/30", n), l.o.Delay/2); err != nil {
+		if err := wire(r, "core", fmt.Sprintf("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), fmt.Sprintf("10.100.%d.1/30", n), l.delays[i].Delay); err != nil {
 			return err
 		}
 		if err := wire(r, "sched", fmt.Sprintf("10.%d.2.1/24", n), s, "up0", fmt.Sprintf("10.%d.2.2/24", n), 0); err != nil {
@@ -275,21 +307,7 @@ func (l *Lab) network() error {
 // writeTopology: the sample province's shape for the lab's cities, with a
 // coverage zone per city for its client network.
 func (l *Lab) writeTopology() error {
-	cities := make([]topogen.City, len(l.o.Cities))
-	known := map[string]topogen.City{}
-	if cs, err := topogen.LoadCities(filepath.Join(repoRoot(), "..", "shared", "data", "anhui-cities.csv")); err == nil {
-		for _, c := range cs {
-			known[c.Name] = c
-		}
-	}
-	for i, n := range l.o.Cities {
-		c, ok := known[n]
-		if !ok {
-			c = topogen.City{Name: n, Lat: 31 + float64(i)*0.3, Lon: 117 + float64(i)*0.3}
-		}
-		cities[i] = c
-	}
-	t := topogen.Province(cities, topogen.Options{NodesPerRegion: 1, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
+	t := topogen.Province(cityCoords(l.o.Cities), topogen.Options{NodesPerRegion: 1, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	for i, c := range l.o.Cities {
 		t.Zones = append(t.Zones, topology.Zone{Name: c + "-stb", Region: c, Networks: []string{fmt.Sprintf("10.%d.1.0/24", i+1)}})
 	}
@@ -391,15 +409,20 @@ func (l *Lab) schedulerConfig(name, body string) (string, error) {
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
-// StartCenter starts the central scheduler (embedded etcd on 10.0.0.2).
+// StartCenter starts the central scheduler (embedded etcd on 10.0.0.2, or
+// a client of the lab's etcd cluster).
 func (l *Lab) StartCenter() error {
-	body := fmt.Sprintf(`instance_id: %s
-etcd:
+	etcdYAML := fmt.Sprintf(`etcd:
   embedded:
     dir: %s
     client_listen: 10.0.0.2:2379
     peer_listen: 127.0.0.1:2380
-grpc:
+`, filepath.Join(l.o.Dir, "etcd"))
+	if l.clusterSize() > 0 {
+		etcdYAML = fmt.Sprintf("etcd:\n  endpoints: [%s]\nlab_etcd_members: [%s]\n", strings.Join(l.EtcdEndpoints(), ", "), strings.Join(l.etcdControls(), ", "))
+	}
+	body := fmt.Sprintf(`instance_id: %s
+%sgrpc:
   listen: 10.0.0.2:9090
 admin:
   listen: 127.0.0.1:9100
@@ -425,7 +448,7 @@ default_region: %s
 lab: true
 access_log:
   enabled: false
-`, CenterID, filepath.Join(l.o.Dir, "etcd"), filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
+`, CenterID, etcdYAML, filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
 	path, err := l.schedulerConfig("center", body)
 	if err != nil {
 		return err
@@ -451,7 +474,7 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	body := fmt.Sprintf(`instance_id: %s
 region: %s
 etcd:
-  endpoints: [http://10.0.0.2:2379]
+  endpoints: [%s]
 admin:
   listen: 127.0.0.1:9101
 snapshot:
@@ -476,7 +499,7 @@ dns:
   listen: 0.0.0.0:53
 access_log:
   enabled: false
-%s`, id, l.o.Cities[i], filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+%s`, id, l.o.Cities[i], strings.Join(l.EtcdEndpoints(), ", "), filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
@@ -597,7 +620,7 @@ func (l *Lab) Cleanup(i int) (string, error) {
 
 // Attach returns a handle on a lab another process brought up with the same
 // options (for lab load and lab status): namespaces and files, no daemons.
-func Attach(o Options) *Lab { return &Lab{o: o, procs: map[string]*Proc{}} }
+func Attach(o Options) *Lab { return &Lab{o: o, procs: map[string]*Proc{}, delays: LinkDelays(o)} }
 
 // NS returns the full name of a lab namespace ("ctr", "c1", "r1", ...).
 func (l *Lab) NS(short string) string { return l.nsName(short) }

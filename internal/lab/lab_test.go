@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -295,6 +296,19 @@ func TestPrivilegedPrimaryStandby(t *testing.T) {
 	}
 }
 
+// reportAt is the time (+seconds) of the last line of a drill report that
+// says what; 0 if none does.
+func reportAt(report, what string) float64 {
+	var at float64
+	for _, line := range splitLines(report) {
+		var secs float64
+		if _, err := fmt.Sscanf(strings.TrimLeft(line, " +"), "%fs", &secs); err == nil && containsAll(line, what) {
+			at = secs
+		}
+	}
+	return at
+}
+
 func containsAll(s string, subs ...string) bool {
 	for _, x := range subs {
 		found := false
@@ -400,21 +414,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	wg.Wait()
 	t.Logf("drill report:\n%s", out.String())
 
-	var withdrawAt, backAt float64
-	for _, line := range splitLines(out.String()) {
-		var secs float64
-		if _, err := fmt.Sscanf(line, "  + %fs", &secs); err != nil {
-			if _, err := fmt.Sscanf(line, "  +%fs", &secs); err != nil {
-				continue
-			}
-		}
-		switch {
-		case containsAll(line, "withdrew its route"):
-			withdrawAt = secs
-		case containsAll(line, "announces again"):
-			backAt = secs
-		}
-	}
+	withdrawAt, backAt := reportAt(out.String(), "withdrew its route"), reportAt(out.String(), "announces again")
 	if withdrawAt == 0 && backAt == 0 {
 		t.Fatalf("no timeline in the drill report:\n%s", out.String())
 	}

@@ -57,9 +57,15 @@ type Embedded struct {
 	changed chan struct{} // closed and replaced on every stop/start
 }
 
-// EmbeddedOptions adds test-only knobs to the configuration.
+// EmbeddedOptions adds knobs the daemons' configuration does not have.
 type EmbeddedOptions struct {
 	ClientTLS transport.TLSInfo // serve clients over TLS (tests of the TLS client)
+	// InitialCluster makes the server one member of a multi-member cluster
+	// ("name1=http://peer1,name2=http://peer2,..."; the lab's etcd members).
+	// Empty: a single-node cluster of its own. A member restarted on its
+	// data directory takes its membership from there.
+	InitialCluster string
+	ClusterToken   string
 }
 
 // StartEmbedded starts etcd and waits until it serves.
@@ -77,6 +83,9 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if opts.InitialCluster != "" {
+		cfg.InitialCluster, cfg.InitialClusterToken = opts.InitialCluster, opts.ClusterToken
+	}
 	// Keep an hour of history: readers fetch chunks at the pointer's revision.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"
@@ -89,7 +98,7 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	case <-e.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd in %s: not ready after 60s", c.Dir)
+		return nil, fmt.Errorf("embedded etcd in %s: not ready after 60s (a cluster member is ready once a quorum of members runs)", c.Dir)
 	case <-ctx.Done():
 		e.Close()
 		return nil, ctx.Err()
@@ -109,7 +118,11 @@ func (e *Embedded) Err() (errs <-chan error, changed <-chan struct{}) {
 	return e.etcd.Err(), e.changed
 }
 
-// Stop stops the server for a while (an etcd-loss drill); Start brings it back.
+// Name is the member's name.
+func (e *Embedded) Name() string { return e.cfg.Name }
+
+// Stop stops the server for a while (an etcd-loss drill), abruptly; Start
+// brings it back.
 func (e *Embedded) Stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -119,6 +132,10 @@ func (e *Embedded) Stop() {
 	e.stopped = true
 	close(e.changed)
 	e.changed = make(chan struct{})
+	// Raft first, as a crash would: a cluster member leaves the quorum at
+	// once (Close alone first drains client requests for seconds while the
+	// member still votes, and hands leadership over).
+	e.etcd.Server.HardStop()
 	e.etcd.Close()
 	e.log.Warn("embedded etcd stopped", "component", "etcd")
 }

@@ -28,8 +28,11 @@ const (
 type DrillEtcdLossRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	DurationSeconds float64                `protobuf:"fixed64,1,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many members of the lab's etcd cluster to stop (the first ones of
+	// the center's lab_etcd_members); 0: all of them.
+	Members       uint32 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DrillEtcdLossRequest) Reset() {
@@ -65,6 +68,13 @@ func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
 func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
 	if x != nil {
 		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *DrillEtcdLossRequest) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
 	}
 	return 0
 }
@@ -134,9 +144,14 @@ type DrillResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Until *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=until,proto3" json:"until,omitempty"`
 	// The region's scheduler instances that will withdraw.
-	Instances     []string `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Instances []string `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	// An etcd-loss drill: the members stopped, how many the cluster has, and
+	// whether the others still make a quorum.
+	EtcdMembersStopped []string `protobuf:"bytes,3,rep,name=etcd_members_stopped,json=etcdMembersStopped,proto3" json:"etcd_members_stopped,omitempty"`
+	EtcdMembers        uint32   `protobuf:"varint,4,opt,name=etcd_members,json=etcdMembers,proto3" json:"etcd_members,omitempty"`
+	QuorumKept         bool     `protobuf:"varint,5,opt,name=quorum_kept,json=quorumKept,proto3" json:"quorum_kept,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DrillResponse) Reset() {
@@ -181,6 +196,27 @@ func (x *DrillResponse) GetInstances() []string {
 		return x.Instances
 	}
 	return nil
+}
+
+func (x *DrillResponse) GetEtcdMembersStopped() []string {
+	if x != nil {
+		return x.EtcdMembersStopped
+	}
+	return nil
+}
+
+func (x *DrillResponse) GetEtcdMembers() uint32 {
+	if x != nil {
+		return x.EtcdMembers
+	}
+	return 0
+}
+
+func (x *DrillResponse) GetQuorumKept() bool {
+	if x != nil {
+		return x.QuorumKept
+	}
+	return false
 }
 
 type DrainRequest struct {
@@ -1702,16 +1738,21 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"A\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n" +
 	"\x14DrillEtcdLossRequest\x12)\n" +
-	"\x10duration_seconds\x18\x01 \x01(\x01R\x0fdurationSeconds\"\x84\x01\n" +
+	"\x10duration_seconds\x18\x01 \x01(\x01R\x0fdurationSeconds\x12\x18\n" +
+	"\amembers\x18\x02 \x01(\rR\amembers\"\x84\x01\n" +
 	"\fDrillRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12)\n" +
 	"\x10duration_seconds\x18\x02 \x01(\x01R\x0fdurationSeconds\x121\n" +
-	"\x14production_confirmed\x18\x03 \x01(\bR\x13productionConfirmed\"_\n" +
+	"\x14production_confirmed\x18\x03 \x01(\bR\x13productionConfirmed\"\xd5\x01\n" +
 	"\rDrillResponse\x120\n" +
 	"\x05until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1c\n" +
-	"\tinstances\x18\x02 \x03(\tR\tinstances\"N\n" +
+	"\tinstances\x18\x02 \x03(\tR\tinstances\x120\n" +
+	"\x14etcd_members_stopped\x18\x03 \x03(\tR\x12etcdMembersStopped\x12!\n" +
+	"\fetcd_members\x18\x04 \x01(\rR\vetcdMembers\x12\x1f\n" +
+	"\vquorum_kept\x18\x05 \x01(\bR\n" +
+	"quorumKept\"N\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +

@@ -56,8 +56,9 @@ type AdminClient interface {
 	// while (a failover drill); they announce again by themselves afterwards.
 	// Refused outside a lab unless production is confirmed.
 	Drill(ctx context.Context, in *DrillRequest, opts ...grpc.CallOption) (*DrillResponse, error)
-	// DrillEtcdLoss stops the center's embedded etcd for a while and starts it
-	// again (lab only): every scheduler keeps answering from its snapshot.
+	// DrillEtcdLoss stops the center's embedded etcd, or members of a lab's
+	// etcd cluster, for a while and starts them again (lab only): every
+	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossRequest, opts ...grpc.CallOption) (*DrillResponse, error)
 }
 
@@ -173,8 +174,9 @@ type AdminServer interface {
 	// while (a failover drill); they announce again by themselves afterwards.
 	// Refused outside a lab unless production is confirmed.
 	Drill(context.Context, *DrillRequest) (*DrillResponse, error)
-	// DrillEtcdLoss stops the center's embedded etcd for a while and starts it
-	// again (lab only): every scheduler keeps answering from its snapshot.
+	// DrillEtcdLoss stops the center's embedded etcd, or members of a lab's
+	// etcd cluster, for a while and starts them again (lab only): every
+	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
