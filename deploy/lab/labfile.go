@@ -15,6 +15,7 @@ import (
 //	edges: true                     # media edges and embedded checkers
 //	ospf: false                     # announce.mode ospf instead of bgp
 //	etcd_cluster: 3                 # etcd members: 1 (the center's embedded etcd) or 3
+//	qoe: true                       # QoE allocation with viewer tokens (default true)
 //	prefix: asl                     # namespace name prefix
 //	dir: /tmp/anysched-lab
 type labFile struct {
@@ -23,6 +24,7 @@ type labFile struct {
 	Edges       *bool    `yaml:"edges"`
 	OSPF        bool     `yaml:"ospf"`
 	EtcdCluster int      `yaml:"etcd_cluster"`
+	QoE         *bool    `yaml:"qoe"`
 	Prefix      string   `yaml:"prefix"`
 	Dir         string   `yaml:"dir"`
 }

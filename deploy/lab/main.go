@@ -13,7 +13,10 @@
 // etcd as a 3-member cluster, each member (lab etcd-member, started by the
 // lab) in a namespace of its own on the core; 1 is the center's embedded
 // etcd. Each city's link to the core gets the delay of its distance to the
-// capital (netem, when the kernel has it).
+// capital (netem, or TUN links the lab process delays where the kernel has
+// no netem). With --qoe (the default) the service selects by QoE allocation:
+// servers have capacities, the STBs are fixed viewers with signed tokens,
+// and the summary shows the bitrates they got and each city's plan.
 //
 // It uses the binaries in --bin (make build puts them in bin/).
 package main
@@ -62,6 +65,7 @@ func run(args []string) error {
 	listen := fs.String("listen", "", "edge: address to serve on")
 	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, ospf, etcd_cluster, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
+	qoe := fs.Bool("qoe", true, "the service selects by QoE allocation; STBs are viewers with signed tokens")
 	var member lab.MemberOptions // etcd-member: one member of the lab's cluster (started by the lab itself)
 	fs.StringVar(&member.Name, "name", "", "etcd-member: member name")
 	fs.StringVar(&member.Dir, "data", "", "etcd-member: data directory")
@@ -79,7 +83,7 @@ func run(args []string) error {
 		return fmt.Errorf("--etcd-cluster %d: want 1 or 3", *etcdCluster)
 	}
 	absBin, _ := filepath.Abs(*bin)
-	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster}
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster, QoE: *qoe}
 	if *file != "" {
 		f, err := readLabFile(*file)
 		if err != nil {
@@ -97,6 +101,9 @@ func run(args []string) error {
 		}
 		if f.EtcdCluster != 0 {
 			o.EtcdMembers = f.EtcdCluster
+		}
+		if f.QoE != nil {
+			o.QoE = *f.QoE
 		}
 		o.Standby = map[int]bool{}
 		for _, c := range f.Standby {
@@ -156,7 +163,7 @@ func up(o lab.Options) (*lab.Lab, error) {
 		return nil, err
 	}
 	if l.NoNetem {
-		fmt.Println("  this kernel has no netem qdisc: the city-core links run WITHOUT delay; the delays they would have had (one-way, from each city's distance to " + lab.Capital + "):")
+		fmt.Println("  city-core link delays (this kernel has no netem: TUN links delayed by the lab process; one-way, from each city's distance to " + lab.Capital + "):")
 	} else {
 		fmt.Println("  city-core link delays (netem, one-way, from each city's distance to " + lab.Capital + "):")
 	}
@@ -219,7 +226,11 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	out, _ := schedctl(l, "status")
 	fmt.Print(out)
 
-	step("STB load: %d cities, 4 STBs each zapping every 50 ms, for %s", len(o.Cities), loadFor)
+	viewers := ""
+	if o.QoE {
+		viewers = fmt.Sprintf(" (%d viewers per city with signed tokens)", lab.QoEViewers)
+	}
+	step("STB load: %d cities, 4 STBs each zapping every 50 ms%s, for %s", len(o.Cities), viewers, loadFor)
 	var results []string
 	loadDone := make(chan struct{})
 	go func() { results = runLoad(l, o, loadFor); close(loadDone) }()
@@ -247,6 +258,14 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	for _, r := range results {
 		fmt.Print(tableOnly(r))
 	}
+	if o.QoE {
+		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers, lab.QoEServerMbps)
+		out, _ := schedctl(l, "status")
+		if i := strings.Index(out, "QOE PLAN"); i >= 0 {
+			plans, _, _ := strings.Cut(out[i:], "\n\n")
+			fmt.Print(indent(plans))
+		}
+	}
 	return nil
 }
 
@@ -259,9 +278,19 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command("ip", "netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
+			args := []string{"netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
 				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String()+":80",
-				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet", "--follow")
+				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet", "--follow",
+				"--seed", fmt.Sprint(i + 1)}
+			if o.QoE {
+				key, err := l.TokenKey()
+				if err != nil {
+					results[i] = err.Error()
+					return
+				}
+				args = append(args, "--viewers", fmt.Sprint(lab.QoEViewers), "--token-key-id", lab.TokenKeyID, "--token-secret-file", key)
+			}
+			cmd := exec.Command("ip", args...)
 			b, err := cmd.CombinedOutput()
 			if err != nil {
 				b = append(b, []byte("\n"+err.Error())...)
@@ -313,9 +342,13 @@ func status(o lab.Options) error {
 	fmt.Println("city-core link delays (one-way, from each city's distance to " + lab.Capital + "):")
 	for i, d := range l.LinkDelays() {
 		b, _ := exec.Command("ip", "netns", "exec", l.NS("core"), "tc", "qdisc", "show", "dev", fmt.Sprintf("city%d", i+1)).Output()
-		applied := "not applied (no netem qdisc on the link)"
-		if strings.Contains(string(b), "netem") {
+		link, _ := exec.Command("ip", "-n", l.NS("core"), "-d", "link", "show", "dev", fmt.Sprintf("city%d", i+1)).Output()
+		applied := "not applied"
+		switch {
+		case strings.Contains(string(b), "netem"):
 			applied = "applied with netem"
+		case strings.Contains(string(link), "tun"):
+			applied = "applied by the lab process (TUN link)"
 		}
 		fmt.Printf("  %-10s %6.0f km  %5.2f ms  %s\n", d.City, d.DistanceKm, float64(d.Delay.Microseconds())/1000, applied)
 	}

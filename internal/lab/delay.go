@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -110,4 +111,16 @@ func FormatDelays(ds []CityDelay) string {
 		s += fmt.Sprintf("%s %.2fms (%.0f km)", d.City, float64(d.Delay.Microseconds())/1000, d.DistanceKm)
 	}
 	return s
+}
+
+// netemAvailable reports whether the kernel has the netem qdisc, by adding
+// one in a scratch namespace.
+func netemAvailable(prefix string) bool {
+	ns := prefix + "-netemprobe"
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+	if exec.Command("ip", "netns", "add", ns).Run() != nil {
+		return false
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	return exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms").Run() == nil
 }

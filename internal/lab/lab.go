@@ -11,6 +11,8 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,7 @@ import (
 	"github.com/anysched/anysched/internal/routerconf"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/tunlink"
 )
 
 // Options describe a lab province.
@@ -53,16 +56,22 @@ type Options struct {
 	// namespace of its own on the core (etcd1...), listed in every
 	// scheduler's configuration.
 	EtcdMembers int
-	Dir         string // work directory (configs, logs)
-	Logger      *slog.Logger
+	// QoE: the service selects by QoE allocation (seed 000): the servers get
+	// capacities, the regional schedulers require viewer tokens signed with
+	// the lab's key (TokenKey) and re-solve their city every 2 s.
+	QoE    bool
+	Dir    string // work directory (configs, logs)
+	Logger *slog.Logger
 }
 
 // Lab is a running province.
 type Lab struct {
 	o     Options
 	veths int
-	// NoNetem is set when the kernel has no netem qdisc (links then have no delay).
+	// NoNetem is set when the kernel has no netem qdisc: delayed links are
+	// then TUN links delayed by this process (internal/tunlink).
 	NoNetem bool
+	tuns    []*tunlink.Link
 	delays  []CityDelay
 	ns      []string
 	procs   map[string]*Proc
@@ -172,7 +181,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 //
 //	client  10.i.1.2/24 -- 10.i.1.1 router_i
 //	sched   10.i.2.2/24 -- 10.i.2.1 router_i      standby 10.i.3.2/24 -- 10.i.3.1
-//	router_i 10.100.i.2/30 -- 10.100.i.1 core     (netem delay both ways)
+//	router_i 10.100.i.2/30 -- 10.100.i.1 core     (delayed both ways: netem, or a TUN link)
 //	center  10.0.0.2/30 -- 10.0.0.1 core
 //	etcdk   10.0.1.(4k-2)/30 -- 10.0.1.(4k-3) core  (a lab etcd cluster)
 func (l *Lab) network() error {
@@ -188,7 +197,23 @@ func (l *Lab) network() error {
 		}
 		return nil
 	}
+	l.NoNetem = !netemAvailable(l.o.Prefix)
+	if l.NoNetem && l.o.Logger != nil && (l.o.Delay > 0 || l.o.DistanceDelays) {
+		l.o.Logger.Info("this kernel has no netem qdisc: the delayed city-core links are TUN links delayed in this process", "delays", FormatDelays(l.delays))
+	}
 	wire := func(a, aIf, aAddr, b, bIf, bAddr string, delay time.Duration) error {
+		if delay > 0 && l.NoNetem {
+			t, err := tunlink.Up(tunlink.Config{
+				A:     tunlink.End{Netns: l.nsName(a), Interface: aIf, Addr: netip.MustParsePrefix(aAddr)},
+				B:     tunlink.End{Netns: l.nsName(b), Interface: bIf, Addr: netip.MustParsePrefix(bAddr)},
+				Delay: delay,
+			})
+			if err != nil {
+				return err
+			}
+			l.tuns = append(l.tuns, t)
+			return nil
+		}
 		l.veths++
 		tmp := fmt.Sprintf("%sv%d", l.o.Prefix, l.veths) // host-side temporary name, renamed inside the namespaces
 		if err := l.ip("link", "add", tmp+"a", "type", "veth", "peer", "name", tmp+"b"); err != nil {
@@ -207,17 +232,9 @@ func (l *Lab) network() error {
 			if err := l.in(e.ns, "link", "set", e.ifn, "up"); err != nil {
 				return err
 			}
-			if delay > 0 && !l.NoNetem {
+			if delay > 0 {
 				cmd := netemCommand(l.nsName(e.ns), e.ifn, delay)
-				out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
-				switch {
-				case err != nil && strings.Contains(string(out), "qdisc kind is unknown"):
-					// Kernels without sch_netem: the lab runs without link delays.
-					l.NoNetem = true
-					if l.o.Logger != nil {
-						l.o.Logger.Warn("this kernel has no netem qdisc: city-core links get no delay", "would_have_been", FormatDelays(l.delays))
-					}
-				case err != nil:
+				if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 					return fmt.Errorf("tc netem: %v: %s", err, out)
 				}
 			}
@@ -318,6 +335,16 @@ func (l *Lab) writeTopology() error {
 				addr := fmt.Sprintf("10.%d.4.%d:8080", region, 10+si)
 				t.Nodes[ni].Servers[si].Address = addr
 				t.Nodes[ni].Servers[si].Health = &topology.HealthCheck{URL: "http://" + addr + "/stats"}
+			}
+		}
+	}
+	if l.o.QoE {
+		for i := range t.Services {
+			t.Services[i].Selection = "qoe"
+		}
+		for ni := range t.Nodes {
+			for si := range t.Nodes[ni].Servers {
+				t.Nodes[ni].Servers[si].Capacity = topology.Capacity{BandwidthMbps: QoEServerMbps, TranscodeUnits: QoEServerUnits}
 			}
 		}
 	}
@@ -467,6 +494,13 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	if l.o.Edges {
 		healthYAML = "health:\n  embedded: true\n  check: {interval: 1s, timeout: 250ms, rise: 2, fall: 2, bandwidth_threshold: 0.9}\n"
 	}
+	if l.o.QoE {
+		keyFile, err := l.TokenKey()
+		if err != nil {
+			return err
+		}
+		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 10s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+	}
 	mode, drain := "bgp", "2s"
 	if l.o.OSPF {
 		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
@@ -505,6 +539,34 @@ access_log:
 		return err
 	}
 	return l.start(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
+}
+
+// The QoE lab's server capacities: two servers per city carry 200 Mbps,
+// less than the STBs of the demo want, so the allocation has to choose.
+const (
+	QoEServerMbps  = 100
+	QoEServerUnits = 150
+)
+
+// QoEViewers is how many fixed STBs (viewers) per city the QoE lab's load
+// runs.
+const QoEViewers = 30
+
+// TokenKeyID names the lab's viewer-token key.
+const TokenKeyID = "lab"
+
+// TokenKey returns the file holding the lab's viewer-token secret, creating
+// it (random, 32 bytes hex) on first use.
+func (l *Lab) TokenKey() (string, error) {
+	p := filepath.Join(l.o.Dir, "token.key")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, []byte(hex.EncodeToString(b)+"\n"), 0o600)
 }
 
 // start runs a daemon in a namespace, logging to a file.
@@ -641,8 +703,12 @@ func (l *Lab) Redirect(ctx context.Context, i int) (location string, err error) 
 // Down stops every daemon and removes every namespace.
 func (l *Lab) Down() {
 	l.mu.Lock()
-	procs := l.procs
+	procs, tuns := l.procs, l.tuns
+	l.tuns = nil
 	l.mu.Unlock()
+	for _, t := range tuns {
+		_ = t.Close()
+	}
 	for _, p := range procs {
 		if p.cmd != nil && !p.Wait(0) {
 			_ = p.Signal(syscall.SIGKILL)

@@ -57,6 +57,10 @@ type Options struct {
 	// Token, if set, gives viewer v of a city the token it sends as
 	// ?token= (a business platform's login token).
 	Token func(city string, viewer int) string
+	// Retries: an STB whose request fails (no answer, or a 5xx) tries again
+	// through the Anycast address this many times, after 100 ms, 200 ms, ...
+	// A request counts as failed only when every try failed. Negative: none.
+	Retries int
 }
 
 // CitiesFromTopology returns the given cities' client networks, with each
@@ -98,6 +102,7 @@ type CityStats struct {
 	Start                         []time.Duration // Follow: request to the second segment received
 	EdgeFailures                  int             // Follow: playlist or segment not fetched
 	Bitrates                      map[string]int  // redirects by the bitrate (kbps) the scheduler chose
+	Retried                       int             // requests that needed more than one try
 }
 
 // Report is a whole run.
@@ -114,7 +119,8 @@ type sample struct {
 	instance           string
 	result             string
 	lat, decide, start time.Duration
-	bitrate            string
+	bitrate, location  string
+	tries              int
 	edgeErr            error
 	err                error
 }
@@ -188,6 +194,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			cs := rep.PerCity[o.Cities[s.city].Name]
 			cs.Requests++
+			if s.tries > 1 {
+				cs.Retried++
+			}
 			done++
 			if s.err != nil || s.status != http.StatusFound {
 				cs.Failures++
@@ -238,13 +247,42 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	if o.Token != nil && viewer >= 0 {
 		path += "?token=" + url.QueryEscape(o.Token(c.Name, viewer))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Scheduler+path, nil)
+	retries := o.Retries
+	if retries == 0 {
+		retries = 2
+	}
+	var sm sample
+	for try := 1; ; try++ {
+		sm = ask(ctx, client, o, ci, c.Scheduler+path, addr)
+		sm.tries = try
+		if (sm.err == nil && sm.status < 500) || try > retries || ctx.Err() != nil {
+			break
+		}
+		select { // back off, then again through the Anycast address
+		case <-ctx.Done():
+		case <-time.After(time.Duration(50<<try) * time.Millisecond):
+		}
+	}
+	if sm.err != nil {
+		return sm
+	}
+	if o.Follow && sm.status == http.StatusFound {
+		t0 := time.Now()
+		sm.edgeErr = play(ctx, client, sm.location)
+		sm.start = sm.lat + time.Since(t0)
+	}
+	return sm
+}
+
+// ask sends one try of an STB request.
+func ask(ctx context.Context, client *http.Client, o Options, ci int, target string, addr netip.Addr) sample {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+target, nil)
 	if err != nil {
 		return sample{city: ci, err: err}
 	}
 	req.Host = o.Host
 	req.Header.Set("X-Forwarded-For", addr.String())
-	req.Header.Set("X-Anysched-Debug", "1") // result type and decision time in the answer
+	req.Header.Set("X-Anysched-Debug", "1") // result type, decision time and bitrate in the answer
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -252,16 +290,11 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	sm := sample{
-		city: ci, status: resp.StatusCode, lat: time.Since(t0),
+	return sample{
+		city: ci, status: resp.StatusCode, lat: time.Since(t0), location: resp.Header.Get("Location"),
 		instance: resp.Header.Get("X-Anysched-Instance"), result: resp.Header.Get("X-Anysched-Result"),
 		decide: serverTiming(resp.Header.Get("Server-Timing")), bitrate: resp.Header.Get("X-Anysched-Bitrate"),
 	}
-	if o.Follow && resp.StatusCode == http.StatusFound {
-		sm.edgeErr = play(ctx, client, resp.Header.Get("Location"))
-		sm.start = time.Since(t0)
-	}
-	return sm
 }
 
 // viewerAddr is viewer v's fixed address in city c: the same for the
@@ -367,7 +400,7 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // WriteTable prints one row per city.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := "CITY\tREQUESTS\t302\tFAILED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99"
+	head := "CITY\tREQUESTS\t302\tFAILED\tRETRIED\tRESULTS\tANSWERED BY\tRTT p50/p99\tDECIDE p50/p99"
 	if r.Follow {
 		head += "\tSTART p50/p99\tEDGE FAILED"
 	}
@@ -383,7 +416,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, name := range r.Cities {
 		c := r.PerCity[name]
 		total += c.Requests
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s", name, c.Requests, c.Redirects, c.Failures,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s / %s\t%s / %s", name, c.Requests, c.Redirects, c.Failures, c.Retried,
 			counts(c.Results), counts(c.AnsweredBy),
 			round(Percentile(c.Latency, 50)), round(Percentile(c.Latency, 99)),
 			round(Percentile(c.Decide, 50)), round(Percentile(c.Decide, 99)))

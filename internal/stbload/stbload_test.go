@@ -36,7 +36,7 @@ func TestRunCountsWhatSTBsSaw(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := Run(context.Background(), Options{
 		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
-		Host:   "live.iptv.example", Requests: 500, Concurrency: 4, Channels: 50, Progress: &progress, Seed: 7,
+		Host:   "live.iptv.example", Requests: 500, Concurrency: 4, Channels: 50, Progress: &progress, Seed: 7, Retries: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,5 +177,40 @@ func TestViewerProfilesFollowTheSeed(t *testing.T) {
 	}
 	if s := share(top); s < 0.48 || s > 0.52 {
 		t.Errorf("%.3f want 5000 kbps, want 0.50", s)
+	}
+}
+
+// A failed try is retried through the same address after a backoff; the
+// request fails only when every try did.
+func TestRetries(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		switch {
+		case r.URL.Path == "/ch2/index.m3u8": // always down
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case n%2 == 1: // every other try fails
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			w.Header().Set("Location", "http://10.1.1.10:8080/x")
+			w.WriteHeader(http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	rep, err := Run(context.Background(), Options{
+		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
+		Host:   "live.iptv.example", Requests: 60, Concurrency: 1, Channels: 3, Seed: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.PerCity["hefei"]
+	if c.Retried == 0 || c.Failures == 0 || c.Failures == c.Requests || c.Redirects+c.Failures != 60 {
+		t.Fatalf("stats %+v", c)
+	}
+	// Every request of the always-down channel failed after 3 tries; no
+	// other one failed.
+	if int64(c.Failures)*3+int64(c.Redirects) > calls.Load() {
+		t.Fatalf("%d failures, %d redirects from %d tries: a failure was not retried twice", c.Failures, c.Redirects, calls.Load())
 	}
 }

@@ -53,11 +53,24 @@ func inNetns(t *testing.T, name string, fn func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread is retired with the goroutine
+		// Back to the original namespace before unlocking (the main thread
+		// cannot retire, and must not stay in the test's namespace).
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer orig.Close()
 		if err := netns.Set(ns); err != nil {
 			t.Error(err)
 			return
 		}
+		defer func() {
+			if netns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		fn()
 	}()
 	<-done
