@@ -279,7 +279,7 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 		go func() {
 			defer wg.Done()
 			args := []string{"netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
-				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String()+":80",
+				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String() + ":80",
 				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet", "--follow",
 				"--seed", fmt.Sprint(i + 1)}
 			if o.QoE {
