@@ -58,6 +58,10 @@ type Config struct {
 	Default alloc.Profile
 	// RoomMean is Fbar for a channel the last solve did not see.
 	RoomMean float64
+	// ArrivalReserve is the share of each server's capacity (of what this
+	// instance may use) the solve leaves for sessions arriving before the
+	// next one; 0 means DefaultArrivalReserve, a negative value none.
+	ArrivalReserve float64
 	Params   alloc.Params
 }
 
@@ -69,6 +73,9 @@ const (
 	// DefaultRoomMean is the middle of the seed's measured room means
 	// (0.01-0.13 danmaku per capita per hour).
 	DefaultRoomMean = 0.05
+	// DefaultArrivalReserve: a tenth of a city's capacity for the STBs of
+	// one period, about what a channel-change peak brings in 10 s.
+	DefaultArrivalReserve = 0.1
 )
 
 // DefaultProfile is a viewer the platform said nothing about: the median
@@ -93,6 +100,14 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RoomMean <= 0 {
 		c.RoomMean = DefaultRoomMean
+	}
+	switch {
+	case c.ArrivalReserve == 0:
+		c.ArrivalReserve = DefaultArrivalReserve
+	case c.ArrivalReserve < 0:
+		c.ArrivalReserve = 0
+	case c.ArrivalReserve > 0.9:
+		c.ArrivalReserve = 0.9
 	}
 	if c.Params == (alloc.Params{}) {
 		c.Params = alloc.DefaultParams()
@@ -194,9 +209,8 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	case a.cfg.Auth == AuthRequired:
 		a.met.rejected.WithLabelValues("missing").Inc()
 		return errTokenRequired
-	default:
-		k.addr = req.Client
 	}
+	k.addr = req.Client
 	if prof.DesiredKbps <= 0 {
 		prof.DesiredKbps = float64(ladder[len(ladder)-1])
 	}
@@ -220,10 +234,13 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	if d.Zone >= 0 {
 		loc, zone = snap.Zones[d.Zone].Loc, d.Zone
 	}
-	s := a.sessions.touch(k, prof, loc, zone, snap, a.now().UnixNano())
+	s, ended := a.sessions.touch(k, prof, loc, zone, snap, a.now().UnixNano())
 	var sp *servicePlan
 	if p != nil && p.snap == snap {
 		sp = p.services[d.Service]
+		if ended != nil {
+			p.release(ended)
+		}
 	}
 	if sp == nil {
 		// No plan for this snapshot yet: the steer decision stands, and the
@@ -231,9 +248,18 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		a.met.decisions[kindUnplanned].Inc()
 		return nil
 	}
-	if as := p.assign[k]; as != nil && (as.server == alloc.Fallback || eng.Available(as.server)) {
+	if as := p.assign[k]; as != nil && !as.released.Load() && (as.server == alloc.Fallback || eng.Available(as.server)) {
 		a.apply(eng, d, req, sp, s, as, kindPlanned)
 		return nil
+	}
+	// Priced onto a server earlier in this plan's period: it keeps that
+	// place (its capacity is taken already). One priced to the fallback is
+	// priced again, since capacity may have come free since.
+	if s != nil {
+		if as := s.cur.Load(); as != nil && as.gen == p.gen && as.snap == p.snap && as.server >= 0 && !as.released.Load() && eng.Available(as.server) {
+			a.apply(eng, d, req, sp, s, as, kindPlanned)
+			return nil
+		}
 	}
 	// New (or its planned server went away): the best choice at the prices.
 	as := p.price(eng, sp, s, k.channel, prof, loc, zone)

@@ -438,3 +438,81 @@ func TestNoServerAndUnlimitedServers(t *testing.T) {
 		t.Fatalf("unlimited servers: %q, want the desired 5000 kbps", loc)
 	}
 }
+
+// A viewer that switches channel ends its previous session: its capacity
+// goes back to the headroom at once (not after session_ttl), exactly once,
+// and coming back to the old channel is a new session, priced again.
+func TestChannelSwitchReleasesCapacity(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	r := newRig(t, e, eng, "i1", Config{ArrivalReserve: -1})
+	tok := signed(t, "zapper", 5000)
+	r.get("100.64.2.9", "live.iptv.example", "/ch1/index.m3u8?token="+tok, "") // south: server c only
+	r.a.Solve(context.Background())
+	left := func() int64 {
+		for _, s := range r.a.Status().Servers {
+			if s.Name == "c" {
+				return s.LeftBandwidth
+			}
+		}
+		t.Fatal("no server c")
+		return 0
+	}
+	before := left()
+	_, loc, _ := r.get("100.64.2.9", "live.iptv.example", "/ch1/index.m3u8?token="+tok, "")
+	_, kbps := bitrateOf(t, loc)
+	if left() != before {
+		t.Fatalf("a returning session took headroom: %d -> %d", before, left())
+	}
+	// Switch: ch1's place is given back, ch2 takes one.
+	_, loc2, _ := r.get("100.64.2.9", "live.iptv.example", "/ch2/index.m3u8?token="+tok, "")
+	_, kbps2 := bitrateOf(t, loc2)
+	if got, want := left(), before+int64(kbps)-int64(kbps2); got != want {
+		t.Fatalf("headroom after switching %d -> %d kbps: %d, want %d", kbps, kbps2, got, want)
+	}
+	if n := r.a.Status().Sessions; n != 1 {
+		t.Fatalf("%d sessions for one viewer on one STB", n)
+	}
+	// Back to ch1: ch2 is released and ch1, whose planned place was given
+	// back, is priced again.
+	_, loc3, _ := r.get("100.64.2.9", "live.iptv.example", "/ch1/index.m3u8?token="+tok, "")
+	_, kbps3 := bitrateOf(t, loc3)
+	if got, want := left(), before+int64(kbps)-int64(kbps3); got != want {
+		t.Fatalf("headroom after switching back: %d, want %d", got, want)
+	}
+}
+
+// A session priced between two solves keeps its place on its next requests
+// and takes its capacity once (a regression: every request of an unplanned
+// session used to take the capacity again until the headroom was gone).
+func TestPricedSessionTakesCapacityOnce(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	r := newRig(t, e, eng, "i1", Config{})
+	r.get("100.64.2.1", "live.iptv.example", "/ch1/index.m3u8?token="+signed(t, "first", 1200), "")
+	r.a.Solve(context.Background())
+	left := func() int64 {
+		for _, s := range r.a.Status().Servers {
+			if s.Name == "c" {
+				return s.LeftBandwidth
+			}
+		}
+		return -1
+	}
+	before := left()
+	tok := signed(t, "newcomer", 1200)
+	_, first, _ := r.get("100.64.2.2", "live.iptv.example", "/ch1/index.m3u8?token="+tok, "")
+	_, kbps := bitrateOf(t, first)
+	after := left()
+	if after != before-int64(kbps) {
+		t.Fatalf("pricing took %d kbps, the answer says %d", before-after, kbps)
+	}
+	for range 5 {
+		if _, loc, _ := r.get("100.64.2.2", "live.iptv.example", "/ch1/index.m3u8?token="+tok, ""); loc != first {
+			t.Fatalf("priced session moved: %q then %q", first, loc)
+		}
+	}
+	if left() != after {
+		t.Fatalf("repeated requests took capacity again: headroom %d -> %d", after, left())
+	}
+}

@@ -82,10 +82,32 @@ func (p *plan) take(pos int32, bw, cpu float64) bool {
 	}
 }
 
-// price returns the best choice for a session the plan does not place: the
+// release gives back the capacity of a session that ended (its viewer
+// switched channel) when this plan accounts for it.
+func (p *plan) release(s *session) {
+	as := p.assign[s.key] // planned: the plan accounts for it
+	if as == nil {
+		as = s.cur.Load() // priced under this plan, or nothing to give back
+	}
+	if as == nil || as.gen != p.gen || as.server < 0 || !as.released.CompareAndSwap(false, true) {
+		return
+	}
+	pos := p.pos[as.server]
+	if pos < 0 {
+		return
+	}
+	sp := p.services[s.key.service]
+	if sp == nil {
+		return
+	}
+	bw, cpu := sp.inst.Uses(as.rung)
+	p.bwLeft[pos].Add(int64(math.Ceil(bw)))
+	p.cpuLeft[pos].Add(milli(cpu))
+}
+
+// price returns the choice for a session the plan does not place: the
 // highest value net of the plan's prices among covering, available servers
-// with headroom left, or the fallback when nothing beats it. The choice's
-// capacity is reserved.
+// with headroom left, or the fallback. The choice's capacity is reserved.
 func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof alloc.Profile, loc topology.Location, zone int32) *assignment {
 	in := sp.inst
 	room, ok := sp.rooms[channel]
@@ -105,9 +127,14 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 	if zone >= 0 {
 		cover = p.cover[zone]
 	}
+	// The prices choose among the servers and rungs that fit (a cheaper rung
+	// on a scarce server, or another server); the fallback only when none
+	// fits or it would serve the viewer better than the best that does:
+	// capacity left between two solves is for arrivals, and idle otherwise.
+	fallback := in.ValueFor(&u, alloc.Fallback, 0)
 	for tries := 0; tries < 4; tries++ {
 		bestPos, bestK := int32(-1), 0
-		best := in.ValueFor(&u, alloc.Fallback, 0)
+		best, bestGross := math.Inf(-1), 0.0
 		for _, pos := range cover {
 			if !eng.Available(p.servers[pos]) {
 				continue
@@ -118,19 +145,20 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 				if p.bwLeft[pos].Load() < int64(math.Ceil(bw)) || p.cpuLeft[pos].Load() < milli(cpu) {
 					continue
 				}
-				if v := in.ValueFor(&u, int(pos), k) - pr.Bandwidth*bw - pr.Compute*cpu; v > best {
-					best, bestPos, bestK = v, pos, k
+				gross := in.ValueFor(&u, int(pos), k)
+				if v := gross - pr.Bandwidth*bw - pr.Compute*cpu; v > best {
+					best, bestGross, bestPos, bestK = v, gross, pos, k
 				}
 			}
 		}
-		if bestPos < 0 {
-			return &assignment{snap: p.snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		if bestPos < 0 || bestGross <= fallback {
+			return &assignment{snap: p.snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
 		}
 		bw, cpu := in.Uses(bestK)
 		if p.take(bestPos, bw, cpu) {
-			return &assignment{snap: p.snap, server: p.servers[bestPos], rung: bestK, kbps: in.Ladder[bestK]}
+			return &assignment{snap: p.snap, gen: p.gen, server: p.servers[bestPos], rung: bestK, kbps: in.Ladder[bestK]}
 		}
 		// Another request took the headroom meanwhile: look again.
 	}
-	return &assignment{snap: p.snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+	return &assignment{snap: p.snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
 }

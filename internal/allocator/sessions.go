@@ -10,8 +10,8 @@ import (
 	"github.com/anysched/anysched/internal/topology"
 )
 
-// key identifies a session: one viewer (the token's subject, or the STB's
-// address when it sent no token) watching one channel of one service.
+// key identifies a session: one viewer (the token's subject, "" without a
+// token) on one STB (its address) watching one channel of one service.
 type key struct {
 	service int32
 	user    string
@@ -19,13 +19,27 @@ type key struct {
 	channel string
 }
 
+// viewer is a key without the channel: an STB plays one channel at a time,
+// so a viewer's new session ends its previous one.
+type viewer struct {
+	service int32
+	user    string
+	addr    netip.Addr
+}
+
+func (k *key) viewer() viewer { return viewer{k.service, k.user, k.addr} }
+
 // assignment is where a session was sent: a server of snap (or Fallback) at
 // a ladder rung. Plans share theirs with the sessions they place.
 type assignment struct {
 	snap   *topology.Snapshot
-	server int32 // snapshot index; alloc.Fallback for the regional fallback
+	gen    uint64 // the plan whose capacity accounts for it
+	server int32  // snapshot index; alloc.Fallback for the regional fallback
 	rung   int
 	kbps   float64
+	// released: the session ended and its capacity went back to the plan's
+	// headroom; the plan's entry for it no longer holds a place.
+	released atomic.Bool
 }
 
 // session is one live (user, channel).
@@ -48,8 +62,9 @@ type table struct {
 	max   int64
 	count atomic.Int64
 	shard [shards]struct {
-		mu sync.Mutex
-		m  map[key]*session
+		mu      sync.Mutex
+		m       map[key]*session
+		playing map[viewer]key // the viewer's current session
 	}
 }
 
@@ -57,44 +72,56 @@ func newTable(max int) *table {
 	t := &table{seed: maphash.MakeSeed(), max: int64(max)}
 	for i := range t.shard {
 		t.shard[i].m = map[key]*session{}
+		t.shard[i].playing = map[viewer]key{}
 	}
 	return t
 }
 
+// shardOf hashes the viewer, not the channel: a viewer's sessions share a
+// shard, so switching channel is one critical section.
 func (t *table) shardOf(k *key) int {
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(k.user)
-	h.WriteString(k.channel)
 	b := k.addr.As16()
 	h.Write(b[:])
 	return int(h.Sum64() % shards)
 }
 
 // touch returns k's session, creating it (or replacing it when the viewer's
-// profile or place changed), and marks it seen at now. It returns nil when
-// the table is full: the request is still answered, the session is not
-// planned.
-func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, zone int32, snap *topology.Snapshot, now int64) *session {
+// profile or place changed), and marks it seen at now. When the viewer was
+// playing another channel, that session ends and is returned as ended, so
+// its capacity can be given back. s is nil when the table is full: the
+// request is still answered, the session is not planned.
+func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, zone int32, snap *topology.Snapshot, now int64) (s, ended *session) {
 	sh := &t.shard[t.shardOf(&k)]
 	sh.mu.Lock()
-	s := sh.m[k]
+	defer sh.mu.Unlock()
+	v := k.viewer()
+	if prev, ok := sh.playing[v]; ok && prev != k {
+		if old := sh.m[prev]; old != nil {
+			delete(sh.m, prev)
+			t.count.Add(-1)
+			ended = old
+		}
+	}
+	s = sh.m[k]
 	if s != nil && (s.profile != prof || s.loc != loc) {
 		n := &session{key: k, profile: prof, loc: loc, zone: zone, snap: snap}
 		n.cur.Store(s.cur.Load()) // the viewer is still where it was
 		sh.m[k], s = n, n
 	} else if s == nil {
 		if t.count.Load() >= t.max {
-			sh.mu.Unlock()
-			return nil
+			delete(sh.playing, v)
+			return nil, ended
 		}
 		s = &session{key: k, profile: prof, loc: loc, zone: zone, snap: snap}
 		sh.m[k] = s
 		t.count.Add(1)
 	}
-	sh.mu.Unlock()
+	sh.playing[v] = k
 	s.seen.Store(now)
-	return s
+	return s, ended
 }
 
 // sweep drops sessions not seen since cutoff and returns the others.
@@ -106,6 +133,9 @@ func (t *table) sweep(cutoff int64) []*session {
 		for k, s := range sh.m {
 			if s.seen.Load() < cutoff {
 				delete(sh.m, k)
+				if sh.playing[k.viewer()] == k {
+					delete(sh.playing, k.viewer())
+				}
 				t.count.Add(-1)
 				continue
 			}

@@ -162,6 +162,17 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 			capCPU[pos] = math.Min(capCPU[pos], math.Max(full[1]*share, 0))
 		}
 	}
+	// Hold a share of each limited server out of the solve: the STBs that
+	// arrive before the next solve are priced into it (the plan itself would
+	// otherwise fill a server that demand exceeds to the last kbps).
+	heldBw, heldCPU := make([]float64, n), make([]float64, n)
+	for pos := range p.servers {
+		if limited[pos] {
+			heldBw[pos], heldCPU[pos] = capBw[pos]*a.cfg.ArrivalReserve, capCPU[pos]*a.cfg.ArrivalReserve
+			capBw[pos] -= heldBw[pos]
+			capCPU[pos] -= heldCPU[pos]
+		}
+	}
 	p.cover, p.coverCentre = coverage(snap, region, p.servers)
 
 	useBw, useCPU := make([]float64, n), make([]float64, n)
@@ -179,6 +190,10 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	}
 	st.SolveTime = time.Since(start)
 	st.Peers = len(peers)
+	for pos := range p.servers {
+		capBw[pos] += heldBw[pos]
+		capCPU[pos] += heldCPU[pos]
+	}
 
 	// Claims: the plan's use plus an equal share, among the region's
 	// instances, of what nobody holds, for sessions arriving before the
@@ -278,7 +293,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	st := &p.stats
 	cand := in.Candidates()
 	for v, c := range res.Assign {
-		as := &assignment{snap: snap, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		as := &assignment{snap: snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
 		if c.Server != alloc.Fallback {
 			as.server, as.rung, as.kbps = p.servers[c.Server], c.Rung, in.Ladder[c.Rung]
 			bw, cpu := in.Uses(c.Rung)

@@ -356,6 +356,9 @@ type Alloc struct {
 	Keys           []TokenKey    `yaml:"keys"`
 	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
 	DefaultProfile Profile       `yaml:"default_profile"`
+	// ArrivalReserve: share of each server's capacity the solve leaves for
+	// STBs arriving before the next solve (0 to 0.5).
+	ArrivalReserve float64 `yaml:"arrival_reserve"`
 }
 
 // TokenKey is one token signing key; the secret stays in its own file.
@@ -375,7 +378,7 @@ type Profile struct {
 func DefaultAlloc() Alloc {
 	return Alloc{
 		Period: 10 * time.Second, SessionTTL: 2 * time.Minute, MaxSessions: 1_000_000,
-		Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1},
+		Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}, ArrivalReserve: 0.1,
 	}
 }
 
@@ -428,6 +431,9 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 		} else if _, err := token.ReadSecret(k.SecretFile); err != nil {
 			errs.Add(p+".secret_file", "%v", err)
 		}
+	}
+	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
+		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
 	}
 	if a.Leeway < 0 || a.Leeway > 5*time.Minute {
 		errs.Add("alloc.leeway", "%s is out of range [0, 5m]", a.Leeway)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/routerconf"
+	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 	"github.com/anysched/anysched/internal/tunlink"
@@ -345,6 +347,9 @@ func (l *Lab) writeTopology() error {
 		for ni := range t.Nodes {
 			for si := range t.Nodes[ni].Servers {
 				t.Nodes[ni].Servers[si].Capacity = topology.Capacity{BandwidthMbps: QoEServerMbps, TranscodeUnits: QoEServerUnits}
+				// The lab's STBs sit at their city's centre, kilometres from
+				// the node: every server covers the whole city.
+				t.Nodes[ni].Servers[si].CoverageRadiusM = 0
 			}
 		}
 	}
@@ -499,7 +504,7 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 		if err != nil {
 			return err
 		}
-		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 10s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
 	}
 	mode, drain := "bgp", "2s"
 	if l.o.OSPF {
@@ -541,11 +546,12 @@ access_log:
 	return l.start(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
 }
 
-// The QoE lab's server capacities: two servers per city carry 200 Mbps,
-// less than the STBs of the demo want, so the allocation has to choose.
+// The QoE lab's server capacities: two servers per city carry 180 Mbps,
+// about what the demo's 30 viewers per city want at the top rung, so the
+// allocation has to choose (lower rungs for some, transcoded).
 const (
-	QoEServerMbps  = 100
-	QoEServerUnits = 150
+	QoEServerMbps  = 90
+	QoEServerUnits = 60
 )
 
 // QoEViewers is how many fixed STBs (viewers) per city the QoE lab's load
@@ -567,6 +573,20 @@ func (l *Lab) TokenKey() (string, error) {
 		return "", err
 	}
 	return p, os.WriteFile(p, []byte(hex.EncodeToString(b)+"\n"), 0o600)
+}
+
+// probeToken is a viewer token for the lab's own probes.
+func (l *Lab) probeToken() (string, error) {
+	path, err := l.TokenKey()
+	if err != nil {
+		return "", err
+	}
+	secret, err := token.ReadSecret(path)
+	if err != nil {
+		return "", err
+	}
+	nan := math.NaN()
+	return token.Sign(token.Key{ID: TokenKeyID, Secret: secret}, token.Claims{Subject: "lab-probe", Expires: time.Now().Add(time.Hour), DesiredKbps: nan, DanmakuPerHour: nan, Gift: nan})
 }
 
 // start runs a daemon in a namespace, logging to a file.
@@ -660,9 +680,17 @@ func (l *Lab) Probe(ctx context.Context, i int) (instance string, status int, er
 func (l *Lab) request(ctx context.Context, i int, maxTime string) (instance string, status int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	target := "http://" + ServiceIP.String() + "/ch1/index.m3u8"
+	if l.o.QoE { // the regional schedulers require a viewer token
+		tok, err := l.probeToken()
+		if err != nil {
+			return "", 0, err
+		}
+		target += "?token=" + tok
+	}
 	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)),
 		"curl", "-s", "-o", "/dev/null", "--max-time", maxTime, "-H", "Host: live.iptv.example",
-		"-w", "%{http_code} %header{x-anysched-instance}", "http://"+ServiceIP.String()+"/ch1/index.m3u8").Output()
+		"-w", "%{http_code} %header{x-anysched-instance}", target).Output()
 	if err != nil {
 		return "", 0, fmt.Errorf("curl: %w", err)
 	}

@@ -50,10 +50,12 @@ type Options struct {
 	Follow   bool
 	Progress io.Writer // a line every 250 ms; nil for none
 	Seed     uint64
-	// Viewers: each city has this many STBs, each at a fixed address and
-	// zapping between channels, so a scheduler sees returning sessions (QoE
+	// Viewers: each city has this many STBs, each at a fixed address,
+	// staying on its channel and zapping to another (Zipf) with probability
+	// Zap per request, so a scheduler sees returning sessions (QoE
 	// allocation plans for them). 0: every request is a new STB.
 	Viewers int
+	Zap     float64 // default 0.2
 	// Token, if set, gives viewer v of a city the token it sends as
 	// ?token= (a business platform's login token).
 	Token func(city string, viewer int) string
@@ -144,6 +146,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
+	if o.Viewers > 0 && o.Zap <= 0 {
+		o.Zap = 0.2
+	}
+	tuned := newChannels(len(o.Cities) * max(o.Viewers, 0))
 	var next atomic.Int64
 	samples := make(chan sample, 1024)
 	var wg sync.WaitGroup
@@ -159,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					return
 				}
 				c := int(i) % len(o.Cities)
-				samples <- one(ctx, client, o, c, rng, zipf)
+				samples <- one(ctx, client, o, c, rng, zipf, tuned)
 				if o.Pause > 0 {
 					select {
 					case <-ctx.Done():
@@ -233,7 +239,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 }
 
-func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.Rand, zipf *rand.Zipf) sample {
+func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.Rand, zipf *rand.Zipf, tuned *channels) sample {
 	c := o.Cities[ci]
 	viewer := -1
 	var addr netip.Addr
@@ -243,7 +249,11 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 	} else {
 		addr = randomIn(c.Networks[rng.IntN(len(c.Networks))], rng)
 	}
-	path := "/ch" + strconv.FormatUint(zipf.Uint64()+1, 10) + "/index.m3u8"
+	ch := zipf.Uint64() + 1
+	if viewer >= 0 {
+		ch = tuned.watch(ci*o.Viewers+viewer, ch, rng.Float64() < o.Zap)
+	}
+	path := "/ch" + strconv.FormatUint(ch, 10) + "/index.m3u8"
 	if o.Token != nil && viewer >= 0 {
 		path += "?token=" + url.QueryEscape(o.Token(c.Name, viewer))
 	}
@@ -295,6 +305,25 @@ func ask(ctx context.Context, client *http.Client, o Options, ci int, target str
 		instance: resp.Header.Get("X-Anysched-Instance"), result: resp.Header.Get("X-Anysched-Result"),
 		decide: serverTiming(resp.Header.Get("Server-Timing")), bitrate: resp.Header.Get("X-Anysched-Bitrate"),
 	}
+}
+
+// channels is what each viewer watches (0: nothing yet).
+type channels struct {
+	mu sync.Mutex
+	ch []uint64
+}
+
+func newChannels(n int) *channels { return &channels{ch: make([]uint64, n)} }
+
+// watch returns viewer v's channel: the one it watches, or next when it
+// zaps (or watches nothing yet).
+func (c *channels) watch(v int, next uint64, zap bool) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch[v] == 0 || zap {
+		c.ch[v] = next
+	}
+	return c.ch[v]
 }
 
 // viewerAddr is viewer v's fixed address in city c: the same for the
