@@ -62,7 +62,7 @@ type Config struct {
 	// instance may use) the solve leaves for sessions arriving before the
 	// next one; 0 means DefaultArrivalReserve, a negative value none.
 	ArrivalReserve float64
-	Params   alloc.Params
+	Params         alloc.Params
 }
 
 // Defaults.
