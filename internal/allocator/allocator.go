@@ -141,9 +141,11 @@ type Allocator struct {
 	sessions *table
 	kick     chan struct{}
 
-	solveMu sync.Mutex   // one Solve at a time; guards gen and own
+	solveMu sync.Mutex   // one Solve at a time; guards the fields below
 	gen     uint64       // plans made
 	own     store.Claims // the claims last committed
+	peers   int          // peers at the last read of the claims
+	failing bool         // the claims cannot be read (said once)
 }
 
 // New builds an allocator. engine returns the scheduler's current routing

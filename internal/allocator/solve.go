@@ -68,11 +68,20 @@ func (a *Allocator) Solve(ctx context.Context) {
 		safe := err != nil
 		if safe {
 			a.met.claimErrors.Inc()
+			if !a.failing { // said once per outage
+				a.failing = true
+				if a.own.Servers == nil {
+					a.log.Warn("cannot read the region's capacity claims and hold none; STBs get the steer decision until etcd answers", "err", err)
+				} else {
+					a.log.Warn("cannot read the region's capacity claims; solving within the claims held until etcd answers", "err", err)
+				}
+			}
 			if a.own.Servers == nil {
-				a.log.Warn("cannot read the region's capacity claims and hold none; STBs get the steer decision until etcd answers", "err", err)
 				return
 			}
-			a.log.Warn("cannot read the region's capacity claims; solving within the claims held", "err", err)
+		} else if a.failing {
+			a.failing = false
+			a.log.Info("reading the region's capacity claims again")
 		}
 		p, claims := a.build(ctx, eng, snap, region, live, peers, safe, now)
 		if safe {
@@ -190,6 +199,11 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	}
 	st.SolveTime = time.Since(start)
 	st.Peers = len(peers)
+	if safe {
+		st.Peers = a.peers // unknown without etcd: the last count read
+	} else {
+		a.peers = len(peers)
+	}
 	for pos := range p.servers {
 		capBw[pos] += heldBw[pos]
 		capCPU[pos] += heldCPU[pos]
@@ -316,16 +330,19 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 }
 
 // fairShare is this instance's share of a server when a peer is starved:
-// in proportion to the sessions each plans (this instance's counted now);
-// 1 when no peer is starved.
+// in proportion to the sessions each plans (this instance's counted now),
+// so an idle standby yields everything; 1 when no peer is starved.
 func fairShare(live []*session, peers map[string]store.Claims) float64 {
 	starved, total := false, 0
 	for _, pc := range peers {
 		starved = starved || pc.Starved
 		total += pc.Sessions
 	}
-	if !starved || len(live) == 0 {
+	switch {
+	case !starved:
 		return 1
+	case len(live)+total == 0:
+		return 1 // a starved peer planning nothing: nothing to divide by
 	}
 	return float64(len(live)) / float64(len(live)+total)
 }
