@@ -69,6 +69,12 @@ type Settings struct {
 	Delay     time.Duration `json:"delay"`
 	KeepAlive bool          `json:"keepalive"`
 	NoNetem   bool          `json:"no_netem"`
+	// DistanceDelays: each city-core link has the one-way delay of the
+	// city's distance to the capital (Links); DelayBy says what applied
+	// them: "netem", "tun" (the lab's delayed TUN links) or "" (none).
+	DistanceDelays bool            `json:"distance_delays,omitempty"`
+	Links          []lab.CityDelay `json:"links,omitempty"`
+	DelayBy        string          `json:"delay_by,omitempty"`
 }
 
 // Mode is one measured mode.
@@ -112,7 +118,7 @@ func run(args []string) error {
 	pause := fs.Duration("pause", 100*time.Millisecond, "each STB sends one request this often")
 	dur := fs.Duration("duration", 20*time.Second, "load window per mode")
 	idle := fs.Duration("idle", 5*time.Second, "idle window per mode (center CPU without STB load)")
-	delay := fs.Duration("delay", 10*time.Millisecond, "netem round-trip delay on each city-core link")
+	delay := fs.Duration("delay", 0, "a fixed round-trip delay on every city-core link instead of the distance-derived ones")
 	keepalive := fs.Bool("keepalive", false, "STBs reuse one connection (default: a new connection per request, as a zapping STB)")
 	doc := fs.String("doc", "", "write the section into this markdown file (docs/benchmarks.md)")
 	png := fs.String("png", "docs/img/seed001.png", "plot file (empty: none)")
@@ -140,7 +146,7 @@ func run(args []string) error {
 			modes = append(modes, k)
 		}
 		set := Settings{Cities: len(allCities), Modes: modes, STBs: *stbs, Pause: *pause, Duration: *dur,
-			Idle: *idle, Delay: *delay, KeepAlive: *keepalive}
+			Idle: *idle, Delay: *delay, KeepAlive: *keepalive, DistanceDelays: *delay == 0}
 		var err error
 		res, err = measure(*prefix, *bin, *dir, set)
 		if res != nil && len(res.Modes) > 0 {
@@ -196,7 +202,7 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 	res = &Results{When: time.Now().UTC(), Machine: machine(), Settings: set}
 	step("bringing up the lab: %d cities, BIRD routers, core, center (namespaces %s-*)", len(allCities), prefix)
 	t0 := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Prefix: prefix, Cities: allCities, Bin: absBin, Dir: dir, Delay: set.Delay})
+	l, err := lab.Up(ctx, lab.Options{Prefix: prefix, Cities: allCities, Bin: absBin, Dir: dir, Delay: set.Delay, DistanceDelays: set.DistanceDelays})
 	if err != nil {
 		lab.Cleanup(prefix)
 		return nil, err
@@ -211,9 +217,12 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 		}
 	}()
 	res.Settings.NoNetem = l.NoNetem
+	res.Settings.Links = l.LinkDelays()
+	res.Settings.DelayBy = "netem"
 	if l.NoNetem {
-		fmt.Println("  (this kernel has no netem: links run without delay)")
+		res.Settings.DelayBy = "tun"
 	}
+	fmt.Printf("  city-core link delays (one-way, by %s): %s\n", res.Settings.DelayBy, lab.FormatDelays(res.Settings.Links))
 	step("applying the topology through the center's admin API")
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.NS("ctr"), filepath.Join(absBin, "schedctl"),

@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/anysched/anysched/internal/lab"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -127,7 +130,16 @@ func section(r *Results, png string) string {
 		"  networking included) during the window, which also counts other engineers' labs running at the same\n"+
 		"  time (last column: their namespaces on the machine).\n")
 	delay := fmt.Sprintf("%s of netem delay per round trip over each city-core link (the center is behind it; a city's own scheduler is not)", s.Delay)
-	if s.NoNetem {
+	switch {
+	case s.DistanceDelays && s.DelayBy != "":
+		lo, hi := linkRange(s.Links)
+		how := "netem"
+		if s.DelayBy == "tun" {
+			how = "the lab's delayed TUN links (this kernel has no netem)"
+		}
+		delay = fmt.Sprintf("each city's link to the core (and so to the center in Hefei) delayed by its distance to Hefei,\n"+
+			"  0.2 ms + km x 1.5 / 200 km/ms one way: %s to %s, applied by %s; a city's own scheduler is not behind it", lo, hi, how)
+	case s.NoNetem:
 		delay = "no link delay (this kernel has no netem)"
 	}
 	fmt.Fprintf(&b, "- Network: %s.\n", delay)
@@ -189,7 +201,7 @@ func section(r *Results, png string) string {
 			"  are less efficient per request than one busier one (this run did not measure the cities' idle CPU\n"+
 			"  separately). In the seed's deployment that cost sits on 16 city hosts, not on the center.\n",
 			m16.CitiesCPU, m0.CenterCPU-m16.CenterCPU)
-		if s.NoNetem {
+		if s.NoNetem && s.DelayBy == "" {
 			fmt.Fprintf(&b, "- **Latency: not reproduced here, for a stated reason.** The seed's latency gain is network distance:\n"+
 				"  an STB answered in its own city no longer crosses the provincial network to the center in Hefei. This\n"+
 				"  machine's kernel has no netem, so the lab's city-core links have no delay and a city scheduler is no\n"+
@@ -201,12 +213,16 @@ func section(r *Results, png string) string {
 				"  (not measured on this machine).\n",
 				ms(m0.P50), ms(m16.P50))
 		} else {
+			link := fmt.Sprintf("%s per round trip", s.Delay)
+			if s.DistanceDelays {
+				lo, hi := linkRange(s.Links)
+				link = fmt.Sprintf("%s to %s one way, from the city's distance to Hefei", lo, hi)
+			}
 			fmt.Fprintf(&b, "- **Latency falls, as in the seed**, which gives no figures. A city's own scheduler answers in %s\n"+
-				"  (p50), the center in %s: the difference is the city-core link's delay this lab was given (%s per\n"+
-				"  round trip, twice for the TCP handshake and the request), an assumption about the network, not a\n"+
-				"  measurement of Anhui's. The median over all STBs drops once more than half of the cities are served\n"+
-				"  locally; the p99 stays at the center's level until every city has a scheduler.\n",
-				ms(mLocalP50(r)), ms(m0.CenterP50), s.Delay)
+				"  (p50), the center in %s: the difference is the city-core link's delay this lab was given (%s,\n"+
+				"  paid twice, for the TCP handshake and the request), an assumption about the network, not a\n"+
+				"  measurement of Anhui's. RTT p50 over all STBs: %s with 0 city schedulers, %s with 16.\n",
+				ms(mLocalP50(r)), ms(m0.CenterP50), link, ms(m0.P50), ms(m16.P50))
 		}
 	}
 	fail := 0
@@ -396,4 +412,17 @@ func plotResults(r *Results, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// linkRange is the smallest and largest one-way link delay.
+func linkRange(links []lab.CityDelay) (lo, hi string) {
+	if len(links) == 0 {
+		return "-", "-"
+	}
+	mn, mx := links[0].Delay, links[0].Delay
+	for _, l := range links {
+		mn, mx = min(mn, l.Delay), max(mx, l.Delay)
+	}
+	f := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+	return f(mn), f(mx)
 }
