@@ -20,6 +20,7 @@ type state struct {
 	rcpu   []float64
 	users  [][]int32 // users per server
 	pos    []int32   // position of a user in users[server]
+	alt    []int32   // eject's per-user best alternative (scratch)
 }
 
 func newState(in *Instance, o *options, sel []int32) *state {
@@ -232,18 +233,35 @@ func (st *state) improve(deadline time.Time, ejections bool) {
 	}
 }
 
-// eject tries, for each user, its better-but-blocked options by moving one
-// user off the target server. Returns whether anything improved.
+// eject tries, for each user v, its better-but-blocked options i on a
+// server m by moving one user u off m (to u's best alternative elsewhere
+// that fits, to v's current server, or to fallback) or to another rung on
+// m. u's best alternative off m is computed once per pass (and recomputed
+// when it no longer fits), so a pass costs O(options x users per server)
+// rather than that times the options per user. Returns whether anything
+// improved.
 func (st *state) eject(deadline time.Time) bool {
 	o := st.o
 	const eps = 1e-9
+	n := len(st.sel)
+	if cap(st.alt) < n {
+		st.alt = make([]int32, n)
+	}
+	alt := st.alt[:n]
+	for u := range alt {
+		alt[u] = st.bestAlt(u)
+	}
 	any := false
-	for v := 0; v < len(st.sel); v++ {
+	for v := 0; v < n; v++ {
 		if v&15 == 0 && time.Now().After(deadline) {
 			return any
 		}
 		cur := st.sel[v]
 		cv := o.value(v, cur)
+		curM := int32(-1)
+		if cur >= 0 {
+			curM = o.srv[cur]
+		}
 		bestGain := eps
 		var bu int = -1
 		var bi, bj int32
@@ -254,7 +272,7 @@ func (st *state) eject(deadline time.Time) bool {
 			m := o.srv[i]
 			// loads at m with v on i
 			bwm, cpum := st.bw[m]+st.rbw[o.rung[i]], st.cpu[m]+st.rcpu[o.rung[i]]
-			if cur >= 0 && o.srv[cur] == m {
+			if curM == m {
 				bwm -= st.rbw[o.rung[cur]]
 				cpum -= st.rcpu[o.rung[cur]]
 			}
@@ -267,36 +285,39 @@ func (st *state) eject(deadline time.Time) bool {
 				ucur := st.sel[u]
 				uv := o.val[ucur]
 				ubw, ucpu := bwm-st.rbw[o.rung[ucur]], cpum-st.rcpu[o.rung[ucur]]
-				check := func(j int32) {
-					g := gi + o.value(u, j) - uv
-					if g <= bestGain {
-						return
-					}
-					b2, c2 := ubw, ucpu
-					if j >= 0 {
-						mj := o.srv[j]
-						if mj == m {
-							b2 += st.rbw[o.rung[j]]
-							c2 += st.rcpu[o.rung[j]]
-						} else {
-							jb, jc := st.bw[mj]+st.rbw[o.rung[j]], st.cpu[mj]+st.rcpu[o.rung[j]]
-							if cur >= 0 && o.srv[cur] == mj {
-								jb -= st.rbw[o.rung[cur]]
-								jc -= st.rcpu[o.rung[cur]]
-							}
-							if jb > st.bwCap[mj] || jc > st.cpuCap[mj] {
-								return
-							}
-						}
-					}
-					if b2 <= st.bwCap[m] && c2 <= st.cpuCap[m] {
-						bestGain, bu, bi, bj = g, u, i, j
-					}
+				if ubw > st.bwCap[m] || ucpu > st.cpuCap[m] {
+					continue // u leaving m altogether does not make room
 				}
-				check(-1)
+				// off m: u's best alternative (checked against the current
+				// loads; v leaving curM only adds room)
+				a := alt[u]
+				if a >= 0 && !st.fitsAfter(ucur, a) {
+					a = st.bestAlt(u)
+					alt[u] = a
+				}
+				if g := gi + o.value(u, a) - uv; g > bestGain {
+					bestGain, bu, bi, bj = g, u, i, a
+				}
 				for j := o.start[u]; j < o.start[u+1]; j++ {
-					if j != ucur {
-						check(j)
+					if j == ucur {
+						continue
+					}
+					mj := o.srv[j]
+					g := gi + o.val[j] - uv
+					if g <= bestGain {
+						continue
+					}
+					switch mj {
+					case m: // another rung on m
+						if ubw+st.rbw[o.rung[j]] <= st.bwCap[m] && ucpu+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+							bestGain, bu, bi, bj = g, u, i, j
+						}
+					case curM: // into the room v leaves
+						jb := st.bw[mj] - st.rbw[o.rung[cur]] + st.rbw[o.rung[j]]
+						jc := st.cpu[mj] - st.rcpu[o.rung[cur]] + st.rcpu[o.rung[j]]
+						if jb <= st.bwCap[mj] && jc <= st.cpuCap[mj] {
+							bestGain, bu, bi, bj = g, u, i, j
+						}
 					}
 				}
 			}
@@ -305,8 +326,28 @@ func (st *state) eject(deadline time.Time) bool {
 			st.move(bu, -1) // free first so that v's move never overshoots
 			st.move(v, bi)
 			st.move(bu, bj)
+			alt[bu] = st.bestAlt(bu)
 			any = true
 		}
 	}
 	return any
+}
+
+// bestAlt is user u's best choice off its current server that fits as the
+// loads stand (fallback if none is better).
+func (st *state) bestAlt(u int) int32 {
+	o := st.o
+	cur := st.sel[u]
+	curM := int32(-1)
+	if cur >= 0 {
+		curM = o.srv[cur]
+	}
+	best, bj := o.fb[u], int32(-1)
+	for j := o.start[u]; j < o.start[u+1]; j++ {
+		if m := o.srv[j]; m != curM && o.val[j] > best &&
+			st.bw[m]+st.rbw[o.rung[j]] <= st.bwCap[m] && st.cpu[m]+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+			best, bj = o.val[j], j
+		}
+	}
+	return bj
 }
