@@ -13,7 +13,7 @@ import (
 type Lagrangian struct {
 	MaxIter     int           // subgradient iterations; default 200
 	PrimalEvery int           // repair+quick search every N iterations; default 10
-	LocalSearch time.Duration // final local-search budget; default 20ms
+	LocalSearch time.Duration // final local-search budget (each repair's quick search gets a quarter); default 40ms
 	TimeLimit   time.Duration // overall limit for the dual phase; default 2s
 	Tol         float64       // stop when relative gap <= Tol; default 1e-6
 }
@@ -29,7 +29,7 @@ func (l Lagrangian) defaults() Lagrangian {
 		l.PrimalEvery = 10
 	}
 	if l.LocalSearch <= 0 {
-		l.LocalSearch = 20 * time.Millisecond
+		l.LocalSearch = 40 * time.Millisecond
 	}
 	if l.TimeLimit <= 0 {
 		l.TimeLimit = 2 * time.Second
@@ -102,7 +102,7 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	primal := func() {
 		st := newState(in, o, sel)
 		st.repair()
-		st.improve(time.Now().Add(l.LocalSearch/10), false)
+		st.improve(time.Now().Add(l.LocalSearch/4), false)
 		if obj := st.objective(); obj > bestObj {
 			bestObj, best = obj, st.sel
 		}

@@ -298,24 +298,21 @@ func (st *state) eject(deadline time.Time) bool {
 				if g := gi + o.value(u, a) - uv; g > bestGain {
 					bestGain, bu, bi, bj = g, u, i, a
 				}
-				for j := o.start[u]; j < o.start[u+1]; j++ {
-					if j == ucur {
-						continue
+				// another rung on m
+				lo, hi := o.onServer(u, m)
+				for j := lo; j < hi; j++ {
+					if g := gi + o.val[j] - uv; j != ucur && g > bestGain &&
+						ubw+st.rbw[o.rung[j]] <= st.bwCap[m] && ucpu+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+						bestGain, bu, bi, bj = g, u, i, j
 					}
-					mj := o.srv[j]
-					g := gi + o.val[j] - uv
-					if g <= bestGain {
-						continue
-					}
-					switch mj {
-					case m: // another rung on m
-						if ubw+st.rbw[o.rung[j]] <= st.bwCap[m] && ucpu+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
-							bestGain, bu, bi, bj = g, u, i, j
-						}
-					case curM: // into the room v leaves
-						jb := st.bw[mj] - st.rbw[o.rung[cur]] + st.rbw[o.rung[j]]
-						jc := st.cpu[mj] - st.rcpu[o.rung[cur]] + st.rcpu[o.rung[j]]
-						if jb <= st.bwCap[mj] && jc <= st.cpuCap[mj] {
+				}
+				// into the room v leaves on curM
+				if curM >= 0 && curM != m {
+					lo, hi := o.onServer(u, curM)
+					for j := lo; j < hi; j++ {
+						if g := gi + o.val[j] - uv; g > bestGain &&
+							st.bw[curM]-st.rbw[o.rung[cur]]+st.rbw[o.rung[j]] <= st.bwCap[curM] &&
+							st.cpu[curM]-st.rcpu[o.rung[cur]]+st.rcpu[o.rung[j]] <= st.cpuCap[curM] {
 							bestGain, bu, bi, bj = g, u, i, j
 						}
 					}
@@ -331,6 +328,25 @@ func (st *state) eject(deadline time.Time) bool {
 		}
 	}
 	return any
+}
+
+// onServer returns the range of user u's options on server m (a user's
+// options are sorted by server: buildOptions follows the sorted M(v)).
+func (o *options) onServer(u int, m int32) (lo, hi int32) {
+	lo, hi = o.start[u], o.start[u+1]
+	a, b := lo, hi
+	for a < b { // first option with srv >= m
+		h := int32(uint32(a+b) >> 1)
+		if o.srv[h] < m {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	lo = a
+	for b = lo; b < hi && o.srv[b] == m; b++ {
+	}
+	return lo, b
 }
 
 // bestAlt is user u's best choice off its current server that fits as the
