@@ -86,7 +86,10 @@ func main() {
 	pomega := flag.Float64("omega", def.Omega, "omega: gift weight of Y_v")
 	sens := flag.Bool("sensitivity", false, "print the parameter sensitivity table (markdown) over --seeds")
 	plotDir := flag.String("plot", "", "run the user-count and capacity sweeps over --seeds, write PNGs to this directory and print their data (markdown)")
-	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity and --plot")
+	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity, --plot and --cbc")
+	cbcDir := flag.String("cbc", "", "compare qoe with CBC on the period-1 LP export of seeds 1..--seeds: LP files, CBC logs and solutions go to (and are reused from) this directory; prints a markdown table")
+	cbcSec := flag.Int("cbc-sec", 300, "CBC's limit in CPU seconds per seed (--cbc)")
+	runs := flag.Int("runs", 5, "qoe solves per seed for the median time (--cbc)")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
 
@@ -101,6 +104,10 @@ func main() {
 		nUsers: *nUsers, capUsers: *capUsers, params: params, lpOut: *lpOut}
 	if *sens {
 		sensitivity(os.Stdout, cfg, *seeds, srvPts, usrPts)
+		return
+	}
+	if *cbcDir != "" {
+		check(cbcCompare(os.Stdout, cfg, *seeds, *cbcDir, *cbcSec, *runs, srvPts, usrPts))
 		return
 	}
 	if *plotDir != "" {
@@ -132,10 +139,10 @@ func main() {
 	tw.Flush()
 }
 
-// experiment synthesises the population of every period, runs the main
-// solver and every baseline over them, and returns the coverage histogram,
-// one row per algorithm and the first period's instance.
-func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+// synth draws the population of every period and returns it with the
+// function that builds a period's instance from its people and their
+// previous choices.
+func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, map[int]alloc.Choice) *alloc.Instance) {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0xa11c))
 	n := cfg.nUsers
 	if n <= 0 {
@@ -205,7 +212,14 @@ func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc
 		}
 		return in
 	}
+	return seq, build
+}
 
+// experiment synthesises the population of every period, runs the main
+// solver and every baseline over them, and returns the coverage histogram,
+// one row per algorithm and the first period's instance.
+func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+	seq, build := synth(cfg, srvPts, usrPts)
 	first := build(seq[0], nil)
 	cov := coverage(first)
 	if cfg.lpOut != "" {
