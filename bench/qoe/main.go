@@ -25,8 +25,7 @@ import (
 	"github.com/anysched/anysched/internal/alloc"
 )
 
-// Synthetic-profile distributions (documented in internal/alloc/doc.go and
-// docs/benchmarks.md).
+// Synthetic-profile distributions (see profile).
 var (
 	desiredKbps  = []float64{1200, 2500, 5000}
 	desiredShare = []float64{0.20, 0.35, 0.45}
