@@ -26,6 +26,7 @@ type cbcRun struct {
 	foundAt float64 // CPU seconds at which it was found
 	foundBy string  // heuristic that found it ("" = branch and bound)
 	bound   float64 // CBC's final upper bound
+	lp      float64 // the LP relaxation's optimum (root, before cuts)
 	status  string  // e.g. "Stopped on time limit", "Optimal solution found"
 	cpu     float64 // CPU seconds used
 }
@@ -34,12 +35,13 @@ var (
 	reIncumbent = regexp.MustCompile(`Cbc00(?:04|12)I Integer solution of (\S+) found (?:by (.+?) )?after .*\(([0-9.]+) seconds\)`)
 	reField     = regexp.MustCompile(`^(Objective value|Upper bound|Lower bound|Time \(CPU seconds\)):\s+(\S+)`)
 	reResult    = regexp.MustCompile(`^Result - (.*)$`)
+	reLP        = regexp.MustCompile(`^Continuous objective value is (\S+)`)
 )
 
 // parseCBCLog reads CBC's log of `cbc FILE.lp sec N solve` on a
 // maximisation (the log's incumbents are negated objectives).
 func parseCBCLog(r io.Reader) (cbcRun, error) {
-	run := cbcRun{best: math.NaN(), bound: math.NaN(), foundAt: math.NaN()}
+	run := cbcRun{best: math.NaN(), bound: math.NaN(), foundAt: math.NaN(), lp: math.NaN()}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -49,6 +51,12 @@ func parseCBCLog(r io.Reader) (cbcRun, error) {
 			t, err2 := strconv.ParseFloat(m[3], 64)
 			if err1 == nil && err2 == nil && (math.IsNaN(run.best) || -v > run.best) {
 				run.best, run.foundAt, run.foundBy = -v, t, m[2]
+			}
+			continue
+		}
+		if m := reLP.FindStringSubmatch(line); m != nil {
+			if v, err := strconv.ParseFloat(m[1], 64); err == nil {
+				run.lp = math.Abs(v)
 			}
 			continue
 		}
@@ -243,8 +251,8 @@ func exists(p string) bool {
 }
 
 func writeCBCTable(w io.Writer, rows []cbcRow, sec, runs int) {
-	fmt.Fprintf(w, "| seed | CBC best (found at, CPU s) | CBC best in Go | CBC bound | CBC final gap | qoe objective | qoe bound | qoe certified gap | qoe vs CBC best | qoe gap to CBC bound | qoe ms (wall / CPU) |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| seed | CBC best (found at, CPU s) | CBC best in Go | CBC bound | CBC final gap | LP bound | qoe objective | qoe bound | qoe certified gap | qoe vs CBC best | qoe gap to CBC bound | qoe ms (wall / CPU) |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var a cbcRow
 	var aCBCGap, aQGap, aVs, aVsB float64
 	allSame := true
@@ -258,11 +266,12 @@ func writeCBCTable(w io.Writer, rows []cbcRow, sec, runs int) {
 		qGap := (r.qoeBound - r.qoe) / r.qoeBound
 		vs := (r.qoe - r.cbcGo) / r.cbcGo
 		vsB := (r.cbc.bound - r.qoe) / r.cbc.bound
-		fmt.Fprintf(w, "| %d | %.2f (%.1f s, %s) | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",
-			r.seed, r.cbc.best, r.cbc.foundAt, by, r.cbcGo, r.cbc.bound, 100*cbcGap, r.qoe, r.qoeBound, 100*qGap, 100*vs, 100*vsB, r.qoeWallMS, r.qoeCPUMS)
+		fmt.Fprintf(w, "| %d | %.2f (%.1f s, %s) | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",
+			r.seed, r.cbc.best, r.cbc.foundAt, by, r.cbcGo, r.cbc.bound, 100*cbcGap, r.cbc.lp, r.qoe, r.qoeBound, 100*qGap, 100*vs, 100*vsB, r.qoeWallMS, r.qoeCPUMS)
 		a.cbc.best += r.cbc.best / n
 		a.cbcGo += r.cbcGo / n
 		a.cbc.bound += r.cbc.bound / n
+		a.cbc.lp += r.cbc.lp / n
 		a.qoe += r.qoe / n
 		a.qoeBound += r.qoeBound / n
 		a.qoeWallMS += r.qoeWallMS / n
@@ -273,8 +282,8 @@ func writeCBCTable(w io.Writer, rows []cbcRow, sec, runs int) {
 		aVsB += vsB / n
 		allSame = allSame && r.qoeDeterministic
 	}
-	fmt.Fprintf(w, "| mean | %.2f | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",
-		a.cbc.best, a.cbcGo, a.cbc.bound, 100*aCBCGap, a.qoe, a.qoeBound, 100*aQGap, 100*aVs, 100*aVsB, a.qoeWallMS, a.qoeCPUMS)
+	fmt.Fprintf(w, "| mean | %.2f | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",
+		a.cbc.best, a.cbcGo, a.cbc.bound, 100*aCBCGap, a.cbc.lp, a.qoe, a.qoeBound, 100*aQGap, 100*aVs, 100*aVsB, a.qoeWallMS, a.qoeCPUMS)
 	var status []string
 	for _, r := range rows {
 		status = append(status, fmt.Sprintf("%d: %s, %.0f CPU s", r.seed, r.cbc.status, r.cbc.cpu))

@@ -101,7 +101,7 @@ Time (Wallclock seconds):       360.18
 		t.Fatal(err)
 	}
 	if run.best != 5772.5 || run.foundAt != 40.1 || run.foundBy != "" || run.bound != 5845.944 ||
-		run.status != "Stopped on time limit" || run.cpu != 300.25 {
+		run.status != "Stopped on time limit" || run.cpu != 300.25 || run.lp != 5847.97 {
 		t.Fatalf("%+v", run)
 	}
 	run, err = parseCBCLog(strings.NewReader(strings.Split(log, "Cbc0004I")[0]))
