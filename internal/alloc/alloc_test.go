@@ -285,3 +285,46 @@ func TestLargeInstanceTime(t *testing.T) {
 	}
 	t.Logf("3000 users / 60 servers: %v, objective %.3f bound %.3f gap %.3g%% iters %d", time.Since(start), res.Objective, res.Bound, 100*res.Gap(), res.Iter)
 }
+
+// TestDeterministic: the local searches are bounded by work, not by the
+// clock, so repeated solves (here while other goroutines load the machine)
+// return the same assignment.
+func TestDeterministic(t *testing.T) {
+	in := randInstance(rand.New(rand.NewPCG(17, 18)), 800, 40)
+	stop := make(chan struct{})
+	defer close(stop)
+	for g := 0; g < 2; g++ {
+		go func() {
+			x := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					for i := 0; i < 1e5; i++ {
+						x += i
+					}
+				}
+			}
+		}()
+	}
+	var first *Result
+	for r := 0; r < 3; r++ {
+		res, err := Lagrangian{}.Solve(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = res
+			continue
+		}
+		if res.Objective != first.Objective || res.Bound != first.Bound {
+			t.Fatalf("run %d: objective %v bound %v, first run %v %v", r, res.Objective, res.Bound, first.Objective, first.Bound)
+		}
+		for v := range res.Assign {
+			if res.Assign[v] != first.Assign[v] {
+				t.Fatalf("run %d: user %d %+v, first run %+v", r, v, res.Assign[v], first.Assign[v])
+			}
+		}
+	}
+}

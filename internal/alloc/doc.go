@@ -17,7 +17,11 @@
 // user with PrevKbps = 0 (new) pays no E.
 //
 // The package is pure (no I/O besides WriteLP/ParseSolution) and
-// deterministic for a given time budget.
+// deterministic for a given time budget: the local searches are bounded by
+// work (LocalSearch converted at a fixed rate), not by the clock, so the
+// result does not depend on the machine's load unless a wall-clock limit
+// (TimeLimit, the context, or a local search's safety deadline) ends a
+// phase first, as on very large instances.
 //
 // # Parameters and defaults (Params, DefaultParams, DefaultLadder)
 //
@@ -31,22 +35,25 @@
 // Lagrangian ("qoe") dualises both capacity constraints with per-server
 // prices; at fixed prices the problem splits per user (best option at the
 // reduced value), and the dual is the LP relaxation's bound. Prices follow
-// projected Polyak steps towards the best feasible value along the
-// deflected subgradient d = g + 0.3*d_prev, starting at scale 1 and halving
-// it after 4 non-improving iterations (on the EUA instance this reaches the
-// LP bound within ~150 iterations; the former rule, scale 2 and halving
-// after 15 without deflection, stayed ~0.8% above it after 200). Every dual
-// value is an upper bound; Result.Bound is the smallest. Every PrimalEvery
-// iterations the relaxed choice is repaired (per overloaded server, apply
-// the change with least loss per unit of normalised excess removed: lower
-// rung, move to a server with room, or fallback) and improved by single
-// moves; the best is finally polished by local search: single moves incl.
-// bitrate up/down, then ejection moves (v takes a blocked option after one
-// user there moves to its best alternative elsewhere, to another rung on
-// that server, into the room v leaves, or to fallback: this includes swaps
-// and one user's bitrate down for another's up), repeated until no move
-// improves or LocalSearch runs out. Prices (per kbps, per compute unit) are
-// those of the best bound, for pricing new sessions online.
+// projected Polyak steps towards the best feasible value along the deflected
+// subgradient d = g + 0.3*d_prev, starting at scale 1 and halving it after 4
+// non-improving iterations (on the EUA instance this reaches the LP bound
+// within ~150 iterations; the former rule, scale 2 and halving after 15
+// without deflection, stayed ~0.8% above it after 200). Every dual value is
+// an upper bound; Result.Bound is the smallest. At iteration 0, whenever the
+// relaxed choice is feasible, and every PrimalEvery iterations once the
+// bound moves by less than 0.5% per PrimalEvery iterations (or after
+// 5*PrimalEvery without), the relaxed choice is repaired (per overloaded
+// server, apply the change with least loss per unit of normalised excess
+// removed: lower rung, move to a server with room, or fallback) and improved
+// by single moves; the best is finally polished by local search: single
+// moves incl. bitrate up/down, then ejection moves (v takes a blocked option
+// after one user there moves to its best alternative elsewhere, to another
+// rung on that server, into the room v leaves, or to fallback: this includes
+// swaps and one user's bitrate down for another's up), repeated until no
+// move improves or the work budget of LocalSearch is spent. Prices (per
+// kbps, per compute unit) are those of the best bound, for pricing new
+// sessions online.
 //
 // Time budget: TimeLimit counts from the start of Solve, including the
 // option table (about 1 s at 100,000 users and 2,000 servers), but the first

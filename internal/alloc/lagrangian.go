@@ -12,8 +12,8 @@ import (
 // a valid upper bound on the optimum.
 type Lagrangian struct {
 	MaxIter     int           // subgradient iterations; default 200
-	PrimalEvery int           // repair+quick search every N iterations; default 10
-	LocalSearch time.Duration // final local-search budget (each repair's quick search gets a quarter); default 40ms
+	PrimalEvery int           // repair+quick search every N iterations once the bound settles; default 10
+	LocalSearch time.Duration // final local-search budget, as work at a fixed rate (each repair's quick search gets a quarter); default 40ms
 	TimeLimit   time.Duration // overall limit for the dual phase; default 2s
 	Tol         float64       // stop when relative gap <= Tol; default 1e-6
 }
@@ -49,8 +49,9 @@ func (l Lagrangian) defaults() Lagrangian {
 // this one reaches the LP bound to 0.01% in ~150 iterations, and the
 // repairs at near-optimal prices are within 0.3% of it.
 const (
-	halveAfter = 4
-	deflect    = 0.3
+	halveAfter  = 4
+	deflect     = 0.3
+	repairBelow = 0.005
 )
 
 // Solve implements Solver.
@@ -63,6 +64,17 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	deadline := start.Add(l.TimeLimit)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
+	}
+	// lsDeadline is a local search's wall-clock safety net: the end of the
+	// dual phase, or d from now if that is later or the context is done.
+	// Its work budget (d at workPerSecond) normally ends it first, which
+	// keeps results independent of the machine's load.
+	lsDeadline := func(d time.Duration) time.Time {
+		t := time.Now().Add(d)
+		if ctx.Err() == nil && deadline.After(t) {
+			return deadline
+		}
+		return t
 	}
 	o := buildOptions(in)
 	n, ns := len(in.Users), len(in.Servers)
@@ -97,12 +109,13 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	dirB := make([]float64, ns)
 	dirC := make([]float64, ns)
 	noImprove := 0
+	lastBound, lastPrimal := math.Inf(1), 0
 	iter := 0
 
 	primal := func() {
 		st := newState(in, o, sel)
 		st.repair()
-		st.improve(time.Now().Add(l.LocalSearch/4), false)
+		st.improve(newBudget(l.LocalSearch/4, lsDeadline(l.LocalSearch/4)), false)
 		if obj := st.objective(); obj > bestObj {
 			bestObj, best = obj, st.sel
 		}
@@ -181,8 +194,22 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 				norm += dc * dc
 			}
 		}
-		if feasible || iter%l.PrimalEvery == 0 {
+		// Repair the relaxed choice at iteration 0 (every result needs a
+		// feasible assignment), whenever it is feasible, and every
+		// PrimalEvery iterations once the bound has moved by less than
+		// repairBelow over the last PrimalEvery (earlier, the prices are
+		// too far from the optimum for the repair to compete), or at
+		// least every 5*PrimalEvery.
+		repair := feasible
+		if iter%l.PrimalEvery == 0 {
+			if iter == 0 || lastBound-bound <= repairBelow*math.Abs(bound) || iter-lastPrimal >= 5*l.PrimalEvery {
+				repair = true
+			}
+			lastBound = bound
+		}
+		if repair {
 			primal()
+			lastPrimal = iter
 		}
 		if bestObj > math.Inf(-1) && bound-bestObj <= l.Tol*math.Max(1, math.Abs(bound)) {
 			iter++
@@ -219,7 +246,7 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	}
 	// final polish of the best
 	st := newState(in, o, best)
-	st.improve(time.Now().Add(l.LocalSearch), true)
+	st.improve(newBudget(l.LocalSearch, lsDeadline(l.LocalSearch)), true)
 	obj := st.objective()
 	if math.IsInf(bound, 1) {
 		bound = math.NaN()

@@ -195,17 +195,52 @@ func (h repairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *repairHeap) Push(x any)        { *h = append(*h, x.(repairItem)) }
 func (h *repairHeap) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
 
+// budget bounds a local search by work, in units of about one option
+// examined, so that the same instance and budget give the same result
+// whatever else the machine runs, and, as a safety net, by a wall-clock
+// deadline.
+type budget struct {
+	work     int64
+	deadline time.Time
+	calls    int
+	out      bool
+}
+
+// workPerSecond converts a time budget into work units: what one core of
+// the development machine (AMD EPYC, shared) did per second in improve and
+// eject on the EUA instance (2.2e8 units/s).
+const workPerSecond = 2.2e8
+
+func newBudget(d time.Duration, deadline time.Time) *budget {
+	return &budget{work: int64(d.Seconds() * workPerSecond), deadline: deadline}
+}
+
+// spend charges w units and reports whether the budget is used up (the
+// clock is read every 64 calls).
+func (b *budget) spend(w int64) bool {
+	if b.out {
+		return true
+	}
+	b.work -= w
+	b.calls++
+	if b.work <= 0 || (b.calls&63 == 0 && time.Now().After(b.deadline)) {
+		b.out = true
+	}
+	return b.out
+}
+
 // improve runs local search (single moves including bitrate up/down, then
 // ejection moves: v takes a blocked option after one user there moves
-// elsewhere, changes rung or falls back) until no improvement or deadline.
-func (st *state) improve(deadline time.Time, ejections bool) {
+// elsewhere, changes rung or falls back) until no improvement or the budget
+// is spent.
+func (st *state) improve(b *budget, ejections bool) {
 	o := st.o
 	n := len(st.sel)
 	const eps = 1e-9
 	for pass := 0; pass < 50; pass++ {
 		improved := false
 		for v := 0; v < n; v++ {
-			if v&63 == 0 && time.Now().After(deadline) {
+			if b.spend(int64(o.start[v+1]-o.start[v]) + 1) {
 				return
 			}
 			cur := st.sel[v]
@@ -225,7 +260,7 @@ func (st *state) improve(deadline time.Time, ejections bool) {
 			}
 		}
 		if !improved && ejections {
-			improved = st.eject(deadline)
+			improved = st.eject(b)
 		}
 		if !improved {
 			return
@@ -240,7 +275,7 @@ func (st *state) improve(deadline time.Time, ejections bool) {
 // when it no longer fits), so a pass costs O(options x users per server)
 // rather than that times the options per user. Returns whether anything
 // improved.
-func (st *state) eject(deadline time.Time) bool {
+func (st *state) eject(b *budget) bool {
 	o := st.o
 	const eps = 1e-9
 	n := len(st.sel)
@@ -251,11 +286,16 @@ func (st *state) eject(deadline time.Time) bool {
 	for u := range alt {
 		alt[u] = st.bestAlt(u)
 	}
+	if b.spend(int64(len(o.srv) + n)) {
+		return false
+	}
 	any := false
+	var w int64
 	for v := 0; v < n; v++ {
-		if v&15 == 0 && time.Now().After(deadline) {
+		if b.spend(w + 1) {
 			return any
 		}
+		w = 0
 		cur := st.sel[v]
 		cv := o.value(v, cur)
 		curM := int32(-1)
@@ -277,6 +317,7 @@ func (st *state) eject(deadline time.Time) bool {
 				cpum -= st.rcpu[o.rung[cur]]
 			}
 			gi := o.val[i] - cv
+			w += 1 + 8*int64(len(st.users[m]))
 			for _, uu := range st.users[m] {
 				u := int(uu)
 				if u == v {
