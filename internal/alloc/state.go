@@ -332,7 +332,7 @@ func (st *state) eject(b *budget) bool {
 				// off m: u's best alternative (checked against the current
 				// loads; v leaving curM only adds room)
 				a := alt[u]
-				if a >= 0 && !st.fitsAfter(ucur, a) {
+				if a >= 0 && (o.srv[a] == m || !st.fitsAfter(ucur, a)) {
 					a = st.bestAlt(u)
 					alt[u] = a
 				}
@@ -365,6 +365,7 @@ func (st *state) eject(b *budget) bool {
 			st.move(v, bi)
 			st.move(bu, bj)
 			alt[bu] = st.bestAlt(bu)
+			alt[v] = st.bestAlt(v) // v's alternative was off its old server
 			any = true
 		}
 	}
