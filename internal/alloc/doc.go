@@ -62,9 +62,11 @@
 // this rule a solve that ran out of time while building the table repaired
 // an uninitialised choice vector, putting users on another user's option,
 // i.e. on servers that do not cover them; TestNoTimeLeftStillFeasible.)
-// At 100,000 users the default 2 s budget leaves room for ~10-15
-// iterations, and the gap stays around 11%; a larger TimeLimit narrows it
-// (4 s: 9.7%, 200 iterations: 7.4%) but the primal side does not improve.
+// At 100,000 users the default 2 s budget leaves room for 2-22 iterations
+// (measured on the shared 2-core machine, depending on its load), with a
+// gap of 9-11%; the primal side does not improve within the budget (the final
+// polish's work budget is about one pass of single moves over the 8.2
+// million options, and every server is full).
 //
 // The candidate lists M(v) and their distances are cached in the Instance
 // (keyed on its Users and Servers slices): build a new Instance rather than
