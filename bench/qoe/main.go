@@ -25,8 +25,7 @@ import (
 	"github.com/anysched/anysched/internal/alloc"
 )
 
-// Synthetic-profile distributions (documented in internal/alloc/doc.go and
-// docs/benchmarks.md).
+// Synthetic-profile distributions (see profile).
 var (
 	desiredKbps  = []float64{1200, 2500, 5000}
 	desiredShare = []float64{0.20, 0.35, 0.45}
@@ -86,7 +85,10 @@ func main() {
 	pomega := flag.Float64("omega", def.Omega, "omega: gift weight of Y_v")
 	sens := flag.Bool("sensitivity", false, "print the parameter sensitivity table (markdown) over --seeds")
 	plotDir := flag.String("plot", "", "run the user-count and capacity sweeps over --seeds, write PNGs to this directory and print their data (markdown)")
-	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity and --plot")
+	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity, --plot and --cbc")
+	cbcDir := flag.String("cbc", "", "compare qoe with CBC on the period-1 LP export of seeds 1..--seeds: LP files, CBC logs and solutions go to (and are reused from) this directory; prints a markdown table")
+	cbcSec := flag.Int("cbc-sec", 300, "CBC's limit in CPU seconds per seed (--cbc)")
+	runs := flag.Int("runs", 5, "qoe solves per seed for the median time (--cbc)")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
 
@@ -101,6 +103,10 @@ func main() {
 		nUsers: *nUsers, capUsers: *capUsers, params: params, lpOut: *lpOut}
 	if *sens {
 		sensitivity(os.Stdout, cfg, *seeds, srvPts, usrPts)
+		return
+	}
+	if *cbcDir != "" {
+		check(cbcCompare(os.Stdout, cfg, *seeds, *cbcDir, *cbcSec, *runs, srvPts, usrPts))
 		return
 	}
 	if *plotDir != "" {
@@ -119,23 +125,23 @@ func main() {
 		*radius, len(first.Users), len(first.Servers), 100*cov.Under10, 100*cov.From10To20, 100*cov.Over20)
 	fmt.Printf("periods %d, seed %d; objective/bound/gap are period 1's (comparable with --lp-out); the rest aggregate all periods\n\n", *periods, *seed)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
+	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tcpu ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
 	for _, r := range rows {
 		b, g := "-", "-"
 		if r.Bound != nil {
 			b = fmt.Sprintf("%.2f", *r.Bound)
 			g = fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
-			r.ObjectiveAll, r.TimeMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
+			r.ObjectiveAll, r.TimeMS, r.CPUMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
 	}
 	tw.Flush()
 }
 
-// experiment synthesises the population of every period, runs the main
-// solver and every baseline over them, and returns the coverage histogram,
-// one row per algorithm and the first period's instance.
-func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+// synth draws the population of every period and returns it with the
+// function that builds a period's instance from its people and their
+// previous choices.
+func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, map[int]alloc.Choice) *alloc.Instance) {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0xa11c))
 	n := cfg.nUsers
 	if n <= 0 {
@@ -205,7 +211,14 @@ func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc
 		}
 		return in
 	}
+	return seq, build
+}
 
+// experiment synthesises the population of every period, runs the main
+// solver and every baseline over them, and returns the coverage histogram,
+// one row per algorithm and the first period's instance.
+func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+	seq, build := synth(cfg, srvPts, usrPts)
 	first := build(seq[0], nil)
 	cov := coverage(first)
 	if cfg.lpOut != "" {
@@ -253,6 +266,7 @@ type row struct {
 	Bound         *float64 `json:"bound"`
 	ObjectiveAll  float64  `json:"objective_all_periods"`
 	TimeMS        float64  `json:"time_ms"`
+	CPUMS         float64  `json:"cpu_ms"` // process CPU time (one core), robust to other load
 	MeanLatencyMS float64  `json:"mean_latency_ms"`
 	MeanBitrate   float64  `json:"mean_bitrate_kbps"`
 	AtDesired     float64  `json:"at_desired_share"`
@@ -263,17 +277,19 @@ type row struct {
 }
 
 // run solves every period with one algorithm, carrying its own previous
-// assignment forward. time_ms is the mean solve time per period.
+// assignment forward. time_ms is the mean solve time per period (wall
+// clock), cpu_ms the mean CPU time of the process over the solve.
 func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choice) *alloc.Instance) row {
 	r := row{Name: s.Name()}
 	prev := map[int]alloc.Choice{}
 	var cnt float64
 	for p, people := range seq {
 		in := build(people, prev)
-		t0 := time.Now()
+		c0, t0 := cpuTime(), time.Now()
 		res, err := s.Solve(context.Background(), in)
 		check(err)
 		r.TimeMS += float64(time.Since(t0).Microseconds()) / 1000
+		r.CPUMS += float64((cpuTime() - c0).Microseconds()) / 1000
 		obj, ok, viol := alloc.Evaluate(in, res.Assign)
 		if !ok {
 			fmt.Fprintf(os.Stderr, "%s: infeasible: %v\n", s.Name(), viol[:min(3, len(viol))])
@@ -312,6 +328,7 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 		prev = next
 	}
 	r.TimeMS /= float64(len(seq))
+	r.CPUMS /= float64(len(seq))
 	r.MeanLatencyMS /= cnt
 	r.MeanBitrate /= cnt
 	r.AtDesired /= cnt

@@ -77,3 +77,38 @@ func TestBestBaseline(t *testing.T) {
 		t.Fatalf("improvement %v", g)
 	}
 }
+
+// TestParseCBCLog: the incumbent (negated in the log of a maximisation),
+// when and by what it was found, the final bound and status.
+func TestParseCBCLog(t *testing.T) {
+	log := `Continuous objective value is 5847.97 - 0.26 seconds
+Cbc0038I Mini branch and bound improved solution from -5680.39 to -5771.94 (1.25 seconds)
+Cbc0012I Integer solution of -5771.9361 found by feasibility pump after 0 iterations and 0 nodes (2.78 seconds)
+Cbc0004I Integer solution of -5772.5 found after 1200 iterations and 35 nodes (40.10 seconds)
+Cbc0010I After 5100 nodes, 945 on tree, -5772.5 best solution, best possible -5845.9442 (296.84 seconds)
+
+Result - Stopped on time limit
+
+Objective value:                5772.50000000
+Upper bound:                    5845.944
+Gap:                            -0.01
+Enumerated nodes:               5160
+Time (CPU seconds):             300.25
+Time (Wallclock seconds):       360.18
+`
+	run, err := parseCBCLog(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.best != 5772.5 || run.foundAt != 40.1 || run.foundBy != "" || run.bound != 5845.944 ||
+		run.status != "Stopped on time limit" || run.cpu != 300.25 || run.lp != 5847.97 {
+		t.Fatalf("%+v", run)
+	}
+	run, err = parseCBCLog(strings.NewReader(strings.Split(log, "Cbc0004I")[0]))
+	if err != nil || run.best != 5771.9361 || run.foundBy != "feasibility pump" || run.foundAt != 2.78 {
+		t.Fatalf("%+v %v", run, err)
+	}
+	if _, err := parseCBCLog(strings.NewReader("Result - Stopped on time limit\n")); err == nil {
+		t.Fatal("a log without a solution parsed")
+	}
+}

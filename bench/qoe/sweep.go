@@ -24,6 +24,7 @@ type avgRow struct {
 	gap       float64 // period 1, qoe only
 	atDesired float64
 	timeMS    float64
+	cpuMS     float64
 }
 
 func averaged(cfg config, seeds int, srvPts, usrPts [][2]float64) []avgRow {
@@ -45,6 +46,7 @@ func averaged(cfg config, seeds int, srvPts, usrPts [][2]float64) []avgRow {
 			}
 			out[i].atDesired += r.AtDesired / float64(seeds)
 			out[i].timeMS += r.TimeMS / float64(seeds)
+			out[i].cpuMS += r.CPUMS / float64(seeds)
 		}
 	}
 	return out
@@ -150,14 +152,14 @@ func sweeps(w io.Writer, dir string, cfg config, seeds int, srvPts, usrPts [][2]
 		for _, r := range s.rows[0] {
 			fmt.Fprintf(w, " %s |", r.name)
 		}
-		fmt.Fprintf(w, " qoe vs best baseline | qoe gap | qoe ms |\n|---|%s---|---|---|\n", strings.Repeat("---|", len(s.rows[0])))
+		fmt.Fprintf(w, " qoe vs best baseline | qoe gap | qoe ms (wall / CPU) |\n|---|%s---|---|---|\n", strings.Repeat("---|", len(s.rows[0])))
 		for i, x := range s.xs {
 			fmt.Fprintf(w, "| %g |", x)
 			for _, r := range s.rows[i] {
 				fmt.Fprintf(w, " %.1f |", r.objAll/float64(cfg.periods))
 			}
 			b := s.rows[i][bestBaseline(s.rows[i])]
-			fmt.Fprintf(w, " %+.1f%% (%s) | %.2f%% | %.0f |\n", improvement(s.rows[i][0].objAll, b.objAll), b.name, 100*s.rows[i][0].gap, s.rows[i][0].timeMS)
+			fmt.Fprintf(w, " %+.1f%% (%s) | %.2f%% | %.0f / %.0f |\n", improvement(s.rows[i][0].objAll, b.objAll), b.name, 100*s.rows[i][0].gap, s.rows[i][0].timeMS, s.rows[i][0].cpuMS)
 		}
 		fmt.Fprintln(w)
 	}

@@ -285,3 +285,87 @@ func TestLargeInstanceTime(t *testing.T) {
 	}
 	t.Logf("3000 users / 60 servers: %v, objective %.3f bound %.3f gap %.3g%% iters %d", time.Since(start), res.Objective, res.Bound, 100*res.Gap(), res.Iter)
 }
+
+// TestDeterministic: the local searches are bounded by work, not by the
+// clock, so repeated solves (here while other goroutines load the machine)
+// return the same assignment.
+func TestDeterministic(t *testing.T) {
+	in := randInstance(rand.New(rand.NewPCG(17, 18)), 800, 40)
+	stop := make(chan struct{})
+	defer close(stop)
+	for g := 0; g < 2; g++ {
+		go func() {
+			x := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					for i := 0; i < 1e5; i++ {
+						x += i
+					}
+				}
+			}
+		}()
+	}
+	var first *Result
+	for r := 0; r < 3; r++ {
+		res, err := Lagrangian{}.Solve(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = res
+			continue
+		}
+		if res.Objective != first.Objective || res.Bound != first.Bound {
+			t.Fatalf("run %d: objective %v bound %v, first run %v %v", r, res.Objective, res.Bound, first.Objective, first.Bound)
+		}
+		for v := range res.Assign {
+			if res.Assign[v] != first.Assign[v] {
+				t.Fatalf("run %d: user %d %+v, first run %+v", r, v, res.Assign[v], first.Assign[v])
+			}
+		}
+	}
+}
+
+// TestLocalSearchKeepsFeasible: repair then the full local search
+// (single moves and ejections) from random relaxed choices on tight
+// instances; the result must stay feasible, never lose objective, and the
+// state's loads must match a recount. (Ejections once reused a user's
+// alternative computed before that user moved, overloading a server.)
+func TestLocalSearchKeepsFeasible(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for it := 0; it < 300; it++ {
+		in := randInstance(rng, 50+rng.IntN(250), 2+rng.IntN(12))
+		o := buildOptions(in)
+		sel := make([]int32, len(in.Users))
+		for v := range sel {
+			sel[v] = -1
+			if k := o.start[v+1] - o.start[v]; k > 0 && rng.IntN(8) > 0 {
+				sel[v] = o.start[v] + rng.Int32N(k)
+			}
+		}
+		st := newState(in, o, sel)
+		st.repair()
+		before := st.objective()
+		st.improve(newBudget(time.Second, time.Now().Add(time.Second)), true)
+		after := st.objective()
+		if after < before-1e-9 {
+			t.Fatalf("iter %d: local search lost objective: %v -> %v", it, before, after)
+		}
+		obj, ok, viol := Evaluate(in, o.toChoices(in, st.sel))
+		if !ok {
+			t.Fatalf("iter %d: infeasible after local search: %v", it, viol)
+		}
+		if math.Abs(obj-after) > 1e-7*math.Max(1, math.Abs(obj)) {
+			t.Fatalf("iter %d: objective %v, Evaluate %v", it, after, obj)
+		}
+		re := newState(in, o, st.sel)
+		for m := range in.Servers {
+			if math.Abs(re.bw[m]-st.bw[m]) > 1e-6 || math.Abs(re.cpu[m]-st.cpu[m]) > 1e-6 {
+				t.Fatalf("iter %d: server %d loads %v/%v, recount %v/%v", it, m, st.bw[m], st.cpu[m], re.bw[m], re.cpu[m])
+			}
+		}
+	}
+}

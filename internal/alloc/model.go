@@ -8,7 +8,8 @@ import (
 )
 
 // Params holds every symbol of the ARCHITECTURE §6 model. Units: seconds,
-// kbps, abstract compute units (vCPU). See doc.go for the defaults' rationale.
+// kbps, abstract compute units (vCPU). The defaults' rationale is in
+// docs/design.md, "Model parameters and their defaults".
 type Params struct {
 	A      float64 // a: weight of the interaction experience Q
 	B      float64 // b: weight of the video quality U
@@ -33,7 +34,8 @@ type Params struct {
 	FallbackRung    int     // ladder index the fallback serves
 }
 
-// DefaultParams returns the documented defaults (doc.go).
+// DefaultParams returns the documented defaults (docs/design.md, "Model
+// parameters and their defaults").
 func DefaultParams() Params {
 	return Params{
 		A: 10, B: 1, C: 1, D: 1,

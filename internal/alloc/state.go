@@ -20,6 +20,7 @@ type state struct {
 	rcpu   []float64
 	users  [][]int32 // users per server
 	pos    []int32   // position of a user in users[server]
+	alt    []int32   // eject's per-user best alternative (scratch)
 }
 
 func newState(in *Instance, o *options, sel []int32) *state {
@@ -194,17 +195,52 @@ func (h repairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *repairHeap) Push(x any)        { *h = append(*h, x.(repairItem)) }
 func (h *repairHeap) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
 
+// budget bounds a local search by work, in units of about one option
+// examined, so that the same instance and budget give the same result
+// whatever else the machine runs, and, as a safety net, by a wall-clock
+// deadline.
+type budget struct {
+	work     int64
+	deadline time.Time
+	calls    int
+	out      bool
+}
+
+// workPerSecond converts a time budget into work units: what one core of
+// the development machine (AMD EPYC, shared) did per second in improve and
+// eject on the EUA instance (2.2e8 units/s).
+const workPerSecond = 2.2e8
+
+func newBudget(d time.Duration, deadline time.Time) *budget {
+	return &budget{work: int64(d.Seconds() * workPerSecond), deadline: deadline}
+}
+
+// spend charges w units and reports whether the budget is used up (the
+// clock is read every 64 calls).
+func (b *budget) spend(w int64) bool {
+	if b.out {
+		return true
+	}
+	b.work -= w
+	b.calls++
+	if b.work <= 0 || (b.calls&63 == 0 && time.Now().After(b.deadline)) {
+		b.out = true
+	}
+	return b.out
+}
+
 // improve runs local search (single moves including bitrate up/down, then
 // ejection moves: v takes a blocked option after one user there moves
-// elsewhere, changes rung or falls back) until no improvement or deadline.
-func (st *state) improve(deadline time.Time, ejections bool) {
+// elsewhere, changes rung or falls back) until no improvement or the budget
+// is spent.
+func (st *state) improve(b *budget, ejections bool) {
 	o := st.o
 	n := len(st.sel)
 	const eps = 1e-9
 	for pass := 0; pass < 50; pass++ {
 		improved := false
 		for v := 0; v < n; v++ {
-			if v&63 == 0 && time.Now().After(deadline) {
+			if b.spend(int64(o.start[v+1]-o.start[v]) + 1) {
 				return
 			}
 			cur := st.sel[v]
@@ -224,7 +260,7 @@ func (st *state) improve(deadline time.Time, ejections bool) {
 			}
 		}
 		if !improved && ejections {
-			improved = st.eject(deadline)
+			improved = st.eject(b)
 		}
 		if !improved {
 			return
@@ -232,18 +268,40 @@ func (st *state) improve(deadline time.Time, ejections bool) {
 	}
 }
 
-// eject tries, for each user, its better-but-blocked options by moving one
-// user off the target server. Returns whether anything improved.
-func (st *state) eject(deadline time.Time) bool {
+// eject tries, for each user v, its better-but-blocked options i on a
+// server m by moving one user u off m (to u's best alternative elsewhere
+// that fits, to v's current server, or to fallback) or to another rung on
+// m. u's best alternative off m is computed once per pass (and recomputed
+// when it no longer fits), so a pass costs O(options x users per server)
+// rather than that times the options per user. Returns whether anything
+// improved.
+func (st *state) eject(b *budget) bool {
 	o := st.o
 	const eps = 1e-9
+	n := len(st.sel)
+	if cap(st.alt) < n {
+		st.alt = make([]int32, n)
+	}
+	alt := st.alt[:n]
+	for u := range alt {
+		alt[u] = st.bestAlt(u)
+	}
+	if b.spend(int64(len(o.srv) + n)) {
+		return false
+	}
 	any := false
-	for v := 0; v < len(st.sel); v++ {
-		if v&15 == 0 && time.Now().After(deadline) {
+	var w int64
+	for v := 0; v < n; v++ {
+		if b.spend(w + 1) {
 			return any
 		}
+		w = 0
 		cur := st.sel[v]
 		cv := o.value(v, cur)
+		curM := int32(-1)
+		if cur >= 0 {
+			curM = o.srv[cur]
+		}
 		bestGain := eps
 		var bu int = -1
 		var bi, bj int32
@@ -254,11 +312,12 @@ func (st *state) eject(deadline time.Time) bool {
 			m := o.srv[i]
 			// loads at m with v on i
 			bwm, cpum := st.bw[m]+st.rbw[o.rung[i]], st.cpu[m]+st.rcpu[o.rung[i]]
-			if cur >= 0 && o.srv[cur] == m {
+			if curM == m {
 				bwm -= st.rbw[o.rung[cur]]
 				cpum -= st.rcpu[o.rung[cur]]
 			}
 			gi := o.val[i] - cv
+			w += 1 + 8*int64(len(st.users[m]))
 			for _, uu := range st.users[m] {
 				u := int(uu)
 				if u == v {
@@ -267,36 +326,36 @@ func (st *state) eject(deadline time.Time) bool {
 				ucur := st.sel[u]
 				uv := o.val[ucur]
 				ubw, ucpu := bwm-st.rbw[o.rung[ucur]], cpum-st.rcpu[o.rung[ucur]]
-				check := func(j int32) {
-					g := gi + o.value(u, j) - uv
-					if g <= bestGain {
-						return
-					}
-					b2, c2 := ubw, ucpu
-					if j >= 0 {
-						mj := o.srv[j]
-						if mj == m {
-							b2 += st.rbw[o.rung[j]]
-							c2 += st.rcpu[o.rung[j]]
-						} else {
-							jb, jc := st.bw[mj]+st.rbw[o.rung[j]], st.cpu[mj]+st.rcpu[o.rung[j]]
-							if cur >= 0 && o.srv[cur] == mj {
-								jb -= st.rbw[o.rung[cur]]
-								jc -= st.rcpu[o.rung[cur]]
-							}
-							if jb > st.bwCap[mj] || jc > st.cpuCap[mj] {
-								return
-							}
-						}
-					}
-					if b2 <= st.bwCap[m] && c2 <= st.cpuCap[m] {
+				if ubw > st.bwCap[m] || ucpu > st.cpuCap[m] {
+					continue // u leaving m altogether does not make room
+				}
+				// off m: u's best alternative (checked against the current
+				// loads; v leaving curM only adds room)
+				a := alt[u]
+				if a >= 0 && (o.srv[a] == m || !st.fitsAfter(ucur, a)) {
+					a = st.bestAlt(u)
+					alt[u] = a
+				}
+				if g := gi + o.value(u, a) - uv; g > bestGain {
+					bestGain, bu, bi, bj = g, u, i, a
+				}
+				// another rung on m
+				lo, hi := o.onServer(u, m)
+				for j := lo; j < hi; j++ {
+					if g := gi + o.val[j] - uv; j != ucur && g > bestGain &&
+						ubw+st.rbw[o.rung[j]] <= st.bwCap[m] && ucpu+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
 						bestGain, bu, bi, bj = g, u, i, j
 					}
 				}
-				check(-1)
-				for j := o.start[u]; j < o.start[u+1]; j++ {
-					if j != ucur {
-						check(j)
+				// into the room v leaves on curM
+				if curM >= 0 && curM != m {
+					lo, hi := o.onServer(u, curM)
+					for j := lo; j < hi; j++ {
+						if g := gi + o.val[j] - uv; g > bestGain &&
+							st.bw[curM]-st.rbw[o.rung[cur]]+st.rbw[o.rung[j]] <= st.bwCap[curM] &&
+							st.cpu[curM]-st.rcpu[o.rung[cur]]+st.rcpu[o.rung[j]] <= st.cpuCap[curM] {
+							bestGain, bu, bi, bj = g, u, i, j
+						}
 					}
 				}
 			}
@@ -305,8 +364,48 @@ func (st *state) eject(deadline time.Time) bool {
 			st.move(bu, -1) // free first so that v's move never overshoots
 			st.move(v, bi)
 			st.move(bu, bj)
+			alt[bu] = st.bestAlt(bu)
+			alt[v] = st.bestAlt(v) // v's alternative was off its old server
 			any = true
 		}
 	}
 	return any
+}
+
+// onServer returns the range of user u's options on server m (a user's
+// options are sorted by server: buildOptions follows the sorted M(v)).
+func (o *options) onServer(u int, m int32) (lo, hi int32) {
+	lo, hi = o.start[u], o.start[u+1]
+	a, b := lo, hi
+	for a < b { // first option with srv >= m
+		h := int32(uint32(a+b) >> 1)
+		if o.srv[h] < m {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	lo = a
+	for b = lo; b < hi && o.srv[b] == m; b++ {
+	}
+	return lo, b
+}
+
+// bestAlt is user u's best choice off its current server that fits as the
+// loads stand (fallback if none is better).
+func (st *state) bestAlt(u int) int32 {
+	o := st.o
+	cur := st.sel[u]
+	curM := int32(-1)
+	if cur >= 0 {
+		curM = o.srv[cur]
+	}
+	best, bj := o.fb[u], int32(-1)
+	for j := o.start[u]; j < o.start[u+1]; j++ {
+		if m := o.srv[j]; m != curM && o.val[j] > best &&
+			st.bw[m]+st.rbw[o.rung[j]] <= st.bwCap[m] && st.cpu[m]+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+			best, bj = o.val[j], j
+		}
+	}
+	return bj
 }
