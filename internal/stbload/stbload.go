@@ -123,6 +123,7 @@ type sample struct {
 	lat, decide, start time.Duration
 	bitrate, location  string
 	tries              int
+	cut                bool // interrupted by the run's time bound
 	edgeErr            error
 	err                error
 }
@@ -197,6 +198,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					fmt.Fprintf(o.Progress, "  %5.1fs  %d requests, %d failed (done)\n", rep.Duration.Seconds(), done, failed)
 				}
 				return rep, nil
+			}
+			if s.cut {
+				continue // the run's time bound cut it short: neither a success nor a failure
 			}
 			cs := rep.PerCity[o.Cities[s.city].Name]
 			cs.Requests++
@@ -274,11 +278,13 @@ func one(ctx context.Context, client *http.Client, o Options, ci int, rng *rand.
 		}
 	}
 	if sm.err != nil {
+		sm.cut = ctx.Err() != nil
 		return sm
 	}
 	if o.Follow && sm.status == http.StatusFound {
 		t0 := time.Now()
 		sm.edgeErr = play(ctx, client, sm.location)
+		sm.cut = sm.edgeErr != nil && ctx.Err() != nil
 		sm.start = sm.lat + time.Since(t0)
 	}
 	return sm

@@ -214,3 +214,33 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("%d failures, %d redirects from %d tries: a failure was not retried twice", c.Failures, c.Redirects, calls.Load())
 	}
 }
+
+// A play cut short by the run's time bound is neither a success nor an
+// edge failure.
+func TestTimeBoundIsNotAFailure(t *testing.T) {
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".m3u8") {
+			io.WriteString(w, "#EXTM3U\n#EXTINF:2,\ns1.ts\n#EXTINF:2,\ns2.ts\n")
+			return
+		}
+		time.Sleep(150 * time.Millisecond) // slow segments: the bound falls inside a play
+		io.WriteString(w, "segment")
+	}))
+	defer edge.Close()
+	sched := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", edge.URL+"/live/index.m3u8")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer sched.Close()
+	rep, err := Run(context.Background(), Options{
+		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(sched.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
+		Host:   "live.iptv.example", Requests: 1000, Concurrency: 4, Follow: true, MaxDuration: 700 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.PerCity["hefei"]
+	if c.EdgeFailures != 0 || c.Failures != 0 || c.Requests == 0 || c.Requests >= 1000 {
+		t.Fatalf("stats %+v", c)
+	}
+}
