@@ -516,3 +516,74 @@ func TestPricedSessionTakesCapacityOnce(t *testing.T) {
 		t.Fatalf("repeated requests took capacity again: headroom %d -> %d", after, left())
 	}
 }
+
+// etcd lost and back under two instances of a city: both keep planning
+// (within their claims) while it is gone, and afterwards commit again,
+// see each other, and never hold more than a server's capacity together.
+func TestClaimsThroughAnEtcdRestart(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	ra := newRig(t, e, eng, "hefei-a", Config{Period: time.Second})
+	rb := newRig(t, e, eng, "hefei-b", Config{Period: time.Second})
+	ctx := context.Background()
+	for i := range 20 {
+		ra.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("a%d", i), 5000), "")
+		rb.get(fmt.Sprintf("100.64.1.%d", i+101), "live.iptv.example", "/y/index.m3u8?token="+signed(t, fmt.Sprintf("b%d", i), 5000), "")
+	}
+	solveBoth := func() {
+		var wg sync.WaitGroup
+		for _, r := range []*rig{ra, rb} {
+			wg.Add(1)
+			go func() { defer wg.Done(); r.a.Solve(ctx) }()
+		}
+		wg.Wait()
+	}
+	solveBoth()
+	solveBoth()
+	e.Stop()
+	solveBoth()
+	for _, r := range []*rig{ra, rb} {
+		if st := r.a.Status(); !st.SafeMode || st.Peers != 1 {
+			t.Fatalf("%s without etcd: %+v", r.a.cfg.Instance, st)
+		}
+	}
+	e.Restart()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		solveBoth()
+		sa, sb := ra.a.Status(), rb.a.Status()
+		if !sa.SafeMode && !sb.SafeMode {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in safe mode 20 s after etcd came back: %+v / %+v", sa, sb)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	solveBoth()
+	resp, err := e.Client().Get(ctx, e.Prefix+"alloc/claims/hefei/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 2 {
+		t.Fatalf("%d claim records after the restart, want 2", len(resp.Kvs))
+	}
+	sum := map[string]float64{}
+	for _, kv := range resp.Kvs {
+		var c store.Claims
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			t.Fatal(err)
+		}
+		for name, cl := range c.Servers {
+			sum[name] += cl.BandwidthKbps
+		}
+	}
+	for name, bw := range sum {
+		if bw > 10000*(1+1e-9) {
+			t.Fatalf("after the restart claims on %s add up to %v kbps", name, bw)
+		}
+	}
+	if sa, sb := ra.a.Status(), rb.a.Status(); sa.Peers != 1 || sb.Peers != 1 || sa.PlannedN != 20 || sb.PlannedN != 20 {
+		t.Fatalf("after the restart: %+v / %+v", sa, sb)
+	}
+}
