@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // province: hefei has three small servers (a, b cover the north zone, c
@@ -299,27 +297,15 @@ func TestTwoInstancesShareCapacity(t *testing.T) {
 		ra.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("a%d", i), 5000), "")
 		rb.get(fmt.Sprintf("100.64.1.%d", i+101), "live.iptv.example", "/y/index.m3u8?token="+signed(t, fmt.Sprintf("b%d", i), 5000), "")
 	}
-	cli := e.Client()
 	check := func(round int) {
 		t.Helper()
-		resp, err := cli.Get(ctx, e.Prefix+"alloc/claims/hefei/", clientv3WithPrefix())
+		_, sum, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei"}).Totals(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := map[string][2]float64{}
-		for _, kv := range resp.Kvs {
-			var c store.Claims
-			if err := jsonUnmarshal(kv.Value, &c); err != nil {
-				t.Fatal(err)
-			}
-			for name, cl := range c.Servers {
-				s := sum[name]
-				sum[name] = [2]float64{s[0] + cl.BandwidthKbps, s[1] + cl.Compute}
-			}
-		}
-		for name, s := range sum {
-			if s[0] > 10000*(1+1e-9) || s[1] > 20*(1+1e-9) {
-				t.Fatalf("round %d: claims on %s add up to %v kbps / %v units, capacity 10000 / 20", round, name, s[0], s[1])
+		for name, c := range sum {
+			if c.BandwidthKbps > 10000*(1+1e-9) || c.Compute > 20*(1+1e-9) {
+				t.Fatalf("round %d: claims on %s add up to %v kbps / %v units, capacity 10000 / 20", round, name, c.BandwidthKbps, c.Compute)
 			}
 		}
 		for _, r := range []*rig{ra, rb} {
@@ -397,10 +383,6 @@ func TestSafeModeWithoutEtcd(t *testing.T) {
 		t.Fatal("an instance that never held a claim planned without etcd")
 	}
 }
-
-func clientv3WithPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // A city whose servers are all down plans every session to the fallback
 // region, at the lowest rung; unlimited servers keep their capacity in
@@ -561,26 +543,16 @@ func TestClaimsThroughAnEtcdRestart(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	solveBoth()
-	resp, err := e.Client().Get(ctx, e.Prefix+"alloc/claims/hefei/", clientv3.WithPrefix())
+	records, sum, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei"}).Totals(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 2 {
-		t.Fatalf("%d claim records after the restart, want 2", len(resp.Kvs))
+	if records != 2 {
+		t.Fatalf("%d claim records after the restart, want 2", records)
 	}
-	sum := map[string]float64{}
-	for _, kv := range resp.Kvs {
-		var c store.Claims
-		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			t.Fatal(err)
-		}
-		for name, cl := range c.Servers {
-			sum[name] += cl.BandwidthKbps
-		}
-	}
-	for name, bw := range sum {
-		if bw > 10000*(1+1e-9) {
-			t.Fatalf("after the restart claims on %s add up to %v kbps", name, bw)
+	for name, c := range sum {
+		if c.BandwidthKbps > 10000*(1+1e-9) {
+			t.Fatalf("after the restart claims on %s add up to %v kbps", name, c.BandwidthKbps)
 		}
 	}
 	if sa, sb := ra.a.Status(), rb.a.Status(); sa.Peers != 1 || sb.Peers != 1 || sa.PlannedN != 20 || sb.PlannedN != 20 {

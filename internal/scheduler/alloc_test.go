@@ -20,7 +20,6 @@ import (
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 const qoeProvince = `
@@ -186,26 +185,16 @@ func TestLiveAllocation(t *testing.T) {
 	if rungs["1200"]+rungs["2500"] == 0 {
 		t.Fatalf("every STB got 5000 kbps although capacity is a quarter of demand: %v", rungs)
 	}
-	resp, err := e.Client().Get(ctx, e.Prefix+"alloc/claims/hefei/", clientv3.WithPrefix())
+	records, sum, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei"}).Totals(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 2 {
-		t.Fatalf("%d claim records, want one per instance", len(resp.Kvs))
+	if records != 2 {
+		t.Fatalf("%d claim records, want one per instance", records)
 	}
-	sum := map[string]float64{}
-	for _, kv := range resp.Kvs {
-		var c store.Claims
-		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			t.Fatal(err)
-		}
-		for name, cl := range c.Servers {
-			sum[name] += cl.BandwidthKbps
-		}
-	}
-	for name, bw := range sum {
-		if bw > 20000*(1+1e-9) {
-			t.Fatalf("claims on %s add up to %v kbps", name, bw)
+	for name, c := range sum {
+		if c.BandwidthKbps > 20000*(1+1e-9) {
+			t.Fatalf("claims on %s add up to %v kbps", name, c.BandwidthKbps)
 		}
 	}
 	t.Logf("rungs %v, per server %v kbps, claims %v", rungs, perServer, sum)

@@ -131,3 +131,25 @@ func (b *ClaimBoard) Release(ctx context.Context) error {
 	_, err := b.Store.cli.Revoke(ctx, lease)
 	return err
 }
+
+// Totals sums every instance's claims in the region (this one's included)
+// by server, and counts the records: what the region's capacity guarantee
+// is stated on (a server's total never exceeds its capacity).
+func (b *ClaimBoard) Totals(ctx context.Context) (records int, total map[string]Claim, err error) {
+	resp, err := b.Store.cli.Get(ctx, b.prefix(), clientv3.WithPrefix())
+	if err != nil {
+		return 0, nil, fmt.Errorf("read claims: %w", err)
+	}
+	total = map[string]Claim{}
+	for _, kv := range resp.Kvs {
+		var c Claims
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			return 0, nil, fmt.Errorf("claims at %s: %w", kv.Key, err)
+		}
+		for name, cl := range c.Servers {
+			t := total[name]
+			total[name] = Claim{BandwidthKbps: t.BandwidthKbps + cl.BandwidthKbps, Compute: t.Compute + cl.Compute}
+		}
+	}
+	return len(resp.Kvs), total, nil
+}
