@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -359,6 +360,57 @@ type Alloc struct {
 	// ArrivalReserve: share of each server's capacity the solve leaves for
 	// STBs arriving before the next solve (0 to 0.5).
 	ArrivalReserve float64 `yaml:"arrival_reserve"`
+	// Model overrides the QoE model's parameters (ARCHITECTURE §6; defaults
+	// and their reasons in docs/design.md); a key left out keeps its default.
+	Model Model `yaml:"model"`
+}
+
+// Model holds optional overrides of the QoE model's symbols. Units:
+// seconds, kbps, transcoding compute units.
+type Model struct {
+	A               *float64 `yaml:"a"`                 // weight of the interaction experience
+	B               *float64 `yaml:"b"`                 // weight of the video quality
+	C               *float64 `yaml:"c"`                 // weight of the bitrate jitter
+	D               *float64 `yaml:"d"`                 // weight of a server switch
+	Theta           *float64 `yaml:"theta_s"`           // latency threshold
+	Lambda          *float64 `yaml:"lambda"`            // room-mean scale of the interaction demand
+	B1              *float64 `yaml:"b1"`                // video-quality scale
+	K               *float64 `yaml:"k_per_kbps"`        // jitter per kbps of bitrate drop
+	S               *float64 `yaml:"s"`                 // loss of one switch
+	Omega           *float64 `yaml:"omega"`             // gift weight
+	TIngest         *float64 `yaml:"ingest_s"`          // broadcaster uplink
+	BackboneBase    *float64 `yaml:"backbone_base_s"`   // between edge sites: fixed part
+	BackbonePerKm   *float64 `yaml:"backbone_s_per_km"` // between edge sites: per km
+	BackboneOrigin  *float64 `yaml:"origin_s"`          // via the origin
+	AccessBase      *float64 `yaml:"access_base_s"`     // server to STB: fixed part
+	AccessPerKm     *float64 `yaml:"access_s_per_km"`   // server to STB: per km
+	G               *float64 `yaml:"transcode_s_per_kbps"`
+	H               *float64 `yaml:"transcode_units_per_kbps"`
+	FallbackLatency *float64 `yaml:"fallback_latency_s"`
+}
+
+func (m Model) validate(errs *yamlstrict.Errors) {
+	for _, f := range []struct {
+		name     string
+		v        *float64
+		positive bool
+	}{
+		{"a", m.A, false}, {"b", m.B, false}, {"c", m.C, false}, {"d", m.D, false},
+		{"theta_s", m.Theta, true}, {"lambda", m.Lambda, false}, {"b1", m.B1, true}, {"k_per_kbps", m.K, false},
+		{"s", m.S, false}, {"omega", m.Omega, false}, {"ingest_s", m.TIngest, false},
+		{"backbone_base_s", m.BackboneBase, false}, {"backbone_s_per_km", m.BackbonePerKm, false},
+		{"origin_s", m.BackboneOrigin, false}, {"access_base_s", m.AccessBase, false},
+		{"access_s_per_km", m.AccessPerKm, false}, {"transcode_s_per_kbps", m.G, false},
+		{"transcode_units_per_kbps", m.H, false}, {"fallback_latency_s", m.FallbackLatency, false},
+	} {
+		switch {
+		case f.v == nil:
+		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0:
+			errs.Add("alloc.model."+f.name, "%v must be a finite number >= 0", *f.v)
+		case f.positive && *f.v == 0:
+			errs.Add("alloc.model."+f.name, "must be > 0")
+		}
+	}
 }
 
 // TokenKey is one token signing key; the secret stays in its own file.
@@ -432,6 +484,7 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 			errs.Add(p+".secret_file", "%v", err)
 		}
 	}
+	a.Model.validate(errs)
 	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
 		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
 	}

@@ -153,3 +153,28 @@ func TestCenterLabEtcdMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAllocModel(t *testing.T) {
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	if err := LoadFile(write(t, "alloc:\n  model:\n    a: 5\n    theta_s: 0.3\n"), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Validate(); err != nil || *r.Alloc.Model.A != 5 || *r.Alloc.Model.Theta != 0.3 || r.Alloc.Model.B != nil {
+		t.Fatalf("model %+v: %v", r.Alloc.Model, err)
+	}
+	bad := DefaultRegional()
+	bad.Region, bad.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	if err := LoadFile(write(t, "alloc:\n  model:\n    c: -1\n    theta_s: 0\n    omega: .nan\n"), &bad); err != nil {
+		t.Fatal(err)
+	}
+	err := bad.Validate()
+	for _, want := range []string{"alloc.model.c: -1 must be", "alloc.model.theta_s: must be > 0", "alloc.model.omega: NaN must be"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
+	}
+	if err := LoadFile(write(t, "alloc:\n  model:\n    alpha: 1\n"), &bad); err == nil || !strings.Contains(err.Error(), "alloc.model.alpha: unknown field") {
+		t.Errorf("unknown model key: %v", err)
+	}
+}

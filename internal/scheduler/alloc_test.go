@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/alloc"
 	"github.com/anysched/anysched/internal/allocator"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/etcdtest"
@@ -209,4 +210,17 @@ func TestLiveAllocation(t *testing.T) {
 			regexp.MustCompile(`(?m)^hefei-1\s+hefei\s+\d+\s+\d+`).MatchString(out) &&
 			regexp.MustCompile(`(?m)^hefei-2\s+hefei\s+\d+\s+\d+`).MatchString(out)
 	})
+}
+
+func TestModelParams(t *testing.T) {
+	five, tenth := 5.0, 0.1
+	p := scheduler.ModelParams(config.Model{A: &five, FallbackLatency: &tenth})
+	want := alloc.DefaultParams()
+	want.A, want.FallbackLatency = 5, 0.1
+	if p != want {
+		t.Fatalf("ModelParams = %+v, want %+v", p, want)
+	}
+	if scheduler.ModelParams(config.Model{}) != alloc.DefaultParams() {
+		t.Fatal("no overrides must give the defaults")
+	}
 }

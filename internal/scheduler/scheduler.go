@@ -462,7 +462,7 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 	board := &store.ClaimBoard{Store: s.Store, Region: s.Region, Instance: s.ID, TTL: max(3*c.Period, 10*time.Second)}
 	a, err := allocator.New(allocator.Config{
 		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
-		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: reserve(c.ArrivalReserve),
+		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: reserve(c.ArrivalReserve), Params: ModelParams(c.Model),
 		Default: alloc.Profile{DesiredKbps: c.DefaultProfile.DesiredKbps, Danmaku: c.DefaultProfile.DanmakuPerHour, Gift: c.DefaultProfile.Gift},
 	}, board, s.Engine, s.Registry, s.Logger)
 	if err != nil {
@@ -474,6 +474,26 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 		_ = json.NewEncoder(w).Encode(a.Status())
 	})
 	return a, nil
+}
+
+// ModelParams is the QoE model: the defaults, with the configured overrides.
+func ModelParams(m config.Model) alloc.Params {
+	p := alloc.DefaultParams()
+	for _, o := range []struct {
+		from *float64
+		to   *float64
+	}{
+		{m.A, &p.A}, {m.B, &p.B}, {m.C, &p.C}, {m.D, &p.D}, {m.Theta, &p.Theta}, {m.Lambda, &p.Lambda},
+		{m.B1, &p.B1}, {m.K, &p.K}, {m.S, &p.S}, {m.Omega, &p.Omega}, {m.TIngest, &p.TIngest},
+		{m.BackboneBase, &p.BackboneBase}, {m.BackbonePerKm, &p.BackbonePerKm}, {m.BackboneOrigin, &p.BackboneOrigin},
+		{m.AccessBase, &p.AccessBase}, {m.AccessPerKm, &p.AccessPerKm}, {m.G, &p.G}, {m.H, &p.H},
+		{m.FallbackLatency, &p.FallbackLatency},
+	} {
+		if o.from != nil {
+			*o.to = *o.from
+		}
+	}
+	return p
 }
 
 // reserve maps the configured arrival reserve to the allocator's (where 0
