@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anysched/anysched/internal/topology"
@@ -57,9 +58,16 @@ type Merger struct {
 	drills   map[string]time.Time // region -> withdrawn until
 	failOpen map[string]bool      // servers already reported as failed open
 
+	synced atomic.Bool // the first full list of health, drains and drills is in
+
 	failOpenGauge prometheus.Gauge
 	checkerGauge  *prometheus.GaugeVec
 }
+
+// Synced reports whether the merger has read the province's health,
+// drains and drills at least once since it started: before that, Compute
+// knows no drain, and a scheduler must not answer from it.
+func (m *Merger) Synced() bool { return m.synced.Load() }
 
 type lostVerdict struct {
 	up     bool
@@ -139,6 +147,7 @@ func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
 		}
 	}
 	m.mu.Unlock()
+	m.synced.Store(true)
 	m.changed()
 	rev := resps[0].Header.Revision
 	for _, r := range resps[1:] {

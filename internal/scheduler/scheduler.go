@@ -170,6 +170,12 @@ func (s *Scheduler) rebuildEngine() {
 	if snap == nil {
 		return
 	}
+	if !s.Merger.Synced() && time.Since(s.started) < mergerGrace {
+		// Drains and health not read yet (a restart): answering now could
+		// send STBs to a drained server. The merger's first read rebuilds;
+		// without etcd the grace timer does (from the cached snapshot).
+		return
+	}
 	av := s.Merger.Compute(snap)
 	s.applyDrill()
 	uses := balanceSelections(snap)
@@ -193,6 +199,27 @@ func (s *Scheduler) rebuildEngine() {
 	}))
 	s.avail.Store(av)
 	s.builtFor, s.table = snap, table
+}
+
+// mergerGrace is how long a starting scheduler waits for the health merger's
+// first read of drains and verdicts before answering without them (etcd is
+// unreachable: the cached snapshot is served, with every server available).
+const mergerGrace = 5 * time.Second
+
+// answerAfterGrace builds the routing tables once mergerGrace has passed,
+// whether or not the merger could read etcd by then.
+func (s *Scheduler) answerAfterGrace(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(time.Until(s.started.Add(mergerGrace))):
+	}
+	if !s.Merger.Synced() {
+		s.Logger.Warn("drains and health verdicts not read from etcd yet; answering from the snapshot without them", "component", "health-merger", "waited", mergerGrace)
+	}
+	s.rebuildEngine()
+	<-ctx.Done()
+	return nil
 }
 
 // nodeRanker ranks a region's nodes with balance.RankNodes: by distance, or
@@ -386,7 +413,7 @@ func (s *Scheduler) instance() store.Instance {
 // components returns the shared components' run functions.
 func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
-	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run, s.Merger.Run}
+	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run, s.Merger.Run, s.answerAfterGrace}
 	if c := s.common.HTTP; c.Listen != "" {
 		var trusted []netip.Prefix
 		for _, p := range c.TrustedProxies {
