@@ -95,7 +95,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "token":
 		return tokenCmd(rest, stdout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	timeout := g.timeout
+	if cmd == "drill" && !flagSet(fs, "timeout") {
+		// A drill is bounded by its own --duration and followed to the end;
+		// the 60 s default would cut long drills short.
+		timeout = drillTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	run := map[string]func(context.Context, pb.AdminClient, []string, io.Writer) error{
 		"apply": apply, "get": get, "status": statusCmd, "explain": explainCmd, "drain": drainCmd, "undrain": undrainCmd, "drill": drillCmd,
@@ -110,6 +116,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer conn.Close()
 	return run(ctx, pb.NewAdminClient(conn), rest, stdout)
+}
+
+// drillTimeout bounds a drill command when --timeout is not given.
+const drillTimeout = time.Hour
+
+// flagSet reports whether the named flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func dial(g globals) (*grpc.ClientConn, error) {
