@@ -58,9 +58,9 @@ type Config struct {
 	Default alloc.Profile
 	// RoomMean is Fbar for a channel the last solve did not see.
 	RoomMean float64
-	// ArrivalReserve is the share of each server's capacity (of what this
-	// instance may use) the solve leaves for sessions arriving before the
-	// next one; 0 means DefaultArrivalReserve, a negative value none.
+	// ArrivalReserve is the share (0 to 0.9) of each server's capacity, of
+	// what this instance may use, that the solve leaves for sessions arriving
+	// before the next one; 0 leaves none (the configuration's default is 0.1).
 	ArrivalReserve float64
 	Params         alloc.Params
 }
@@ -73,9 +73,6 @@ const (
 	// DefaultRoomMean is the middle of the seed's measured room means
 	// (0.01-0.13 danmaku per capita per hour).
 	DefaultRoomMean = 0.05
-	// DefaultArrivalReserve: a tenth of a city's capacity for the STBs of
-	// one period, about what a channel-change peak brings in 10 s.
-	DefaultArrivalReserve = 0.1
 )
 
 // DefaultProfile is a viewer the platform said nothing about: the median
@@ -100,14 +97,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RoomMean <= 0 {
 		c.RoomMean = DefaultRoomMean
-	}
-	switch {
-	case c.ArrivalReserve == 0:
-		c.ArrivalReserve = DefaultArrivalReserve
-	case c.ArrivalReserve < 0:
-		c.ArrivalReserve = 0
-	case c.ArrivalReserve > 0.9:
-		c.ArrivalReserve = 0.9
 	}
 	if c.Params == (alloc.Params{}) {
 		c.Params = alloc.DefaultParams()
@@ -159,6 +148,8 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 		return nil, fmt.Errorf("allocator: auth %q is not one of optional, required", cfg.Auth)
 	case cfg.Auth == AuthRequired && cfg.Verifier == nil:
 		return nil, errors.New("allocator: auth required but no token keys")
+	case !(cfg.ArrivalReserve >= 0 && cfg.ArrivalReserve <= 0.9):
+		return nil, fmt.Errorf("allocator: arrival reserve %v is out of range [0, 0.9]", cfg.ArrivalReserve)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -236,7 +227,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	if d.Zone >= 0 {
 		loc, zone = snap.Zones[d.Zone].Loc, d.Zone
 	}
-	s, ended := a.sessions.touch(k, prof, loc, zone, snap, a.now().UnixNano())
+	s, ended := a.sessions.touch(k, prof, loc, snap, a.now().UnixNano())
 	var sp *servicePlan
 	if p != nil && p.snap == snap {
 		sp = p.services[d.Service]

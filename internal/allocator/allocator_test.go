@@ -427,7 +427,7 @@ func TestNoServerAndUnlimitedServers(t *testing.T) {
 func TestChannelSwitchReleasesCapacity(t *testing.T) {
 	e := etcdtest.Start(t)
 	eng := engine(t)
-	r := newRig(t, e, eng, "i1", Config{ArrivalReserve: -1})
+	r := newRig(t, e, eng, "i1", Config{})
 	tok := signed(t, "zapper", 5000)
 	r.get("100.64.2.9", "live.iptv.example", "/ch1/index.m3u8?token="+tok, "") // south: server c only
 	r.a.Solve(context.Background())
@@ -557,5 +557,28 @@ func TestClaimsThroughAnEtcdRestart(t *testing.T) {
 	}
 	if sa, sb := ra.a.Status(), rb.a.Status(); sa.Peers != 1 || sb.Peers != 1 || sa.PlannedN != 20 || sb.PlannedN != 20 {
 		t.Fatalf("after the restart: %+v / %+v", sa, sb)
+	}
+}
+
+// The arrival reserve stays out of the solve: with demand far above
+// capacity the plan fills each server only to (1 - reserve), and the rest is
+// headroom for the STBs of the next period.
+func TestArrivalReserve(t *testing.T) {
+	e := etcdtest.Start(t)
+	r := newRig(t, e, engine(t), "i1", Config{ArrivalReserve: 0.2})
+	for i := range 30 {
+		r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), "")
+	}
+	r.a.Solve(context.Background())
+	for _, s := range r.a.Status().Servers {
+		if s.Name == "c" {
+			continue // covers no one in the north
+		}
+		if s.Used[0] > 8000+1e-6 || s.LeftBandwidth < 2000 {
+			t.Fatalf("server %s: %+v, want at most 8000 kbps planned and 2000 left", s.Name, s)
+		}
+	}
+	if _, err := New(Config{Region: "hefei", ArrivalReserve: 1.5}, nil, nil, nil, nil); err == nil {
+		t.Fatal("an arrival reserve of 1.5 was accepted")
 	}
 }

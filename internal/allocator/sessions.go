@@ -47,8 +47,7 @@ type session struct {
 	key     key
 	profile alloc.Profile
 	loc     topology.Location
-	zone    int32 // snapshot zone index of loc (or -1: the region's centre)
-	snap    *topology.Snapshot
+	snap    *topology.Snapshot // the one its service index refers to
 	seen    atomic.Int64 // unix nanoseconds of the last request
 	cur     atomic.Pointer[assignment]
 }
@@ -93,7 +92,7 @@ func (t *table) shardOf(k *key) int {
 // playing another channel, that session ends and is returned as ended, so
 // its capacity can be given back. s is nil when the table is full: the
 // request is still answered, the session is not planned.
-func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, zone int32, snap *topology.Snapshot, now int64) (s, ended *session) {
+func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, snap *topology.Snapshot, now int64) (s, ended *session) {
 	sh := &t.shard[t.shardOf(&k)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -107,7 +106,7 @@ func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, zone int
 	}
 	s = sh.m[k]
 	if s != nil && (s.profile != prof || s.loc != loc) {
-		n := &session{key: k, profile: prof, loc: loc, zone: zone, snap: snap}
+		n := &session{key: k, profile: prof, loc: loc, snap: snap}
 		n.cur.Store(s.cur.Load()) // the viewer is still where it was
 		sh.m[k], s = n, n
 	} else if s == nil {
@@ -115,7 +114,7 @@ func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, zone int
 			delete(sh.playing, v)
 			return nil, ended
 		}
-		s = &session{key: k, profile: prof, loc: loc, zone: zone, snap: snap}
+		s = &session{key: k, profile: prof, loc: loc, snap: snap}
 		sh.m[k] = s
 		t.count.Add(1)
 	}

@@ -489,7 +489,7 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 	board := &store.ClaimBoard{Store: s.Store, Region: s.Region, Instance: s.ID, TTL: max(3*c.Period, 10*time.Second)}
 	a, err := allocator.New(allocator.Config{
 		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
-		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: reserve(c.ArrivalReserve), Params: ModelParams(c.Model),
+		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: c.ArrivalReserve, Params: ModelParams(c.Model),
 		Default: alloc.Profile{DesiredKbps: c.DefaultProfile.DesiredKbps, Danmaku: c.DefaultProfile.DanmakuPerHour, Gift: c.DefaultProfile.Gift},
 	}, board, s.Engine, s.Registry, s.Logger)
 	if err != nil {
@@ -521,15 +521,6 @@ func ModelParams(m config.Model) alloc.Params {
 		}
 	}
 	return p
-}
-
-// reserve maps the configured arrival reserve to the allocator's (where 0
-// means its default and a negative value none).
-func reserve(r float64) float64 {
-	if r == 0 {
-		return -1
-	}
-	return r
 }
 
 // RunCenter runs the central scheduler until ctx ends.
