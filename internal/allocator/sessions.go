@@ -48,7 +48,7 @@ type session struct {
 	profile alloc.Profile
 	loc     topology.Location
 	snap    *topology.Snapshot // the one its service index refers to
-	seen    atomic.Int64 // unix nanoseconds of the last request
+	seen    atomic.Int64       // unix nanoseconds of the last request
 	cur     atomic.Pointer[assignment]
 }
 
