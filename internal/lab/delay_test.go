@@ -2,16 +2,14 @@ package lab
 
 import (
 	"math"
-	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/anysched/anysched/internal/tunlink"
 )
 
 // TestLinkDelays: real city pairs of anhui-cities.csv (each city to the
@@ -104,81 +102,12 @@ func TestPrivilegedLinkDelays(t *testing.T) {
 		}
 	}
 	want := l.delays[0].Delay // 2.13 ms
-	rtt := connectRTT(t, l.nsName("r1"), l.nsName("core"), "10.100.1.1:7002")
+	rtt, _, err := tunlink.ConnectRTT(l.nsName("r1"), l.nsName("core"), "10.100.1.1:7002", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("one-way delay %s, TCP connect round trip %s (netem: %v)", want, rtt, !noNetem)
 	if rtt < 2*want || rtt > 2*want+3*time.Millisecond {
 		t.Errorf("round trip %s, want about %s", rtt, 2*want)
 	}
-}
-
-// connectRTT is the fastest of 5 TCP connects from namespace from to a
-// listener at addr in namespace to: one round trip each.
-func connectRTT(t *testing.T, from, to, addr string) time.Duration {
-	t.Helper()
-	in := func(name string, fn func()) {
-		ns, err := netns.GetFromName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ns.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// Back to the original namespace before unlocking: a thread
-			// left in the lab's namespace (the main thread cannot retire)
-			// would make the test process one of the namespace's pids.
-			runtime.LockOSThread()
-			orig, err := netns.Get()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer orig.Close()
-			if err := netns.Set(ns); err != nil {
-				t.Error(err)
-				return
-			}
-			defer func() {
-				if netns.Set(orig) == nil {
-					runtime.UnlockOSThread()
-				}
-			}()
-			fn()
-		}()
-		<-done
-	}
-	var ln net.Listener
-	in(to, func() {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			t.Error(err)
-		}
-	})
-	if ln == nil {
-		t.FailNow()
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	best := time.Hour
-	in(from, func() {
-		for range 5 {
-			start := time.Now()
-			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			best = min(best, time.Since(start))
-			c.Close()
-		}
-	})
-	return best
 }

@@ -16,11 +16,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/anysched/anysched/netconfig"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -103,7 +103,7 @@ func open(e End, peer netip.Addr, mtu int) (*os.File, error) {
 		return nil, fmt.Errorf("tunlink: namespace %s: %w", e.Netns, err)
 	}
 	defer ns.Close()
-	fd, err := tunIn(ns, e.Interface)
+	fd, err := tunIn(e.Netns, e.Interface)
 	if err != nil {
 		return nil, err
 	}
@@ -136,41 +136,28 @@ func open(e End, peer netip.Addr, mtu int) (*os.File, error) {
 	return f, nil
 }
 
-// tunIn opens a TUN device named name inside namespace ns. The device
-// belongs to the namespace the opening thread was in, so the thread
-// switches there for the open and back.
-func tunIn(ns netns.NsHandle, name string) (int, error) {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return -1, err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		return -1, fmt.Errorf("tunlink: enter namespace: %w", err)
-	}
-	defer func() {
-		// A thread that cannot return stays locked, so the runtime retires
-		// it with this goroutine instead of reusing it in the wrong namespace.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
+// tunIn opens a TUN device named name inside the named namespace: the
+// device belongs to the namespace the opening thread is in.
+func tunIn(ns, name string) (fd int, err error) {
+	err = netconfig.InNamespace(ns, func() error {
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return fmt.Errorf("open /dev/net/tun: %w", err)
 		}
-	}()
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		ifr, err := unix.NewIfreq(name)
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("interface name %q: %w", name, err)
+		}
+		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return -1, fmt.Errorf("tunlink: open /dev/net/tun: %w", err)
-	}
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("tunlink: interface name %q: %w", name, err)
-	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
-	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("tunlink: create %s: %w", name, err)
+		return -1, fmt.Errorf("tunlink: %w", err)
 	}
 	return fd, nil
 }

@@ -1,16 +1,11 @@
 package tunlink
 
 import (
-	"math"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netns"
 )
 
 // privileged skips unless the test may create namespaces and TUN devices.
@@ -41,82 +36,6 @@ func netnsPair(t *testing.T, a, b string) {
 	}
 }
 
-// inNetns runs fn on a thread inside the named namespace; sockets fn
-// creates stay in that namespace.
-func inNetns(t *testing.T, name string, fn func()) {
-	t.Helper()
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Back to the original namespace before unlocking (the main thread
-		// cannot retire, and must not stay in the test's namespace).
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Error(err)
-			return
-		}
-		defer func() {
-			if netns.Set(orig) == nil {
-				runtime.UnlockOSThread()
-			}
-		}()
-		fn()
-	}()
-	<-done
-}
-
-// roundTrips measures TCP connects (one round trip each) from namespace a
-// to an echo listener at addr in namespace b, in milliseconds.
-func roundTrips(t *testing.T, a, b, addr string, n int) (min, max float64) {
-	t.Helper()
-	var ln net.Listener
-	inNetns(t, b, func() {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			t.Error(err)
-		}
-	})
-	if ln == nil {
-		t.FailNow()
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	min = math.Inf(1)
-	inNetns(t, a, func() {
-		for range n {
-			start := time.Now()
-			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ms := float64(time.Since(start).Microseconds()) / 1000
-			c.Close()
-			min, max = math.Min(min, ms), math.Max(max, ms)
-		}
-	})
-	return min, max
-}
-
 func TestPrivilegedDelayedLink(t *testing.T) {
 	privileged(t)
 	netnsPair(t, "astla", "astlb")
@@ -135,7 +54,11 @@ func TestPrivilegedDelayedLink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lo, hi := roundTrips(t, "astla", "astlb", "10.200.0.2:7001", 5)
+		fast, slow, err := ConnectRTT("astla", "astlb", "10.200.0.2:7001", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := float64(fast.Microseconds())/1000, float64(slow.Microseconds())/1000
 		t.Logf("delay %s: TCP connect round trips %.2f-%.2f ms", tc.delay, lo, hi)
 		if lo < tc.min || hi > tc.max {
 			t.Errorf("delay %s: round trips %.1f-%.1f ms, want within [%.0f, %.0f]", tc.delay, lo, hi, tc.min, tc.max)
