@@ -19,6 +19,7 @@ declare -A need=(
   [promtool]=prometheus        # the Prometheus config and alert rules in deploy/ are checked with promtool
   [ip]=iproute2                # network namespaces for the privileged tests and the lab
   [tc]=iproute2
+  [systemd-analyze]=systemd    # the systemd units in deploy/ are checked with systemd-analyze verify
 )
 missing=()
 for cmd in "${!need[@]}"; do

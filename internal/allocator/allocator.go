@@ -111,11 +111,6 @@ type Board interface {
 	Release(ctx context.Context) error
 }
 
-// ErrForbidden wraps every refusal of a request (answered 403).
-var ErrForbidden = errors.New("forbidden")
-
-var errTokenRequired = fmt.Errorf("%w: a viewer token is required", ErrForbidden)
-
 // Allocator is the live allocation of one region. Allocate is safe for
 // concurrent use; Run drives the periodic solve.
 type Allocator struct {
@@ -124,6 +119,7 @@ type Allocator struct {
 	engine func() *steer.Engine
 	log    *slog.Logger
 	met    *metrics
+	gate   *Gate
 	now    func() time.Time
 
 	plan     atomic.Pointer[plan]
@@ -144,19 +140,19 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	switch {
 	case cfg.Region == "":
 		return nil, errors.New("allocator: no region")
-	case cfg.Auth != AuthOptional && cfg.Auth != AuthRequired:
-		return nil, fmt.Errorf("allocator: auth %q is not one of optional, required", cfg.Auth)
-	case cfg.Auth == AuthRequired && cfg.Verifier == nil:
-		return nil, errors.New("allocator: auth required but no token keys")
 	case !(cfg.ArrivalReserve >= 0 && cfg.ArrivalReserve <= 0.9):
 		return nil, fmt.Errorf("allocator: arrival reserve %v is out of range [0, 0.9]", cfg.ArrivalReserve)
+	}
+	gate, err := NewGate(cfg.Auth, cfg.Verifier, cfg.Default, reg)
+	if err != nil {
+		return nil, fmt.Errorf("allocator: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Allocator{
 		cfg: cfg, board: board, engine: engine, log: log.With("component", "alloc"),
-		met: newMetrics(reg), now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
+		met: newMetrics(reg), gate: gate, now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
 	}
 	return a, nil
 }
@@ -180,33 +176,17 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		return nil
 	}
 	ladder := snap.Services[d.Service].BitratesKbps
-	k := key{service: d.Service}
-	prof := a.cfg.Default
-	switch {
-	case tok != "" && a.cfg.Verifier != nil:
-		c, err := a.cfg.Verifier.Verify(tok)
-		if err != nil {
-			a.met.rejected.WithLabelValues(token.Reason(err)).Inc()
-			return fmt.Errorf("%w: %v", ErrForbidden, err)
-		}
-		k.user = c.Subject
-		if !math.IsNaN(c.DesiredKbps) {
-			prof.DesiredKbps = c.DesiredKbps
-		}
-		if !math.IsNaN(c.DanmakuPerHour) {
-			prof.Danmaku = c.DanmakuPerHour
-		}
-		if !math.IsNaN(c.Gift) {
-			prof.Gift = c.Gift
-		}
-	case a.cfg.Auth == AuthRequired:
-		a.met.rejected.WithLabelValues("missing").Inc()
-		return errTokenRequired
+	user, prof, err := a.gate.viewer(tok)
+	if err != nil {
+		return err
 	}
-	k.addr = req.Client
 	if prof.DesiredKbps <= 0 {
 		prof.DesiredKbps = float64(ladder[len(ladder)-1])
 	}
+	// Until a plan says otherwise (another city's STB, no plan yet), the
+	// viewer's own rung.
+	d.BitrateKbps = Rung(ladder, prof.DesiredKbps)
+	k := key{service: d.Service, user: user, addr: req.Client}
 	switch d.Result {
 	case steer.ResultCZ, steer.ResultDefault, steer.ResultFallback:
 	default:

@@ -27,7 +27,7 @@ func benchRig(b testing.TB, uncapped bool) (*Allocator, *steer.Engine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.a.cfg.Verifier = v
+	r.a.cfg.Verifier, r.a.gate.verifier = v, v
 	return r.a, eng
 }
 

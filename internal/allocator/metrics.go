@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"github.com/anysched/anysched/internal/token"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,7 +20,6 @@ type metrics struct {
 	solve                                                  prometheus.Histogram
 	serverUsers                                            *prometheus.GaugeVec
 	decisions                                              [kinds]prometheus.Counter
-	rejected                                               *prometheus.CounterVec
 	conflicts, claimErrors                                 prometheus.Counter
 }
 
@@ -43,9 +41,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		serverUsers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "anysched_alloc_server_sessions", Help: "Sessions the current plan puts on each server of the region.",
 		}, []string{"server"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "anysched_alloc_token_rejections_total", Help: "Requests refused (403) for their viewer token, by reason.",
-		}, []string{"reason"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_alloc_claim_conflicts_total", Help: "Claim commits refused because a peer instance committed first.",
 		}),
@@ -59,11 +54,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for k := range m.decisions {
 		m.decisions[k] = dec.WithLabelValues(kindNames[k])
 	}
-	for _, r := range append([]string{"missing"}, token.Reasons...) {
-		m.rejected.WithLabelValues(r)
-	}
 	if reg != nil {
-		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.rejected, m.conflicts, m.claimErrors)
+		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors)
 	}
 	return m
 }

@@ -336,6 +336,10 @@ type Center struct {
 	// stops and restarts members through them. Only with lab: true and
 	// etcd.endpoints (the members' client URLs).
 	LabEtcdMembers []string `yaml:"lab_etcd_members"`
+	// Alloc: the viewer tokens of QoE services, checked as the cities'
+	// schedulers check them (the center plans no city: the rest of a
+	// regional alloc section does not apply).
+	Alloc Viewers `yaml:"alloc"`
 }
 
 // Regional is a city scheduler's configuration.
@@ -352,17 +356,29 @@ type Alloc struct {
 	SessionTTL   time.Duration `yaml:"session_ttl"`   // a session not seen this long has ended
 	SolveTimeout time.Duration `yaml:"solve_timeout"` // 0: period/2, at most 2s
 	MaxSessions  int           `yaml:"max_sessions"`
-	Auth         string        `yaml:"auth"` // optional | required
-	// Keys verify the viewer tokens (HS256 JWTs) the business platform signs.
-	Keys           []TokenKey    `yaml:"keys"`
-	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
-	DefaultProfile Profile       `yaml:"default_profile"`
+	Viewers      `yaml:",inline"`
 	// ArrivalReserve: share of each server's capacity the solve leaves for
 	// STBs arriving before the next solve (0 to 0.5).
 	ArrivalReserve float64 `yaml:"arrival_reserve"`
 	// Model overrides the QoE model's parameters (ARCHITECTURE §6; defaults
 	// and their reasons in docs/design.md); a key left out keeps its default.
 	Model Model `yaml:"model"`
+}
+
+// Viewers is how a scheduler reads the viewer tokens of QoE services: a
+// city's scheduler (under alloc, with the allocation's keys) and the center
+// (its alloc section has these keys only) apply the same rules.
+type Viewers struct {
+	Auth string `yaml:"auth"` // optional | required
+	// Keys verify the viewer tokens (HS256 JWTs) the business platform signs.
+	Keys           []TokenKey    `yaml:"keys"`
+	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
+	DefaultProfile Profile       `yaml:"default_profile"`
+}
+
+// DefaultViewers returns the token defaults.
+func DefaultViewers() Viewers {
+	return Viewers{Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}}
 }
 
 // Model holds optional overrides of the QoE model's symbols. Units:
@@ -430,12 +446,12 @@ type Profile struct {
 func DefaultAlloc() Alloc {
 	return Alloc{
 		Period: 10 * time.Second, SessionTTL: 2 * time.Minute, MaxSessions: 1_000_000,
-		Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}, ArrivalReserve: 0.1,
+		Viewers: DefaultViewers(), ArrivalReserve: 0.1,
 	}
 }
 
 // TokenKeys reads the configured keys' secrets.
-func (a Alloc) TokenKeys() ([]token.Key, error) {
+func (a Viewers) TokenKeys() ([]token.Key, error) {
 	var out []token.Key
 	for i, k := range a.Keys {
 		secret, err := token.ReadSecret(k.SecretFile)
@@ -460,6 +476,14 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 	if a.MaxSessions < 1 {
 		errs.Add("alloc.max_sessions", "must be >= 1")
 	}
+	a.Viewers.validate(errs)
+	a.Model.validate(errs)
+	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
+		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
+	}
+}
+
+func (a Viewers) validate(errs *yamlstrict.Errors) {
 	switch a.Auth {
 	case "optional":
 	case "required":
@@ -483,10 +507,6 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 		} else if _, err := token.ReadSecret(k.SecretFile); err != nil {
 			errs.Add(p+".secret_file", "%v", err)
 		}
-	}
-	a.Model.validate(errs)
-	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
-		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
 	}
 	if a.Leeway < 0 || a.Leeway > 5*time.Minute {
 		errs.Add("alloc.leeway", "%s is out of range [0, 5m]", a.Leeway)
@@ -528,7 +548,7 @@ func defaultCommon(stateDir string) Common {
 
 // DefaultCenter returns the central scheduler's defaults.
 func DefaultCenter() Center {
-	c := Center{Common: defaultCommon("/var/lib/anysched/center")}
+	c := Center{Common: defaultCommon("/var/lib/anysched/center"), Alloc: DefaultViewers()}
 	c.GRPC.Listen = "127.0.0.1:9090"
 	return c
 }
@@ -561,6 +581,7 @@ func (c *Center) Validate() error {
 	if c.Health.Embedded {
 		errs.Add("health.embedded", "only a regional scheduler embeds a checker; run the healthcheck daemon instead")
 	}
+	c.Alloc.validate(&errs)
 	if len(c.LabEtcdMembers) > 0 {
 		if !c.Lab {
 			errs.Add("lab_etcd_members", "only in a lab (lab: true)")

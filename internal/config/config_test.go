@@ -178,3 +178,32 @@ func TestAllocModel(t *testing.T) {
 		t.Errorf("unknown model key: %v", err)
 	}
 }
+
+// TestCenterViewerTokens: the center's alloc section takes the token keys a
+// city's has, is validated the same way, and refuses the planning keys.
+func TestCenterViewerTokens(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.key")
+	if err := os.WriteFile(good, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultCenter()
+	if err := LoadFile(write(t, "alloc:\n  auth: required\n  keys:\n    - {id: k1, secret_file: "+good+"}\n  default_profile: {desired_kbps: 2500}\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := c.Alloc.TokenKeys(); err != nil || len(keys) != 1 || keys[0].ID != "k1" || c.Alloc.Leeway != 30*time.Second || c.Alloc.DefaultProfile.DesiredKbps != 2500 {
+		t.Fatalf("loaded %+v, keys %v, %v", c.Alloc, keys, err)
+	}
+	c = DefaultCenter()
+	c.Alloc.Auth = "required"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "alloc.keys: at least one key") {
+		t.Fatalf("required without keys: %v", err)
+	}
+	c = DefaultCenter()
+	if err := LoadFile(write(t, "alloc:\n  period: 5s\n"), &c); err == nil || !strings.Contains(err.Error(), "alloc.period: unknown field") {
+		t.Fatalf("a planning key on the center: %v", err)
+	}
+}

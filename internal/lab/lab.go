@@ -481,6 +481,13 @@ lab: true
 access_log:
   enabled: false
 `, CenterID, etcdYAML, filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
+	if l.o.QoE { // the center checks the viewers' tokens as the cities do
+		keyFile, err := l.TokenKey()
+		if err != nil {
+			return err
+		}
+		body += fmt.Sprintf("alloc:\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+	}
 	path, err := l.schedulerConfig("center", body)
 	if err != nil {
 		return err

@@ -201,9 +201,32 @@ func TestLiveAllocation(t *testing.T) {
 	t.Logf("rungs %v, per server %v kbps, claims %v", rungs, perServer, sum)
 
 	// schedctl status shows both plans (through the center's admin API).
+	// The center, configured with the same key, is the safety net for the
+	// city: it checks tokens by the same rules and gives the viewer's rung.
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
+	cc.HTTP.Listen = etcdtest.FreePort(t)
+	cc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+	cc.Alloc.Auth = "required"
+	cc.Alloc.Keys = []config.TokenKey{{ID: "k1", SecretFile: secret}}
+	if err := cc.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	daemon(t, func(ctx context.Context) error { return scheduler.RunCenter(ctx, cc, quiet) })
+	waitUp(t, "center answers", func() bool {
+		code, _ := get(cc.HTTP.Listen, "100.64.0.1", tok("probe"))
+		return code == http.StatusFound
+	})
+	if code, loc := get(cc.HTTP.Listen, "100.64.0.1", ""); code != http.StatusForbidden {
+		t.Fatalf("center, no token under auth required: %d %s", code, loc)
+	}
+	low, err := token.Sign(key, token.Claims{Subject: "low", Expires: time.Now().Add(time.Hour), DesiredKbps: 2000, DanmakuPerHour: 1, Gift: math.NaN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, loc := get(cc.HTTP.Listen, "100.64.0.1", low); code != http.StatusFound || !strings.Contains(loc, "/live/cctv1/2500/") {
+		t.Fatalf("center, viewer wanting 2000 kbps: %d %s, want the 2500 rung", code, loc)
+	}
 	waitUp(t, "schedctl status shows both QoE plans", func() bool {
 		out, err := schedctl(t, cc.GRPC.Listen, "status")
 		return err == nil && strings.Contains(out, "QOE PLAN") &&

@@ -80,6 +80,7 @@ type Scheduler struct {
 	drilled    time.Time                  // the failover drill already applied
 	kick       chan struct{}              // refresh the registration now
 	allocator  *allocator.Allocator       // regional schedulers only
+	qoe        httpd.Allocator            // the allocator (city) or the token gate (center)
 	httpServer *httpd.Server              // nil without http.listen
 	dnsServer  *dnsd.Server               // nil without dns.listen
 	swapHooks  []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
@@ -421,8 +422,8 @@ func (s *Scheduler) components() []func(context.Context) error {
 			trusted = append(trusted, pfx)
 		}
 		hc := httpd.Config{Listen: c.Listen, TrustedProxies: trusted, InstanceID: s.ID}
-		if s.allocator != nil {
-			hc.Allocator = s.allocator
+		if s.qoe != nil {
+			hc.Allocator = s.qoe
 		}
 		h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
 		s.httpServer = h
@@ -455,6 +456,7 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	if s.allocator, err = s.newAllocator(c.Alloc); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
+	s.qoe = s.allocator
 	comps := append(s.components(), s.allocator.Run)
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
@@ -476,21 +478,15 @@ const tokenCache = 1 << 16
 // token keys, the region's claim board in etcd, a re-solve on every new
 // snapshot and its status on the admin listener.
 func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
-	var v *token.Verifier
-	if len(c.Keys) > 0 {
-		keys, err := c.TokenKeys()
-		if err != nil {
-			return nil, err
-		}
-		if v, err = token.NewVerifier(keys, token.Options{Leeway: c.Leeway, CacheSize: tokenCache}); err != nil {
-			return nil, err
-		}
+	v, err := newVerifier(c.Viewers)
+	if err != nil {
+		return nil, err
 	}
 	board := &store.ClaimBoard{Store: s.Store, Region: s.Region, Instance: s.ID, TTL: max(3*c.Period, 10*time.Second)}
 	a, err := allocator.New(allocator.Config{
 		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
 		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: c.ArrivalReserve, Params: ModelParams(c.Model),
-		Default: alloc.Profile{DesiredKbps: c.DefaultProfile.DesiredKbps, Danmaku: c.DefaultProfile.DanmakuPerHour, Gift: c.DefaultProfile.Gift},
+		Default: profile(c.DefaultProfile),
 	}, board, s.Engine, s.Registry, s.Logger)
 	if err != nil {
 		return nil, err
@@ -501,6 +497,31 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 		_ = json.NewEncoder(w).Encode(a.Status())
 	})
 	return a, nil
+}
+
+// newVerifier builds the viewer-token verifier; nil without keys.
+func newVerifier(c config.Viewers) (*token.Verifier, error) {
+	if len(c.Keys) == 0 {
+		return nil, nil
+	}
+	keys, err := c.TokenKeys()
+	if err != nil {
+		return nil, err
+	}
+	return token.NewVerifier(keys, token.Options{Leeway: c.Leeway, CacheSize: tokenCache})
+}
+
+func profile(p config.Profile) alloc.Profile {
+	return alloc.Profile{DesiredKbps: p.DesiredKbps, Danmaku: p.DanmakuPerHour, Gift: p.Gift}
+}
+
+// newGate builds the center's viewer-token gate for QoE services.
+func (s *Scheduler) newGate(c config.Viewers) (*allocator.Gate, error) {
+	v, err := newVerifier(c)
+	if err != nil {
+		return nil, err
+	}
+	return allocator.NewGate(c.Auth, v, profile(c.DefaultProfile), s.Registry)
 }
 
 // ModelParams is the QoE model: the defaults, with the configured overrides.
@@ -546,6 +567,9 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	s := New(RoleCentral, "", c.Common, st, log)
 	s.DefaultRegion = c.DefaultRegion
 	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
+		return &daemon.ConfigError{Err: err}
+	}
+	if s.qoe, err = s.newGate(c.Alloc); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
 	if err := s.Syncer.LoadCache(); err != nil {

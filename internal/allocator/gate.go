@@ -1,0 +1,112 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/token"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Gate is the viewer side of a QoE service without a plan: it checks the
+// viewer token and picks the rung the viewer asked for. The center runs it
+// alone (it plans no city, but an STB whose city scheduler is gone must meet
+// the same token rules there); a city's Allocator runs it first, and alone
+// for the STBs of other cities and before its first plan.
+type Gate struct {
+	auth     string
+	verifier *token.Verifier
+	def      alloc.Profile
+	rejected *prometheus.CounterVec
+}
+
+// NewGate builds a gate; v may be nil (tokens are then not read, and auth
+// must be optional); reg may be nil.
+func NewGate(auth string, v *token.Verifier, def alloc.Profile, reg prometheus.Registerer) (*Gate, error) {
+	switch {
+	case auth == "":
+		auth = AuthOptional
+	case auth != AuthOptional && auth != AuthRequired:
+		return nil, fmt.Errorf("auth %q is not one of optional, required", auth)
+	}
+	if auth == AuthRequired && v == nil {
+		return nil, errors.New("auth required but no token keys")
+	}
+	g := &Gate{auth: auth, verifier: v, def: def, rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anysched_alloc_token_rejections_total", Help: "Requests refused (403) for their viewer token, by reason.",
+	}, []string{"reason"})}
+	for _, r := range append([]string{"missing"}, token.Reasons...) {
+		g.rejected.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(g.rejected)
+	}
+	return g, nil
+}
+
+// ErrForbidden wraps every refusal of a request (answered 403).
+var ErrForbidden = errors.New("forbidden")
+
+var errTokenRequired = fmt.Errorf("%w: a viewer token is required", ErrForbidden)
+
+// viewer verifies tok ("" for none) and returns the viewer (the token's
+// subject, "" without a token) and its profile over the default. An error
+// wraps ErrForbidden.
+func (g *Gate) viewer(tok string) (string, alloc.Profile, error) {
+	prof := g.def
+	switch {
+	case tok != "" && g.verifier != nil:
+		c, err := g.verifier.Verify(tok)
+		if err != nil {
+			g.rejected.WithLabelValues(token.Reason(err)).Inc()
+			return "", prof, fmt.Errorf("%w: %v", ErrForbidden, err)
+		}
+		if !math.IsNaN(c.DesiredKbps) {
+			prof.DesiredKbps = c.DesiredKbps
+		}
+		if !math.IsNaN(c.DanmakuPerHour) {
+			prof.Danmaku = c.DanmakuPerHour
+		}
+		if !math.IsNaN(c.Gift) {
+			prof.Gift = c.Gift
+		}
+		return c.Subject, prof, nil
+	case g.auth == AuthRequired:
+		g.rejected.WithLabelValues("missing").Inc()
+		return "", prof, errTokenRequired
+	}
+	return "", prof, nil
+}
+
+// Allocate checks the token of a request to a QoE service and sets the
+// decision's bitrate to the viewer's rung (Rung); the steer decision's
+// server stands. Requests to other services pass untouched.
+func (g *Gate) Allocate(eng *steer.Engine, d *steer.Decision, _ steer.Request, tok string) error {
+	snap := eng.Snapshot()
+	if d.Service < 0 || snap.Services[d.Service].Selection != Selection {
+		return nil
+	}
+	_, prof, err := g.viewer(tok)
+	if err != nil {
+		return err
+	}
+	d.BitrateKbps = Rung(snap.Services[d.Service].BitratesKbps, prof.DesiredKbps)
+	return nil
+}
+
+// Rung is the bitrate an unplanned answer gives a viewer who desires
+// desired kbps: the lowest rung of the (ascending) ladder at or above it,
+// the top rung when none is (or desired <= 0: no preference). The model's
+// video quality is full from the desired bitrate up, so this is full
+// quality at the least bandwidth, on a server no plan accounts for.
+func Rung(ladder []int, desired float64) int {
+	for _, b := range ladder {
+		if desired > 0 && float64(b) >= desired {
+			return b
+		}
+	}
+	return ladder[len(ladder)-1]
+}
