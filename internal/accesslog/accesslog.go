@@ -22,18 +22,20 @@ import (
 
 // Entry is one decision as the front ends saw it.
 type Entry struct {
-	Time    time.Time
-	Proto   string // http | dns
-	Client  netip.Addr
-	Host    string // service hostname or DNS qname
-	Path    string // HTTP path; DNS qtype
-	Result  steer.Result
-	Zone    string
-	Region  string // region of the chosen server ("" when none)
-	Server  string
-	Target  string // host:port or IP given to the STB
-	Status  int    // HTTP status or DNS rcode
-	Latency time.Duration
+	Time   time.Time
+	Proto  string // http | dns
+	Client netip.Addr
+	Host   string // service hostname or DNS qname
+	Path   string // HTTP path; DNS qtype
+	Result steer.Result
+	Zone   string
+	// ClientRegion is the region of the STB's zone ("" outside every zone).
+	ClientRegion string
+	Region       string // region of the chosen server ("" when none)
+	Server       string
+	Target       string // host:port or IP given to the STB
+	Status       int    // HTTP status or DNS rcode
+	Latency      time.Duration
 }
 
 // Options tune the recorder.
@@ -52,6 +54,7 @@ type Recorder struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	dropped  prometheus.Counter
+	tallies  tallies
 }
 
 // New creates a recorder writing JSON lines to out (nil: discard) and
@@ -90,6 +93,11 @@ func (r *Recorder) Record(e Entry) {
 	}
 	r.requests.WithLabelValues(e.Proto, region, e.Result.String()).Inc()
 	r.latency.WithLabelValues(e.Proto).Observe(e.Latency.Seconds())
+	client := e.ClientRegion
+	if client == "" {
+		client = "none"
+	}
+	r.tallies.record(client, e.Time, failedAnswer(&e))
 	if r.sample > 1 && e.Result != steer.ResultError && e.Result != steer.ResultMiss && r.n.Add(1)%r.sample != 0 {
 		return
 	}
@@ -142,7 +150,7 @@ func appendLine(b []byte, e *Entry) []byte {
 	}
 	for _, f := range [...]struct{ k, v string }{
 		{`,"host":`, e.Host}, {`,"path":`, e.Path}, {`,"result":`, e.Result.String()},
-		{`,"zone":`, e.Zone}, {`,"region":`, e.Region}, {`,"server":`, e.Server}, {`,"target":`, e.Target},
+		{`,"zone":`, e.Zone}, {`,"client_region":`, e.ClientRegion}, {`,"region":`, e.Region}, {`,"server":`, e.Server}, {`,"target":`, e.Target},
 	} {
 		b = append(b, f.k...)
 		b = appendString(b, f.v)

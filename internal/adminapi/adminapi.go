@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/steer"
@@ -58,6 +59,10 @@ type Service struct {
 	// LabEtcdMembers are the control endpoints of a lab's etcd members
 	// (config lab_etcd_members): the etcd-loss drill stops members there.
 	LabEtcdMembers []string
+	// ID is this center's instance id; Traffic what it answered to each
+	// region's STBs (nil: not reported).
+	ID      string
+	Traffic func() []accesslog.RegionTraffic
 }
 
 // DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
@@ -358,8 +363,16 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
-	resp := &pb.StatusResponse{Revision: rev}
+	resp := &pb.StatusResponse{Revision: rev, CenterId: s.ID}
 	s.healthStatus(resp)
+	if s.Traffic != nil {
+		for _, t := range s.Traffic() {
+			resp.CenterTraffic = append(resp.CenterTraffic, &pb.RegionTraffic{
+				ClientRegion: t.ClientRegion, Answered: t.Answered, Failed: t.Failed,
+				RunStart: timestamppb.New(t.RunStart), Last: timestamppb.New(t.Last),
+			})
+		}
+	}
 	for _, in := range ins {
 		resp.Instances = append(resp.Instances, &pb.Instance{
 			Id: in.ID, Role: in.Role, Region: in.Region, Version: in.Version,

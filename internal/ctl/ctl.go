@@ -613,6 +613,10 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	if *region == "" {
 		return fmt.Errorf("%w: drill failover needs --region", ErrUsage)
 	}
+	var base *pb.RegionTraffic // the center's answers to the city's STBs so far
+	if st, err := c.Status(ctx, &pb.StatusRequest{}); err == nil {
+		base = trafficOf(st, *region)
+	}
 	start := time.Now()
 	resp, err := c.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})
 	if err != nil {
@@ -622,11 +626,17 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	if *noWatch || len(resp.GetInstances()) == 0 {
 		return nil
 	}
-	// Follow the instances' route state until every one of them announces again.
+	// Follow the instances' route state until every one of them announces
+	// again, and the center's answers to the city's STBs until they stop.
 	withdrawn, back := map[string]time.Duration{}, map[string]time.Duration{}
 	deadline := resp.GetUntil().AsTime().Add(60 * time.Second)
-	for time.Now().Before(deadline) && len(back) < len(resp.GetInstances()) {
+	follow := &takeover{region: *region, start: start, base: base, out: out}
+	var allBack time.Time
+	for time.Now().Before(deadline) && (len(back) < len(resp.GetInstances()) || !follow.settled(allBack)) {
 		st, err := c.Status(ctx, &pb.StatusRequest{})
+		if err == nil && *region != "center" {
+			follow.observe(st)
+		}
 		if err == nil {
 			for _, in := range st.GetInstances() {
 				if !slices.Contains(resp.GetInstances(), in.GetId()) || in.GetUpdatedAt().AsTime().Before(start) {
@@ -642,6 +652,9 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 					fmt.Fprintf(out, "  +%5.1fs  %s announces again\n", back[id].Seconds(), id)
 				}
 			}
+			if allBack.IsZero() && len(back) == len(resp.GetInstances()) {
+				allBack = time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -652,8 +665,79 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	if len(back) < len(resp.GetInstances()) {
 		return fmt.Errorf("drill: not every instance announced again within 60 s of the drill's end: %v", back)
 	}
-	fmt.Fprintf(out, "drill done: %s's STBs were served by the center while the route was withdrawn (status is polled every 250 ms; see the load generator for STB-side figures)\n", *region)
+	if *region == "center" {
+		fmt.Fprintf(out, "drill done: the center announces again (status is polled every 250 ms; STB-side figures: the load generator)\n")
+		return nil
+	}
+	follow.summary()
 	return nil
+}
+
+// takeover follows, through the center's Status, its answers to the STBs
+// of a drilled city: when it took them over, when it gave them back, and
+// how many it answered (with an error or not). It sees only the center it
+// talks to, and only answers: a request lost in flight while routes change
+// is seen by the STB alone.
+type takeover struct {
+	region   string
+	start    time.Time
+	base     *pb.RegionTraffic
+	out      io.Writer
+	center   string
+	cur      *pb.RegionTraffic
+	tookOver time.Time
+	lastSeen time.Time // when cur.Last last moved
+}
+
+func trafficOf(st *pb.StatusResponse, region string) *pb.RegionTraffic {
+	for _, t := range st.GetCenterTraffic() {
+		if t.GetClientRegion() == region {
+			return t
+		}
+	}
+	return nil
+}
+
+func (f *takeover) observe(st *pb.StatusResponse) {
+	f.center = st.GetCenterId()
+	t := trafficOf(st, f.region)
+	if t == nil || t.GetAnswered() <= f.base.GetAnswered() {
+		return
+	}
+	if f.cur == nil || !t.GetLast().AsTime().Equal(f.cur.GetLast().AsTime()) {
+		f.lastSeen = time.Now()
+	}
+	f.cur = t
+	if f.tookOver.IsZero() {
+		f.tookOver = t.GetRunStart().AsTime()
+		if f.tookOver.Before(f.start) { // it was answering the city already
+			f.tookOver = f.start
+		}
+		fmt.Fprintf(f.out, "  +%5.1fs  the center (%s) answered its first %s STB: it took the city over\n", f.tookOver.Sub(f.start).Seconds(), f.center, f.region)
+	}
+}
+
+// settled: the city announces again (since back) and the center has
+// answered none of its STBs for two seconds; or nothing came for 15 s.
+func (f *takeover) settled(back time.Time) bool {
+	if back.IsZero() {
+		return false
+	}
+	if f.cur == nil {
+		return time.Since(back) > 2*time.Second
+	}
+	return time.Since(f.lastSeen) > 2*time.Second || time.Since(back) > 15*time.Second
+}
+
+func (f *takeover) summary() {
+	if f.cur == nil {
+		fmt.Fprintf(f.out, "drill done: the center (%s) answered no request of %s's STBs: there was no traffic from the city, or another center took it (this report counts only the center schedctl talks to)\n", f.center, f.region)
+		return
+	}
+	last := f.cur.GetLast().AsTime()
+	fmt.Fprintf(f.out, "  +%5.1fs  the center's last answer to a %s STB: the city took its traffic back\n", last.Sub(f.start).Seconds(), f.region)
+	fmt.Fprintf(f.out, "drill done: the center (%s) answered %d requests of %s's STBs from +%.1fs to +%.1fs, %d of them with an error; requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+		f.center, f.cur.GetAnswered()-f.base.GetAnswered(), f.region, f.tookOver.Sub(f.start).Seconds(), last.Sub(f.start).Seconds(), f.cur.GetFailed()-f.base.GetFailed())
 }
 
 // etcdLossCmd stops the lab's etcd (the center's embedded one, or members of

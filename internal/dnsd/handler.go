@@ -253,6 +253,9 @@ func (s *Server) record(start time.Time, latency time.Duration, req, m *dns.Msg,
 		if d := &o.d; d.Zone >= 0 {
 			e.Zone = o.snap.Zones[d.Zone].Name
 		}
+		if d := &o.d; d.ClientRegion >= 0 {
+			e.ClientRegion = o.snap.Regions[d.ClientRegion].Name
+		}
 		if d := &o.d; d.Server >= 0 {
 			e.Region = o.snap.Regions[d.Region].Name
 			e.Server = o.snap.Servers[d.Server].Name

@@ -395,7 +395,7 @@ func (s *Server) record(start time.Time, lat time.Duration, r *http.Request, cli
 		Result: res, Status: status, Latency: lat,
 	}
 	if n != nil {
-		e.Zone, e.Region, e.Server, e.Target = n.Zone, n.Region, n.Server, n.Address
+		e.Zone, e.ClientRegion, e.Region, e.Server, e.Target = n.Zone, n.ClientRegion, n.Region, n.Server, n.Address
 	}
 	s.rec.Record(e)
 }

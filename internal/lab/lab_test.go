@@ -457,6 +457,30 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	if firstCenter.Seconds() < withdrawAt-0.75 || lastCenter.Seconds() > backAt+0.75 {
 		t.Errorf("center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", firstCenter.Seconds(), lastCenter.Seconds(), withdrawAt, backAt)
 	}
+	// The report's own account of the takeover, from the center's answers,
+	// agrees with the STBs': the same requests, the same first and last.
+	var answered, withError int
+	var from, to float64
+	for _, line := range splitLines(out.String()) {
+		if i := strings.Index(line, "answered "); strings.HasPrefix(line, "drill done:") && i >= 0 {
+			fmt.Sscanf(line[i:], "answered %d requests of wuhu's STBs from +%fs to +%fs, %d of them with an error", &answered, &from, &to, &withError)
+		}
+	}
+	took, gave := reportAt(out.String(), "took the city over"), reportAt(out.String(), "took its traffic back")
+	t.Logf("drill report: the center answered %d (%d with an error) from +%.2fs to +%.2fs; took over +%.1fs, gave back +%.1fs", answered, withError, from, to, took, gave)
+	// Each STB-side answer by the center is one the center counted; a retry
+	// after an error answer would be two.
+	if answered < byCenter || answered > byCenter+retried || withError != 0 {
+		t.Errorf("the report counts %d center answers (%d with an error), the STBs saw %d (%d retried)", answered, withError, byCenter, retried)
+	}
+	// Both clocks are this host's; the drill's start is a few ms after the
+	// test's, and a printed figure is rounded to 0.1 s.
+	if d := took - firstCenter.Seconds(); d < -0.3 || d > 0.3 {
+		t.Errorf("report: took over at +%.1fs; the STBs first saw the center at +%.2fs", took, firstCenter.Seconds())
+	}
+	if d := gave - lastCenter.Seconds(); d < -0.3 || d > 0.3 {
+		t.Errorf("report: gave back at +%.1fs; the STBs last saw the center at +%.2fs", gave, lastCenter.Seconds())
+	}
 }
 
 // TestPrivilegedEdgesAndHealth: with the lab's media edges and the checkers

@@ -575,7 +575,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.Recorder.Traffic}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}

@@ -1332,8 +1332,13 @@ type StatusResponse struct {
 	Instances []*Instance     `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
 	Regions   []*RegionHealth `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
 	// Health checkers alive (holding their lease).
-	Checkers      []*CheckerStatus `protobuf:"bytes,4,rep,name=checkers,proto3" json:"checkers,omitempty"`
-	Drains        []*DrainEntry    `protobuf:"bytes,5,rep,name=drains,proto3" json:"drains,omitempty"`
+	Checkers []*CheckerStatus `protobuf:"bytes,4,rep,name=checkers,proto3" json:"checkers,omitempty"`
+	Drains   []*DrainEntry    `protobuf:"bytes,5,rep,name=drains,proto3" json:"drains,omitempty"`
+	// The central scheduler answering this call, and what it answered to each
+	// region's STBs since it started: a failover drill reads when the center
+	// took a city's STBs over and when they went back.
+	CenterId      string           `protobuf:"bytes,6,opt,name=center_id,json=centerId,proto3" json:"center_id,omitempty"`
+	CenterTraffic []*RegionTraffic `protobuf:"bytes,7,rep,name=center_traffic,json=centerTraffic,proto3" json:"center_traffic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1403,6 +1408,101 @@ func (x *StatusResponse) GetDrains() []*DrainEntry {
 	return nil
 }
 
+func (x *StatusResponse) GetCenterId() string {
+	if x != nil {
+		return x.CenterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetCenterTraffic() []*RegionTraffic {
+	if x != nil {
+		return x.CenterTraffic
+	}
+	return nil
+}
+
+// RegionTraffic is what one scheduler answered to the STBs of one region
+// (their coverage zone's region; "none" outside every zone).
+type RegionTraffic struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClientRegion string                 `protobuf:"bytes,1,opt,name=client_region,json=clientRegion,proto3" json:"client_region,omitempty"`
+	Answered     uint64                 `protobuf:"varint,2,opt,name=answered,proto3" json:"answered,omitempty"`
+	// Answered with an error (HTTP 5xx, DNS SERVFAIL): the scheduler had
+	// nowhere to send the STB.
+	Failed uint64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The first answer after a silence of a second or more, and the latest.
+	RunStart      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=run_start,json=runStart,proto3" json:"run_start,omitempty"`
+	Last          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionTraffic) Reset() {
+	*x = RegionTraffic{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionTraffic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionTraffic) ProtoMessage() {}
+
+func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
+func (*RegionTraffic) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RegionTraffic) GetClientRegion() string {
+	if x != nil {
+		return x.ClientRegion
+	}
+	return ""
+}
+
+func (x *RegionTraffic) GetAnswered() uint64 {
+	if x != nil {
+		return x.Answered
+	}
+	return 0
+}
+
+func (x *RegionTraffic) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *RegionTraffic) GetRunStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RunStart
+	}
+	return nil
+}
+
+func (x *RegionTraffic) GetLast() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Last
+	}
+	return nil
+}
+
 // Instance is one running scheduler as it registered itself in the store.
 type Instance struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1435,7 +1535,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1547,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1560,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Instance) GetId() string {
@@ -1596,7 +1696,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1708,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1721,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -1685,7 +1785,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1797,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1810,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -1843,13 +1943,21 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x129\n" +
 	"\n" +
 	"applied_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\x0f\n" +
-	"\rStatusRequest\"\xff\x01\n" +
+	"\rStatusRequest\"\xdf\x02\n" +
 	"\x0eStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
 	"\aregions\x18\x03 \x03(\v2\x19.anysched.v1.RegionHealthR\aregions\x126\n" +
 	"\bcheckers\x18\x04 \x03(\v2\x1a.anysched.v1.CheckerStatusR\bcheckers\x12/\n" +
-	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\"\xcc\x04\n" +
+	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\x12\x1b\n" +
+	"\tcenter_id\x18\x06 \x01(\tR\bcenterId\x12A\n" +
+	"\x0ecenter_traffic\x18\a \x03(\v2\x1a.anysched.v1.RegionTrafficR\rcenterTraffic\"\xd1\x01\n" +
+	"\rRegionTraffic\x12#\n" +
+	"\rclient_region\x18\x01 \x01(\tR\fclientRegion\x12\x1a\n" +
+	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x04R\x06failed\x127\n" +
+	"\trun_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brunStart\x12.\n" +
+	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xcc\x04\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -1905,7 +2013,7 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*DrillEtcdLossRequest)(nil),  // 0: anysched.v1.DrillEtcdLossRequest
 	(*DrillRequest)(nil),          // 1: anysched.v1.DrillRequest
@@ -1926,48 +2034,52 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*GetTopologyResponse)(nil),   // 16: anysched.v1.GetTopologyResponse
 	(*StatusRequest)(nil),         // 17: anysched.v1.StatusRequest
 	(*StatusResponse)(nil),        // 18: anysched.v1.StatusResponse
-	(*Instance)(nil),              // 19: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 20: anysched.v1.QoEPlan
-	(*BGPPeer)(nil),               // 21: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*RegionTraffic)(nil),         // 19: anysched.v1.RegionTraffic
+	(*Instance)(nil),              // 20: anysched.v1.Instance
+	(*QoEPlan)(nil),               // 21: anysched.v1.QoEPlan
+	(*BGPPeer)(nil),               // 22: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	22, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	22, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	22, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	23, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	23, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	23, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
 	11, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
 	14, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
 	14, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	22, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	19, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	23, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	20, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
 	6,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
 	7,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
 	8,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	22, // 11: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	22, // 12: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 13: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	20, // 14: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	12, // 15: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	15, // 16: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	17, // 17: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	9,  // 18: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	3,  // 19: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	4,  // 20: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	1,  // 21: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	0,  // 22: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	13, // 23: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	16, // 24: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	18, // 25: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	10, // 26: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	5,  // 27: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	5,  // 28: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	2,  // 29: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	2,  // 30: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 11: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	23, // 12: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	23, // 13: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	23, // 14: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	23, // 15: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 16: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	21, // 17: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	12, // 18: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	15, // 19: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	17, // 20: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	9,  // 21: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	3,  // 22: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	4,  // 23: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	1,  // 24: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	0,  // 25: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	13, // 26: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	16, // 27: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	18, // 28: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	10, // 29: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	5,  // 30: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	5,  // 31: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	2,  // 32: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	2,  // 33: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -1981,7 +2093,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
