@@ -25,7 +25,7 @@ func convergence(b *testing.B, runs int) {
 	city := lab.PrimaryID("hefei")
 	answeredBy(b, l, 0, city, 60*time.Second)
 	var crash, frozen, recovery []time.Duration
-	var failed, total int64
+	var failed, retried, total int64
 	restart := func() {
 		if err := l.Restart(city); err != nil {
 			b.Fatal(err)
@@ -48,15 +48,15 @@ func convergence(b *testing.B, runs int) {
 		restart()
 
 		stop := make(chan struct{})
-		tot, fail, _, wg := loop(l, 0, stop)
+		st := loop(l, 0, stop)
 		time.Sleep(300 * time.Millisecond)
 		p = l.Proc(city)
 		p.Signal(syscall.SIGTERM)
 		p.Wait(15 * time.Second)
 		time.Sleep(300 * time.Millisecond)
 		close(stop)
-		wg.Wait()
-		failed, total = failed+fail.Load(), total+tot.Load()
+		st.wg.Wait()
+		failed, retried, total = failed+st.failed.Load(), retried+st.retried.Load(), total+st.total.Load()
 		restart()
 	}
 	report := func(name string, ds []time.Duration) {
@@ -68,5 +68,6 @@ func convergence(b *testing.B, runs int) {
 	report("frozen", frozen)
 	report("recovery", recovery)
 	b.ReportMetric(float64(failed), "planned-stop-failed")
+	b.ReportMetric(float64(retried), "planned-stop-retried")
 	b.ReportMetric(float64(total), "planned-stop-requests")
 }
