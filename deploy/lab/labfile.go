@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/anysched/anysched/internal/lab"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
@@ -13,6 +14,7 @@ import (
 //	cities: [hefei, wuhu, bengbu]   # 1 to 16 of the sample province
 //	standby: [hefei]                # cities with a standby scheduler too
 //	edges: true                     # media edges and embedded checkers
+//	edge: lab                       # what runs an edge: lab (bin/lab edge) or nginx
 //	ospf: false                     # announce.mode ospf instead of bgp
 //	etcd_cluster: 3                 # etcd members: 1 (the center's embedded etcd) or 3
 //	qoe: true                       # QoE allocation with viewer tokens (default true)
@@ -22,6 +24,7 @@ type labFile struct {
 	Cities      []string `yaml:"cities"`
 	Standby     []string `yaml:"standby"`
 	Edges       *bool    `yaml:"edges"`
+	Edge        string   `yaml:"edge"`
 	OSPF        bool     `yaml:"ospf"`
 	EtcdCluster int      `yaml:"etcd_cluster"`
 	QoE         *bool    `yaml:"qoe"`
@@ -55,6 +58,9 @@ func readLabFile(path string) (*labFile, error) {
 	}
 	if f.EtcdCluster != 0 && f.EtcdCluster != 1 && f.EtcdCluster != 3 {
 		errs.Add("etcd_cluster", "%d: want 1 (the center's embedded etcd) or 3", f.EtcdCluster)
+	}
+	if f.Edge != "" && f.Edge != lab.EdgeLab && f.Edge != lab.EdgeNginx {
+		errs.Add("edge", "%q is not one of %s, %s", f.Edge, lab.EdgeLab, lab.EdgeNginx)
 	}
 	if f.OSPF && len(f.Standby) > 0 {
 		errs.Add("standby", "primary/standby pairs are BGP-only in the lab")

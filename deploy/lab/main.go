@@ -17,6 +17,8 @@
 // no netem). With --qoe (the default) the service selects by QoE allocation:
 // servers have capacities, the STBs are fixed viewers with signed tokens,
 // and the summary shows the bitrates they got and each city's plan.
+// --edge nginx (edge: nginx) runs every media edge as nginx (stub_status for
+// the checkers) instead of the lab's own edge server.
 //
 // It uses the binaries in --bin (make build puts them in bin/).
 package main
@@ -63,9 +65,10 @@ func run(args []string) error {
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
 	listen := fs.String("listen", "", "edge: address to serve on")
-	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, ospf, etcd_cluster, prefix, dir) instead of --cities")
+	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, edge, ospf, etcd_cluster, qoe, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
 	qoe := fs.Bool("qoe", true, "the service selects by QoE allocation; STBs are viewers with signed tokens")
+	edgeServer := fs.String("edge", lab.EdgeLab, "what runs each media edge: lab (bin/lab edge, JSON load stats) or nginx (stub_status)")
 	var member lab.MemberOptions // etcd-member: one member of the lab's cluster (started by the lab itself)
 	fs.StringVar(&member.Name, "name", "", "etcd-member: member name")
 	fs.StringVar(&member.Dir, "data", "", "etcd-member: data directory")
@@ -83,7 +86,7 @@ func run(args []string) error {
 		return fmt.Errorf("--etcd-cluster %d: want 1 or 3", *etcdCluster)
 	}
 	absBin, _ := filepath.Abs(*bin)
-	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster, QoE: *qoe}
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster, QoE: *qoe, EdgeServer: *edgeServer}
 	if *file != "" {
 		f, err := readLabFile(*file)
 		if err != nil {
@@ -92,6 +95,9 @@ func run(args []string) error {
 		o.Cities, o.OSPF = f.Cities, f.OSPF
 		if f.Edges != nil {
 			o.Edges = *f.Edges
+		}
+		if f.Edge != "" {
+			o.EdgeServer = f.Edge
 		}
 		if f.Prefix != "" {
 			o.Prefix = f.Prefix

@@ -47,12 +47,7 @@ func (s *Server) Handler() http.Handler {
 		switch {
 		case file == "index.m3u8":
 			w.Header().Set("Content-Type", "application/vnd.apple.mpegurl")
-			var b strings.Builder
-			b.WriteString("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n")
-			for i := range 3 {
-				fmt.Fprintf(&b, "#EXTINF:2.0,\nseg%d.ts\n", i)
-			}
-			s.count(w, []byte(b.String()))
+			s.count(w, []byte(Playlist()))
 		case strings.HasPrefix(file, "seg") && strings.HasSuffix(file, ".ts"):
 			if _, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(file, "seg"), ".ts")); err != nil {
 				http.NotFound(w, r)
@@ -65,6 +60,17 @@ func (s *Server) Handler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// Playlist is the media playlist of every channel and bitrate: three
+// two-second segments, seg0.ts to seg2.ts.
+func Playlist() string {
+	var b strings.Builder
+	b.WriteString("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n")
+	for i := range 3 {
+		fmt.Fprintf(&b, "#EXTINF:2.0,\nseg%d.ts\n", i)
+	}
+	return b.String()
 }
 
 func (s *Server) count(w http.ResponseWriter, b []byte) {

@@ -49,6 +49,8 @@ type Options struct {
 	// topology points at, probed by a checker embedded in each regional
 	// scheduler. Without them the servers exist only in the topology.
 	Edges bool
+	// EdgeServer is what runs each edge: EdgeLab (default) or EdgeNginx.
+	EdgeServer string
 	// OSPF: the regional schedulers announce by putting the /32 on anycast0,
 	// a BIRD on each scheduler host advertises it to the city router over
 	// OSPF (announce.mode ospf). Default: BGP from the scheduler's GoBGP.
@@ -129,6 +131,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if o.EtcdMembers < 0 || o.EtcdMembers > 5 || (o.EtcdMembers > 1 && o.EtcdMembers%2 == 0) {
 		return nil, fmt.Errorf("lab: %d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
 	}
+	switch o.EdgeServer {
+	case "", EdgeLab, EdgeNginx:
+	default:
+		return nil, fmt.Errorf("lab: edge server %q is not one of %s, %s", o.EdgeServer, EdgeLab, EdgeNginx)
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -152,7 +159,15 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 		for i := range o.Cities {
 			for _, host := range []int{10, 11} {
 				addr := fmt.Sprintf("10.%d.4.%d:8080", i+1, host)
-				if err := l.start(fmt.Sprintf("edge-%d-%d", i+1, host), fmt.Sprintf("e%d", i+1), filepath.Join(o.Bin, "lab"), "edge", "--listen", addr); err != nil {
+				name := fmt.Sprintf("edge-%d-%d", i+1, host)
+				cmd := []string{filepath.Join(o.Bin, "lab"), "edge", "--listen", addr}
+				if o.EdgeServer == EdgeNginx {
+					var err error
+					if cmd, err = nginxEdge(filepath.Join(o.Dir, name), addr); err != nil {
+						return l, err
+					}
+				}
+				if err := l.start(name, fmt.Sprintf("e%d", i+1), cmd...); err != nil {
 					return l, err
 				}
 			}
@@ -336,7 +351,7 @@ func (l *Lab) writeTopology() error {
 			for si := range t.Nodes[ni].Servers {
 				addr := fmt.Sprintf("10.%d.4.%d:8080", region, 10+si)
 				t.Nodes[ni].Servers[si].Address = addr
-				t.Nodes[ni].Servers[si].Health = &topology.HealthCheck{URL: "http://" + addr + "/stats"}
+				t.Nodes[ni].Servers[si].Health = &topology.HealthCheck{URL: "http://" + addr + edgeHealthPath(l.o.EdgeServer)}
 			}
 		}
 	}

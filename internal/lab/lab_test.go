@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/edge"
 	"github.com/anysched/anysched/internal/lab"
 )
 
@@ -527,11 +529,34 @@ func TestPrivilegedLabDrill(t *testing.T) {
 // embedded in the city schedulers, a killed edge stops receiving STBs and a
 // restarted one gets them back.
 func TestPrivilegedEdgesAndHealth(t *testing.T) {
-	l := provinceWith(t, "ase", lab.Options{Cities: []string{"hefei"}, Edges: true})
+	for _, tt := range []struct{ server, prefix string }{
+		{lab.EdgeLab, "ase"},
+		{lab.EdgeNginx, "asg"}, // as operators run edges: stub_status, real HTTP
+	} {
+		t.Run(tt.server, func(t *testing.T) {
+			if _, err := exec.LookPath(tt.server); tt.server == lab.EdgeNginx && err != nil {
+				t.Skip("nginx is not installed")
+			}
+			edgesAndHealth(t, provinceWith(t, tt.prefix, lab.Options{Cities: []string{"hefei"}, Edges: true, EdgeServer: tt.server}))
+		})
+	}
+}
+
+func edgesAndHealth(t *testing.T, l *lab.Lab) {
 	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 60*time.Second)
 	loc, err := l.Redirect(context.Background(), 0)
 	if err != nil || !containsAll(loc, "http://10.1.4.1") {
 		t.Fatalf("redirect %q: %v", loc, err)
+	}
+	// An STB plays from the edge: the playlist, then a segment it lists.
+	playlist, err := exec.Command("ip", "netns", "exec", l.NS("c1"), "curl", "-sf", "--max-time", "2", loc).Output()
+	if err != nil || !containsAll(string(playlist), "#EXTM3U", "seg0.ts") {
+		t.Fatalf("playlist from %s: %v\n%s", loc, err, playlist)
+	}
+	size, err := exec.Command("ip", "netns", "exec", l.NS("c1"), "curl", "-sf", "--max-time", "2", "-o", "/dev/null", "-w", "%{size_download}",
+		loc[:strings.LastIndexByte(loc, '/')+1]+"seg0.ts").Output()
+	if err != nil || strings.TrimSpace(string(size)) != strconv.Itoa(edge.SegmentBytes) {
+		t.Fatalf("segment from %s: %v, %s bytes", loc, err, size)
 	}
 	victim := "edge-1-10"
 	if containsAll(loc, "10.1.4.11:8080") {
