@@ -42,6 +42,7 @@ func run() error {
 	seed := flag.Uint64("seed", 1, "random seed")
 	pause := flag.Duration("pause", 0, "each STB waits this long between requests")
 	quietProgress := flag.Bool("quiet", false, "no progress lines")
+	perSecond := flag.Bool("per-second", false, "a line per city and second: sec=N city=C requests=N failed=N by=instance:N,... (instead of progress lines)")
 	follow := flag.Bool("follow", false, "after the redirect, fetch the playlist and two segments from the edge")
 	viewers := flag.Int("viewers", 0, "fixed STBs per city, each at its own address (returning sessions); 0: every request is a new STB")
 	keyID := flag.String("token-key-id", "", "sign a viewer token for every STB with this key id (needs --viewers and --token-secret-file)")
@@ -96,12 +97,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var progress io.Writer = os.Stdout
-	if *quietProgress {
+	if *quietProgress || *perSecond {
 		progress = nil
+	}
+	var each func(stbload.Second)
+	if *perSecond {
+		each = func(s stbload.Second) { fmt.Println(s.Line()) }
 	}
 	rep, err := stbload.Run(ctx, stbload.Options{
 		Cities: cs, Host: *host, Requests: *requests, Concurrency: *conc, MaxDuration: *maxDur,
-		Channels: 200, Progress: progress, Seed: *seed, Pause: *pause, Follow: *follow,
+		Channels: 200, Progress: progress, PerSecond: each, Seed: *seed, Pause: *pause, Follow: *follow,
 		Viewers: *viewers, Token: tokens,
 	})
 	if err != nil {

@@ -24,6 +24,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/anysched/anysched/internal/edge"
 	"github.com/anysched/anysched/internal/lab"
+	"github.com/anysched/anysched/internal/stbload"
 )
 
 var allCities = []string{"hefei", "wuhu", "bengbu", "huainan", "maanshan", "huaibei", "tongling", "anqing",
@@ -146,7 +148,8 @@ func run(args []string) error {
 		return demo(o, *load, *drill)
 	case "load":
 		l := lab.Attach(o)
-		for _, r := range runLoad(l, o, *load) {
+		fmt.Printf("STB load from %d cities for %s; per second: requests, failures and who answered\n", len(o.Cities), *load)
+		for _, r := range runLoad(l, o, *load, newLive(os.Stdout, o.Cities, 1)) {
 			fmt.Print(tableOnly(r))
 		}
 		return nil
@@ -239,10 +242,12 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	step("STB load: %d cities, 4 STBs each zapping every 50 ms%s, for %s", len(o.Cities), viewers, loadFor)
 	var results []string
 	loadDone := make(chan struct{})
-	go func() { results = runLoad(l, o, loadFor); close(loadDone) }()
+	lv := newLive(os.Stdout, o.Cities, 5) // a line every 5 s while it runs
+	go func() { results = runLoad(l, o, loadFor, lv); close(loadDone) }()
 	time.Sleep(loadFor / 4)
-	step("failover drill: %s's scheduler withdraws its route for %s (its STBs must move to the center and back)", o.Cities[min(1, len(o.Cities)-1)], drillFor)
-	out, err = schedctl(l, "drill", "failover", "--region", o.Cities[min(1, len(o.Cities)-1)], "--duration", drillFor.String())
+	drilled := o.Cities[min(1, len(o.Cities)-1)]
+	step("failover drill: %s's scheduler withdraws its route for %s (its STBs must move to the center and back)", drilled, drillFor)
+	out, err = schedctl(l, "drill", "failover", "--region", drilled, "--duration", drillFor.String())
 	fmt.Print(indent(out))
 	if err != nil {
 		fmt.Println("  drill:", err)
@@ -264,6 +269,8 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	for _, r := range results {
 		fmt.Print(tableOnly(r))
 	}
+	step("the drill from the STBs' side: who answered %s's STBs, second by second", drilled)
+	fmt.Print(lv.timeline(drilled))
 	if o.QoE {
 		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers, lab.QoEServerMbps)
 		out, _ := schedctl(l, "status")
@@ -276,8 +283,9 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 }
 
 // runLoad runs bin/stbload in every city's client namespace for d and
-// returns each one's output.
-func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
+// returns each one's output (its table); lv gets their per-second figures
+// as they come.
+func runLoad(l *lab.Lab, o lab.Options, d time.Duration, lv *live) []string {
 	var wg sync.WaitGroup
 	results := make([]string, len(o.Cities))
 	for i, c := range o.Cities {
@@ -286,7 +294,7 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 			defer wg.Done()
 			args := []string{"netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
 				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String() + ":80",
-				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--quiet", "--follow",
+				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--per-second", "--follow",
 				"--seed", fmt.Sprint(i + 1)}
 			if o.QoE {
 				key, err := l.TokenKey()
@@ -296,16 +304,38 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration) []string {
 				}
 				args = append(args, "--viewers", fmt.Sprint(lab.QoEViewers), "--token-key-id", lab.TokenKeyID, "--token-secret-file", key)
 			}
-			cmd := exec.Command("ip", args...)
-			b, err := cmd.CombinedOutput()
-			if err != nil {
-				b = append(b, []byte("\n"+err.Error())...)
-			}
-			results[i] = string(b)
+			results[i] = streamLoad(exec.Command("ip", args...), lv)
 		}()
 	}
 	wg.Wait()
+	lv.flush()
 	return results
+}
+
+// streamLoad runs one load generator, hands its per-second lines to lv as
+// they come and returns the rest of its output.
+func streamLoad(cmd *exec.Cmd, lv *live) string {
+	var rest strings.Builder
+	cmd.Stderr = &rest
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if s, ok := stbload.ParseLine(sc.Text()); ok {
+			lv.add(s)
+		} else {
+			rest.WriteString(sc.Text() + "\n")
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		rest.WriteString("\n" + err.Error())
+	}
+	return rest.String()
 }
 
 // tableOnly keeps the per-city table of stbload's output.

@@ -49,7 +49,10 @@ type Options struct {
 	// segments from the edge, as a player starting a channel does.
 	Follow   bool
 	Progress io.Writer // a line every 250 ms; nil for none
-	Seed     uint64
+	// PerSecond, if set, gets each city's figures for every second of the
+	// run as soon as the second is over (the last one, partial, at the end).
+	PerSecond func(Second)
+	Seed      uint64
 	// Viewers: each city has this many STBs, each at a fixed address,
 	// staying on its channel and zapping to another (Zipf) with probability
 	// Zap per request, so a scheduler sees returning sessions (QoE
@@ -105,6 +108,76 @@ type CityStats struct {
 	EdgeFailures                  int             // Follow: playlist or segment not fetched
 	Bitrates                      map[string]int  // redirects by the bitrate (kbps) the scheduler chose
 	Retried                       int             // requests that needed more than one try
+	Seconds                       []Second        // by second of the run
+}
+
+// Second is what one city's STBs saw in one second of the run (requests
+// counted when they ended).
+type Second struct {
+	City       string
+	At         int // seconds since the run started
+	Requests   int
+	Failures   int
+	AnsweredBy map[string]int // successful answers by scheduler instance
+}
+
+// Line is s as one line: "sec=5 city=wuhu requests=75 failed=0
+// by=center:60,wuhu-1:15" (ParseLine reads it back).
+func (s Second) Line() string {
+	by := make([]string, 0, len(s.AnsweredBy))
+	for inst, n := range s.AnsweredBy {
+		by = append(by, inst+":"+strconv.Itoa(n))
+	}
+	sort.Strings(by)
+	return fmt.Sprintf("sec=%d city=%s requests=%d failed=%d by=%s", s.At, s.City, s.Requests, s.Failures, strings.Join(by, ","))
+}
+
+// ParseLine reads a Second written by Line; ok is false for other lines.
+func ParseLine(line string) (s Second, ok bool) {
+	if !strings.HasPrefix(line, "sec=") {
+		return s, false
+	}
+	s.AnsweredBy = map[string]int{}
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		var err error
+		switch k {
+		case "sec":
+			s.At, err = strconv.Atoi(v)
+		case "city":
+			s.City = v
+		case "requests":
+			s.Requests, err = strconv.Atoi(v)
+		case "failed":
+			s.Failures, err = strconv.Atoi(v)
+		case "by":
+			for _, p := range strings.Split(v, ",") {
+				if p == "" {
+					continue
+				}
+				inst, n, _ := strings.Cut(p, ":")
+				c, perr := strconv.Atoi(n)
+				if perr != nil || inst == "" {
+					return s, false
+				}
+				s.AnsweredBy[inst] = c
+			}
+		default:
+			return s, false
+		}
+		if err != nil {
+			return s, false
+		}
+	}
+	return s, s.City != ""
+}
+
+// second returns cs's record of second k, growing the list to it.
+func (cs *CityStats) second(city string, k int) *Second {
+	for len(cs.Seconds) <= k {
+		cs.Seconds = append(cs.Seconds, Second{City: city, At: len(cs.Seconds), AnsweredBy: map[string]int{}})
+	}
+	return &cs.Seconds[k]
 }
 
 // Report is a whole run.
@@ -189,11 +262,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	done, failed, lastDone := 0, 0, 0
+	emitted := 0 // seconds handed to PerSecond
+	emit := func(upTo int) {
+		for ; o.PerSecond != nil && emitted < upTo; emitted++ {
+			for _, c := range o.Cities {
+				o.PerSecond(*rep.PerCity[c.Name].second(c.Name, emitted))
+			}
+		}
+	}
 	for {
 		select {
 		case s, ok := <-samples:
 			if !ok {
 				rep.Duration = time.Since(start)
+				last := 0 // the seconds that saw an answer, up to the last one
+				for _, cs := range rep.PerCity {
+					last = max(last, len(cs.Seconds))
+				}
+				emit(last)
 				if o.Progress != nil {
 					fmt.Fprintf(o.Progress, "  %5.1fs  %d requests, %d failed (done)\n", rep.Duration.Seconds(), done, failed)
 				}
@@ -208,6 +294,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				cs.Retried++
 			}
 			done++
+			sec := cs.second(o.Cities[s.city].Name, max(int(time.Since(start)/time.Second), emitted))
+			sec.Requests++
+			if s.err != nil || s.status != http.StatusFound {
+				sec.Failures++
+			} else {
+				sec.AnsweredBy[s.instance]++
+			}
 			if s.err != nil || s.status != http.StatusFound {
 				cs.Failures++
 				failed++
@@ -235,6 +328,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				}
 			}
 		case <-tick.C:
+			emit(int(time.Since(start) / time.Second))
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "  %5.2fs  %d/%d requests, %.0f/s, %d failed\n", time.Since(start).Seconds(), done, o.Requests, float64(done-lastDone)/every.Seconds(), failed)
 			}

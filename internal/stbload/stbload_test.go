@@ -34,9 +34,11 @@ func TestRunCountsWhatSTBsSaw(t *testing.T) {
 	}))
 	defer srv.Close()
 	var progress bytes.Buffer
+	var seconds []Second
 	rep, err := Run(context.Background(), Options{
 		Cities: []City{{Name: "hefei", Scheduler: strings.TrimPrefix(srv.URL, "http://"), Networks: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}}},
 		Host:   "live.iptv.example", Requests: 500, Concurrency: 4, Channels: 50, Progress: &progress, Seed: 7, Retries: -1,
+		PerSecond: func(s Second) { seconds = append(seconds, s) }, // called from Run's own goroutine
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +52,20 @@ func TestRunCountsWhatSTBsSaw(t *testing.T) {
 	}
 	if d := Percentile(c.Decide, 50); d != 4*time.Microsecond {
 		t.Fatalf("decision p50 %s, want the reported 4µs", d)
+	}
+	// Every second is handed over once, in order, and they add up to the run.
+	var req, fail, by int
+	for i, sec := range seconds {
+		if sec.At != i || sec.City != "hefei" {
+			t.Fatalf("second %d: %+v", i, sec)
+		}
+		req, fail, by = req+sec.Requests, fail+sec.Failures, by+sec.AnsweredBy["hefei-1"]
+		if back, ok := ParseLine(sec.Line()); !ok || back.At != sec.At || back.Requests != sec.Requests || back.Failures != sec.Failures || len(back.AnsweredBy) != len(sec.AnsweredBy) {
+			t.Fatalf("line %q read back as %+v", sec.Line(), back)
+		}
+	}
+	if len(seconds) == 0 || req != 500 || fail != c.Failures || by != c.Redirects || len(seconds) != len(c.Seconds) {
+		t.Fatalf("per second: %d seconds, %d requests, %d failed, %d by hefei-1; run: %+v", len(seconds), req, fail, by, c)
 	}
 	if !strings.Contains(progress.String(), "500 requests") {
 		t.Fatalf("no final progress line: %q", progress.String())
@@ -242,5 +258,30 @@ func TestTimeBoundIsNotAFailure(t *testing.T) {
 	c := rep.PerCity["hefei"]
 	if c.EdgeFailures != 0 || c.Failures != 0 || c.Requests == 0 || c.Requests >= 1000 {
 		t.Fatalf("stats %+v", c)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		ok   bool
+		want Second
+	}{
+		{"sec=5 city=wuhu requests=75 failed=1 by=center:60,wuhu-1:14", true, Second{City: "wuhu", At: 5, Requests: 75, Failures: 1, AnsweredBy: map[string]int{"center": 60, "wuhu-1": 14}}},
+		{"sec=0 city=hefei requests=0 failed=0 by=", true, Second{City: "hefei", AnsweredBy: map[string]int{}}},
+		{"  12.0s  500 requests, 0 failed (done)", false, Second{}},
+		{"sec=x city=wuhu requests=1 failed=0 by=", false, Second{}},
+		{"sec=1 city=wuhu requests=1 failed=0 by=center:x", false, Second{}},
+		{"sec=1 requests=1 failed=0 by=", false, Second{}},
+		{"sec=1 city=wuhu colour=red", false, Second{}},
+	} {
+		got, ok := ParseLine(tt.line)
+		if ok != tt.ok {
+			t.Errorf("%q: ok %v", tt.line, ok)
+			continue
+		}
+		if ok && (got.City != tt.want.City || got.At != tt.want.At || got.Requests != tt.want.Requests || got.Failures != tt.want.Failures || fmt.Sprint(got.AnsweredBy) != fmt.Sprint(tt.want.AnsweredBy)) {
+			t.Errorf("%q: %+v, want %+v", tt.line, got, tt.want)
+		}
 	}
 }
