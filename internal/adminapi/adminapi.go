@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossReques
 		return nil, status.Error(codes.FailedPrecondition, "refused: an etcd-loss drill runs only in a lab (lab: true)")
 	}
 	if len(s.LabEtcdMembers) > 0 {
-		return s.drillEtcdMembers(ctx, d, int(req.GetMembers()))
+		return s.drillEtcdMembers(ctx, d, int(req.GetMembers()), req.GetLeaderFirst())
 	}
 	if s.Etcd == nil {
 		return nil, status.Error(codes.FailedPrecondition, "refused: this center uses an external etcd cluster; stop its members yourself")
@@ -101,8 +102,9 @@ func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossReques
 }
 
 // drillEtcdMembers stops the first n (0: all) of the lab's etcd members
-// through their control endpoints; each starts again by itself after d.
-func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int) (*pb.DrillResponse, error) {
+// through their control endpoints, the current leader first when asked;
+// each starts again by itself after d.
+func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, leaderFirst bool) (*pb.DrillResponse, error) {
 	total := len(s.LabEtcdMembers)
 	if n == 0 {
 		n = total
@@ -110,14 +112,30 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int) 
 	if n > total {
 		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the lab's etcd cluster has %d", n, total)
 	}
+	addrs := slices.Clone(s.LabEtcdMembers)
+	leader, lerr := s.etcdLeader(ctx)
+	if leaderFirst {
+		if lerr != nil {
+			return nil, status.Errorf(codes.Unavailable, "leader first: cannot tell the leader: %v", lerr)
+		}
+		i := slices.IndexFunc(addrs, func(a string) bool {
+			st, err := store.GetMember(ctx, a)
+			return err == nil && st.Name == leader
+		})
+		if i < 0 {
+			return nil, status.Errorf(codes.FailedPrecondition, "leader first: the leader %s is not behind any of lab_etcd_members", leader)
+		}
+		first := addrs[i] // before Delete shifts the rest down
+		addrs = append([]string{first}, slices.Delete(addrs, i, i+1)...)
+	}
 	until := time.Now().Add(d)
-	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1}
-	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "quorum_kept", resp.QuorumKept, "until", until)
+	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1, EtcdLeader: leader}
+	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "leader", leader, "leader_first", leaderFirst, "order", addrs[:n], "quorum_kept", resp.QuorumKept, "until", until)
 	names, errs := make([]string, n), make([]error, n)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i, addr := range s.LabEtcdMembers[:n] { // together: the quorum goes at once
+	for i, addr := range addrs[:n] { // together: the quorum goes at once
 		wg.Go(func() {
 			st, err := store.StopMember(ctx, addr, d)
 			names[i], errs[i] = st.Name, err
@@ -127,7 +145,7 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int) 
 	var failed []string
 	for i, err := range errs {
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", s.LabEtcdMembers[i], err))
+			failed = append(failed, fmt.Sprintf("%s: %v", addrs[i], err))
 			continue
 		}
 		resp.EtcdMembersStopped = append(resp.EtcdMembersStopped, names[i])
@@ -136,6 +154,30 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int) 
 		return nil, status.Errorf(codes.Unavailable, "stopped %v; could not stop %s", resp.EtcdMembersStopped, strings.Join(failed, "; "))
 	}
 	return resp, nil
+}
+
+// etcdLeader names the etcd cluster's current leader, as the first
+// endpoint that answers sees it.
+func (s *Service) etcdLeader(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cli := s.Store.Client()
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, ep := range cli.Endpoints() {
+		st, err := cli.Status(ctx, ep)
+		if err != nil || st.Leader == 0 {
+			continue
+		}
+		for _, m := range members.Members {
+			if m.ID == st.Leader {
+				return m.Name, nil
+			}
+		}
+	}
+	return "", errors.New("no endpoint knows a leader")
 }
 
 // Drill starts a failover drill for a region ("center" drills the center).

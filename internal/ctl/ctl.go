@@ -44,7 +44,7 @@ Usage:
   schedctl [global flags] drain server|node|region NAME [--reason TEXT]
   schedctl [global flags] undrain server|node|region NAME
   schedctl [global flags] drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]
-  schedctl [global flags] drill etcd-loss --duration D [--members N]   (lab only; N of the lab's etcd members, default all)
+  schedctl [global flags] drill etcd-loss --duration D [--members N] [--leader]   (lab only; N of the lab's etcd members, default all; --leader: the leader first)
   schedctl token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]
   schedctl version
 
@@ -600,7 +600,7 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 		return etcdLossCmd(ctx, c, args[1:], out)
 	}
 	if len(args) == 0 || args[0] != "failover" {
-		return fmt.Errorf("%w: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N]", ErrUsage)
+		return fmt.Errorf("%w: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]", ErrUsage)
 	}
 	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
 	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
@@ -748,11 +748,12 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 	fs := flag.NewFlagSet("drill etcd-loss", flag.ContinueOnError)
 	dur := fs.Duration("duration", 10*time.Second, "how long the members stay down")
 	members := fs.Uint("members", 0, "how many members of the lab's etcd cluster to stop (0: all)")
+	leader := fs.Bool("leader", false, "stop the cluster's current leader first (then the next members, up to --members)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	start := time.Now()
-	resp, err := c.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: dur.Seconds(), Members: uint32(*members)})
+	resp, err := c.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: dur.Seconds(), Members: uint32(*members), LeaderFirst: *leader})
 	if err != nil {
 		return explain(err)
 	}
@@ -762,7 +763,11 @@ func etcdLossCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Wr
 	if resp.GetQuorumKept() {
 		quorum = fmt.Sprintf("quorum kept (%d of %d run): the store keeps serving", int(total)-len(stopped), total)
 	}
-	fmt.Fprintf(out, "drill: stopped %d of %d etcd members (%s) until %s; %s\n", len(stopped), total, strings.Join(stopped, " "), until.Local().Format(time.TimeOnly), quorum)
+	names := strings.Join(stopped, " ")
+	if slices.Contains(stopped, resp.GetEtcdLeader()) && total > 1 {
+		names += "; " + resp.GetEtcdLeader() + " was the leader"
+	}
+	fmt.Fprintf(out, "drill: stopped %d of %d etcd members (%s) until %s; %s\n", len(stopped), total, names, until.Local().Format(time.TimeOnly), quorum)
 
 	// Every 250 ms until the members are due back, a decision of the
 	// center's (explain: answered from memory only, never from the store).

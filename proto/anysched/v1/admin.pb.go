@@ -30,7 +30,10 @@ type DrillEtcdLossRequest struct {
 	DurationSeconds float64                `protobuf:"fixed64,1,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
 	// How many members of the lab's etcd cluster to stop (the first ones of
 	// the center's lab_etcd_members); 0: all of them.
-	Members       uint32 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	Members uint32 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	// Stop the cluster's current leader first (then the next members in
+	// order, up to members).
+	LeaderFirst   bool `protobuf:"varint,3,opt,name=leader_first,json=leaderFirst,proto3" json:"leader_first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -77,6 +80,13 @@ func (x *DrillEtcdLossRequest) GetMembers() uint32 {
 		return x.Members
 	}
 	return 0
+}
+
+func (x *DrillEtcdLossRequest) GetLeaderFirst() bool {
+	if x != nil {
+		return x.LeaderFirst
+	}
+	return false
 }
 
 type DrillRequest struct {
@@ -150,8 +160,10 @@ type DrillResponse struct {
 	EtcdMembersStopped []string `protobuf:"bytes,3,rep,name=etcd_members_stopped,json=etcdMembersStopped,proto3" json:"etcd_members_stopped,omitempty"`
 	EtcdMembers        uint32   `protobuf:"varint,4,opt,name=etcd_members,json=etcdMembers,proto3" json:"etcd_members,omitempty"`
 	QuorumKept         bool     `protobuf:"varint,5,opt,name=quorum_kept,json=quorumKept,proto3" json:"quorum_kept,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The leader when the drill started ("" if it could not be read).
+	EtcdLeader    string `protobuf:"bytes,6,opt,name=etcd_leader,json=etcdLeader,proto3" json:"etcd_leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DrillResponse) Reset() {
@@ -217,6 +229,13 @@ func (x *DrillResponse) GetQuorumKept() bool {
 		return x.QuorumKept
 	}
 	return false
+}
+
+func (x *DrillResponse) GetEtcdLeader() string {
+	if x != nil {
+		return x.EtcdLeader
+	}
+	return ""
 }
 
 type DrainRequest struct {
@@ -1838,21 +1857,24 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
 	"\x14DrillEtcdLossRequest\x12)\n" +
 	"\x10duration_seconds\x18\x01 \x01(\x01R\x0fdurationSeconds\x12\x18\n" +
-	"\amembers\x18\x02 \x01(\rR\amembers\"\x84\x01\n" +
+	"\amembers\x18\x02 \x01(\rR\amembers\x12!\n" +
+	"\fleader_first\x18\x03 \x01(\bR\vleaderFirst\"\x84\x01\n" +
 	"\fDrillRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12)\n" +
 	"\x10duration_seconds\x18\x02 \x01(\x01R\x0fdurationSeconds\x121\n" +
-	"\x14production_confirmed\x18\x03 \x01(\bR\x13productionConfirmed\"\xd5\x01\n" +
+	"\x14production_confirmed\x18\x03 \x01(\bR\x13productionConfirmed\"\xf6\x01\n" +
 	"\rDrillResponse\x120\n" +
 	"\x05until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1c\n" +
 	"\tinstances\x18\x02 \x03(\tR\tinstances\x120\n" +
 	"\x14etcd_members_stopped\x18\x03 \x03(\tR\x12etcdMembersStopped\x12!\n" +
 	"\fetcd_members\x18\x04 \x01(\rR\vetcdMembers\x12\x1f\n" +
 	"\vquorum_kept\x18\x05 \x01(\bR\n" +
-	"quorumKept\"N\n" +
+	"quorumKept\x12\x1f\n" +
+	"\vetcd_leader\x18\x06 \x01(\tR\n" +
+	"etcdLeader\"N\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
