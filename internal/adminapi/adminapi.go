@@ -64,6 +64,8 @@ type Service struct {
 	// region's STBs (nil: not reported).
 	ID      string
 	Traffic func() []accesslog.RegionTraffic
+	// EtcdLeader names the etcd cluster's leader; nil: asked of Store.
+	EtcdLeader func(context.Context) (string, error)
 }
 
 // DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
@@ -159,6 +161,12 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, 
 // etcdLeader names the etcd cluster's current leader, as the first
 // endpoint that answers sees it.
 func (s *Service) etcdLeader(ctx context.Context) (string, error) {
+	if s.EtcdLeader != nil {
+		return s.EtcdLeader(ctx)
+	}
+	if s.Store == nil {
+		return "", errors.New("no store")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	cli := s.Store.Client()

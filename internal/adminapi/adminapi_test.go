@@ -28,6 +28,10 @@ func TestDrillEtcdMembers(t *testing.T) {
 	for i := range 3 {
 		name := fmt.Sprintf("etcd%d", i+1)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/member" {
+				json.NewEncoder(w).Encode(store.MemberState{Name: name, Running: true})
+				return
+			}
 			if r.Method != http.MethodPost || r.URL.Path != "/member/stop" {
 				http.NotFound(w, r)
 				return
@@ -40,7 +44,9 @@ func TestDrillEtcdMembers(t *testing.T) {
 		defer srv.Close()
 		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
 	}
-	s := &Service{Lab: true, LabEtcdMembers: addrs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	leader := "etcd2"
+	s := &Service{Lab: true, LabEtcdMembers: addrs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		EtcdLeader: func(context.Context) (string, error) { return leader, nil }}
 	ctx := context.Background()
 	for _, c := range []struct {
 		members uint32
@@ -56,6 +62,22 @@ func TestDrillEtcdMembers(t *testing.T) {
 			t.Errorf("members %d: %v, stopped %v", c.members, resp, stopped)
 		}
 	}
+	// Leader first: the leader, then the others in order.
+	for _, c := range []struct {
+		members uint32
+		want    []string
+	}{{1, []string{"etcd2"}}, {2, []string{"etcd2", "etcd1"}}} {
+		clear(stopped)
+		resp, err := s.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: 5, Members: c.members, LeaderFirst: true})
+		if err != nil || fmt.Sprint(resp.GetEtcdMembersStopped()) != fmt.Sprint(c.want) || resp.GetEtcdLeader() != "etcd2" || len(stopped) != len(c.want) {
+			t.Errorf("leader first, members %d: %v, %v, stopped %v", c.members, resp, err, stopped)
+		}
+	}
+	leader = "etcd9"
+	if _, err := s.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: 5, Members: 1, LeaderFirst: true}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "etcd9 is not behind any") {
+		t.Errorf("a leader outside lab_etcd_members: %v", err)
+	}
+	leader = "etcd2"
 	if _, err := s.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: 5, Members: 4}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("4 of 3 members: %v", err)
 	}
