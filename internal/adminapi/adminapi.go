@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/steer"
@@ -63,7 +62,7 @@ type Service struct {
 	// ID is this center's instance id; Traffic what it answered to each
 	// region's STBs (nil: not reported).
 	ID      string
-	Traffic func() []accesslog.RegionTraffic
+	Traffic func() []store.RegionTraffic
 	// EtcdLeader names the etcd cluster's leader; nil: asked of Store.
 	EtcdLeader func(context.Context) (string, error)
 }
@@ -416,12 +415,7 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 	resp := &pb.StatusResponse{Revision: rev, CenterId: s.ID}
 	s.healthStatus(resp)
 	if s.Traffic != nil {
-		for _, t := range s.Traffic() {
-			resp.CenterTraffic = append(resp.CenterTraffic, &pb.RegionTraffic{
-				ClientRegion: t.ClientRegion, Answered: t.Answered, Failed: t.Failed,
-				RunStart: timestamppb.New(t.RunStart), Last: timestamppb.New(t.Last),
-			})
-		}
+		resp.CenterTraffic = trafficPB(s.Traffic())
 	}
 	for _, in := range ins {
 		resp.Instances = append(resp.Instances, &pb.Instance{
@@ -430,10 +424,21 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 			StartedAt: timestamppb.New(in.StartedAt), UpdatedAt: timestamppb.New(in.UpdatedAt),
 			SnapshotAgeSeconds: in.SnapshotAge, Hostname: in.Hostname, AdminAddress: in.AdminAddress,
 			Announced: in.Announced, AnnounceReason: in.AnnounceWhy, Announces: in.Announces, BgpPeers: peersPB(in.Peers),
-			Qoe: qoePB(in.QoE),
+			Qoe: qoePB(in.QoE), Traffic: trafficPB(in.Traffic),
 		})
 	}
 	return resp, nil
+}
+
+func trafficPB(ts []store.RegionTraffic) []*pb.RegionTraffic {
+	var out []*pb.RegionTraffic
+	for _, t := range ts {
+		out = append(out, &pb.RegionTraffic{
+			ClientRegion: t.ClientRegion, Answered: t.Answered, Failed: t.Failed,
+			RunStart: timestamppb.New(t.RunStart), Last: timestamppb.New(t.Last),
+		})
+	}
+	return out
 }
 
 func qoePB(q *store.QoEPlan) *pb.QoEPlan {

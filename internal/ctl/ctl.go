@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -613,9 +614,9 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	if *region == "" {
 		return fmt.Errorf("%w: drill failover needs --region", ErrUsage)
 	}
-	var base *pb.RegionTraffic // the center's answers to the city's STBs so far
+	var base map[string]*pb.RegionTraffic // the centers' answers to the city's STBs so far
 	if st, err := c.Status(ctx, &pb.StatusRequest{}); err == nil {
-		base = trafficOf(st, *region)
+		base = centerTraffic(st, *region)
 	}
 	start := time.Now()
 	resp, err := c.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})
@@ -673,24 +674,28 @@ func drillCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Write
 	return nil
 }
 
-// takeover follows, through the center's Status, its answers to the STBs
-// of a drilled city: when it took them over, when it gave them back, and
-// how many it answered (with an error or not). It sees only the center it
-// talks to, and only answers: a request lost in flight while routes change
-// is seen by the STB alone.
+// takeover follows, through Status, the central schedulers' answers to the
+// STBs of a drilled city: when a center took them over, when the last one
+// gave them back, and how many they answered (with an error or not). The
+// center schedctl talks to counts live, the others as of their last
+// registration (every 2 s). Only answers are seen: a request lost in flight
+// while routes change is seen by the STB alone.
 type takeover struct {
 	region   string
 	start    time.Time
-	base     *pb.RegionTraffic
+	base     map[string]*pb.RegionTraffic // by center, at the start
 	out      io.Writer
-	center   string
-	cur      *pb.RegionTraffic
+	cur      map[string]*pb.RegionTraffic // by center, the centers that answered the city since
 	tookOver time.Time
-	lastSeen time.Time // when cur.Last last moved
+	lastSeen time.Time // when a center's last answer last moved
 }
 
-func trafficOf(st *pb.StatusResponse, region string) *pb.RegionTraffic {
-	for _, t := range st.GetCenterTraffic() {
+// takeoverQuiet: the city is back when no center has answered its STBs for
+// this long (more than the 2 s between two registrations).
+const takeoverQuiet = 2500 * time.Millisecond
+
+func trafficOf(ts []*pb.RegionTraffic, region string) *pb.RegionTraffic {
+	for _, t := range ts {
 		if t.GetClientRegion() == region {
 			return t
 		}
@@ -698,46 +703,82 @@ func trafficOf(st *pb.StatusResponse, region string) *pb.RegionTraffic {
 	return nil
 }
 
-func (f *takeover) observe(st *pb.StatusResponse) {
-	f.center = st.GetCenterId()
-	t := trafficOf(st, f.region)
-	if t == nil || t.GetAnswered() <= f.base.GetAnswered() {
-		return
-	}
-	if f.cur == nil || !t.GetLast().AsTime().Equal(f.cur.GetLast().AsTime()) {
-		f.lastSeen = time.Now()
-	}
-	f.cur = t
-	if f.tookOver.IsZero() {
-		f.tookOver = t.GetRunStart().AsTime()
-		if f.tookOver.Before(f.start) { // it was answering the city already
-			f.tookOver = f.start
+// centerTraffic is every central scheduler's count for region: the one
+// answering the call live, the others from their records.
+func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
+	out := map[string]*pb.RegionTraffic{}
+	for _, in := range st.GetInstances() {
+		if t := trafficOf(in.GetTraffic(), region); in.GetRole() == "central" && t != nil {
+			out[in.GetId()] = t
 		}
-		fmt.Fprintf(f.out, "  +%5.1fs  the center (%s) answered its first %s STB: it took the city over\n", f.tookOver.Sub(f.start).Seconds(), f.center, f.region)
+	}
+	if t := trafficOf(st.GetCenterTraffic(), region); t != nil && st.GetCenterId() != "" {
+		out[st.GetCenterId()] = t
+	}
+	return out
+}
+
+func (f *takeover) observe(st *pb.StatusResponse) {
+	if f.cur == nil {
+		f.cur = map[string]*pb.RegionTraffic{}
+	}
+	for id, t := range centerTraffic(st, f.region) {
+		if t.GetAnswered() <= f.base[id].GetAnswered() {
+			continue
+		}
+		if old := f.cur[id]; old == nil || !old.GetLast().AsTime().Equal(t.GetLast().AsTime()) {
+			f.lastSeen = time.Now()
+		}
+		f.cur[id] = t
+		took := t.GetRunStart().AsTime()
+		if took.Before(f.start) { // it was answering the city already
+			took = f.start
+		}
+		if f.tookOver.IsZero() {
+			fmt.Fprintf(f.out, "  +%5.1fs  the center (%s) answered its first %s STB: it took the city over\n", took.Sub(f.start).Seconds(), id, f.region)
+		}
+		if f.tookOver.IsZero() || took.Before(f.tookOver) {
+			f.tookOver = took
+		}
 	}
 }
 
-// settled: the city announces again (since back) and the center has
-// answered none of its STBs for two seconds; or nothing came for 15 s.
+// settled: the city announces again (since back) and no center has
+// answered its STBs for takeoverQuiet; or nothing came for 15 s.
 func (f *takeover) settled(back time.Time) bool {
 	if back.IsZero() {
 		return false
 	}
-	if f.cur == nil {
-		return time.Since(back) > 2*time.Second
+	if len(f.cur) == 0 {
+		return time.Since(back) > takeoverQuiet
 	}
-	return time.Since(f.lastSeen) > 2*time.Second || time.Since(back) > 15*time.Second
+	return time.Since(f.lastSeen) > takeoverQuiet || time.Since(back) > 15*time.Second
 }
 
 func (f *takeover) summary() {
-	if f.cur == nil {
-		fmt.Fprintf(f.out, "drill done: the center (%s) answered no request of %s's STBs: there was no traffic from the city, or another center took it (this report counts only the center schedctl talks to)\n", f.center, f.region)
+	if len(f.cur) == 0 {
+		fmt.Fprintf(f.out, "drill done: no center answered any request of %s's STBs: there was no traffic from the city\n", f.region)
 		return
 	}
-	last := f.cur.GetLast().AsTime()
-	fmt.Fprintf(f.out, "  +%5.1fs  the center's last answer to a %s STB: the city took its traffic back\n", last.Sub(f.start).Seconds(), f.region)
-	fmt.Fprintf(f.out, "drill done: the center (%s) answered %d requests of %s's STBs from +%.1fs to +%.1fs, %d of them with an error; requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
-		f.center, f.cur.GetAnswered()-f.base.GetAnswered(), f.region, f.tookOver.Sub(f.start).Seconds(), last.Sub(f.start).Seconds(), f.cur.GetFailed()-f.base.GetFailed())
+	var answered, failed uint64
+	var last time.Time
+	var each []string
+	for _, id := range slices.Sorted(maps.Keys(f.cur)) {
+		t, b := f.cur[id], f.base[id]
+		n := t.GetAnswered() - b.GetAnswered()
+		answered, failed = answered+n, failed+t.GetFailed()-b.GetFailed()
+		if l := t.GetLast().AsTime(); l.After(last) {
+			last = l
+		}
+		each = append(each, fmt.Sprintf("%s %d", id, n))
+	}
+	who := "the center (" + each[0][:strings.LastIndexByte(each[0], ' ')] + ")"
+	if len(each) > 1 {
+		who = "the centers (" + strings.Join(each, ", ") + ")"
+	}
+	fmt.Fprintf(f.out, "  +%5.1fs  the last answer of a center to a %s STB: the city took its traffic back\n", last.Sub(f.start).Seconds(), f.region)
+	fmt.Fprintf(f.out, "drill done: %s answered %d requests of %s's STBs from +%.1fs to +%.1fs, %d of them with an error; requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+		who, answered, f.region, f.tookOver.Sub(f.start).Seconds(), last.Sub(f.start).Seconds(), failed)
 }
 
 // etcdLossCmd stops the lab's etcd (the center's embedded one, or members of

@@ -398,6 +398,9 @@ func (s *Scheduler) instance() store.Instance {
 	if s.allocator != nil {
 		in.QoE = s.allocator.Summary()
 	}
+	if s.Role == RoleCentral {
+		in.Traffic = s.traffic()
+	}
 	switch snap := s.Syncer.Snapshot(); {
 	case snap == nil:
 		in.State = "starting"
@@ -409,6 +412,15 @@ func (s *Scheduler) instance() store.Instance {
 		in.State = "ready"
 	}
 	return in
+}
+
+// traffic is what this scheduler answered by the STBs' region.
+func (s *Scheduler) traffic() []store.RegionTraffic {
+	var out []store.RegionTraffic
+	for _, t := range s.Recorder.Traffic() {
+		out = append(out, store.RegionTraffic{ClientRegion: t.ClientRegion, Answered: t.Answered, Failed: t.Failed, RunStart: t.RunStart, Last: t.Last})
+	}
+	return out
 }
 
 // components returns the shared components' run functions.
@@ -575,7 +587,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.Recorder.Traffic}, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Merger.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.traffic}, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}

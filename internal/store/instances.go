@@ -12,22 +12,25 @@ import (
 
 // Instance is one running scheduler as it registers itself.
 type Instance struct {
-	ID               string    `json:"id"`
-	Role             string    `json:"role"` // central | regional
-	Region           string    `json:"region,omitempty"`
-	Version          string    `json:"version"`
-	Hostname         string    `json:"hostname,omitempty"`
-	AdminAddress     string    `json:"admin_address,omitempty"`
-	SnapshotRevision int64     `json:"snapshot_revision"`
-	SnapshotAge      float64   `json:"snapshot_age_seconds"`
-	State            string    `json:"state"` // starting | ready | stale | stopping
-	Announced        bool      `json:"announced"`
-	AnnounceWhy      string    `json:"announce_why,omitempty"` // why the route is not announced
-	Announces        string    `json:"announces,omitempty"`    // the prefix
-	Peers            []Peer    `json:"peers,omitempty"`
-	QoE              *QoEPlan  `json:"qoe,omitempty"`
-	StartedAt        time.Time `json:"started_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ID               string   `json:"id"`
+	Role             string   `json:"role"` // central | regional
+	Region           string   `json:"region,omitempty"`
+	Version          string   `json:"version"`
+	Hostname         string   `json:"hostname,omitempty"`
+	AdminAddress     string   `json:"admin_address,omitempty"`
+	SnapshotRevision int64    `json:"snapshot_revision"`
+	SnapshotAge      float64  `json:"snapshot_age_seconds"`
+	State            string   `json:"state"` // starting | ready | stale | stopping
+	Announced        bool     `json:"announced"`
+	AnnounceWhy      string   `json:"announce_why,omitempty"` // why the route is not announced
+	Announces        string   `json:"announces,omitempty"`    // the prefix
+	Peers            []Peer   `json:"peers,omitempty"`
+	QoE              *QoEPlan `json:"qoe,omitempty"`
+	// Traffic: a central scheduler's answers by the STBs' region, so that
+	// a drill can count what every center answered, not only its own.
+	Traffic   []RegionTraffic `json:"traffic,omitempty"`
+	StartedAt time.Time       `json:"started_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 // QoEPlan summarises a regional scheduler's QoE allocation plan.
@@ -39,6 +42,16 @@ type QoEPlan struct {
 	Gap       float64   `json:"gap"`
 	MadeAt    time.Time `json:"made_at"`
 	Peers     int       `json:"peers"`
+}
+
+// RegionTraffic is what a scheduler answered to one region's STBs since it
+// started (accesslog.RegionTraffic).
+type RegionTraffic struct {
+	ClientRegion string    `json:"client_region"`
+	Answered     uint64    `json:"answered"`
+	Failed       uint64    `json:"failed"`
+	RunStart     time.Time `json:"run_start"`
+	Last         time.Time `json:"last"`
 }
 
 // Peer is one BGP session of an instance.

@@ -1547,7 +1547,10 @@ type Instance struct {
 	BgpPeers  []*BGPPeer `protobuf:"bytes,15,rep,name=bgp_peers,json=bgpPeers,proto3" json:"bgp_peers,omitempty"`
 	// The QoE allocation plan of a regional scheduler (unset without
 	// selection: qoe services).
-	Qoe           *QoEPlan `protobuf:"bytes,16,opt,name=qoe,proto3" json:"qoe,omitempty"`
+	Qoe *QoEPlan `protobuf:"bytes,16,opt,name=qoe,proto3" json:"qoe,omitempty"`
+	// A central scheduler's answers by the STBs' region, as of its last
+	// registration (every 2 s).
+	Traffic       []*RegionTraffic `protobuf:"bytes,17,rep,name=traffic,proto3" json:"traffic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1690,6 +1693,13 @@ func (x *Instance) GetBgpPeers() []*BGPPeer {
 func (x *Instance) GetQoe() *QoEPlan {
 	if x != nil {
 		return x.Qoe
+	}
+	return nil
+}
+
+func (x *Instance) GetTraffic() []*RegionTraffic {
+	if x != nil {
+		return x.Traffic
 	}
 	return nil
 }
@@ -1979,7 +1989,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x127\n" +
 	"\trun_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brunStart\x12.\n" +
-	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xcc\x04\n" +
+	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\x82\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -1999,7 +2009,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x0fannounce_reason\x18\r \x01(\tR\x0eannounceReason\x12\x1c\n" +
 	"\tannounces\x18\x0e \x01(\tR\tannounces\x121\n" +
 	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\x12&\n" +
-	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\"\xc2\x01\n" +
+	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\x124\n" +
+	"\atraffic\x18\x11 \x03(\v2\x1a.anysched.v1.RegionTrafficR\atraffic\"\xc2\x01\n" +
 	"\aQoEPlan\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x03R\bsessions\x12\x18\n" +
 	"\aplanned\x18\x02 \x01(\x03R\aplanned\x12\x1a\n" +
@@ -2081,27 +2092,28 @@ var file_anysched_v1_admin_proto_depIdxs = []int32{
 	23, // 15: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
 	22, // 16: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
 	21, // 17: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	12, // 18: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	15, // 19: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	17, // 20: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	9,  // 21: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	3,  // 22: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	4,  // 23: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	1,  // 24: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	0,  // 25: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	13, // 26: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	16, // 27: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	18, // 28: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	10, // 29: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	5,  // 30: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	5,  // 31: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	2,  // 32: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	2,  // 33: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 18: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	12, // 19: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	15, // 20: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	17, // 21: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	9,  // 22: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	3,  // 23: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	4,  // 24: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	1,  // 25: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	0,  // 26: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	13, // 27: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	16, // 28: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	18, // 29: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	10, // 30: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	5,  // 31: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	5,  // 32: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	2,  // 33: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	2,  // 34: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
