@@ -395,14 +395,30 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 		Reason string `json:"reason,omitempty" yaml:"reason,omitempty"`
 		Since  string `json:"since" yaml:"since"`
 	}
+	// What each center answered, by the STBs' region: which cities' STBs
+	// the centers are serving now (a city failed over, or in no zone).
+	type answers struct {
+		Center   string  `json:"center" yaml:"center"`
+		Region   string  `json:"stb_region" yaml:"stb_region"`
+		Answered uint64  `json:"answered" yaml:"answered"`
+		Failed   uint64  `json:"failed" yaml:"failed"`
+		LastAgo  float64 `json:"last_answer_seconds_ago" yaml:"last_answer_seconds_ago"`
+	}
 	type doc struct {
 		Revision  int64     `json:"revision" yaml:"revision"`
 		Instances []inst    `json:"instances" yaml:"instances"`
 		Regions   []region  `json:"regions" yaml:"regions"`
 		Checkers  []checker `json:"checkers" yaml:"checkers"`
 		Drains    []drain   `json:"drains" yaml:"drains"`
+		Center    []answers `json:"center_answers" yaml:"center_answers"`
 	}
-	d := doc{Revision: resp.GetRevision(), Instances: []inst{}, Regions: []region{}, Checkers: []checker{}, Drains: []drain{}}
+	d := doc{Revision: resp.GetRevision(), Instances: []inst{}, Regions: []region{}, Checkers: []checker{}, Drains: []drain{}, Center: []answers{}}
+	byCenter := centersTraffic(resp)
+	for _, id := range slices.Sorted(maps.Keys(byCenter)) {
+		for _, t := range byCenter[id] {
+			d.Center = append(d.Center, answers{id, t.GetClientRegion(), t.GetAnswered(), t.GetFailed(), time.Since(t.GetLast().AsTime()).Seconds()})
+		}
+	}
 	for _, r := range resp.GetRegions() {
 		d.Regions = append(d.Regions, region{r.GetRegion(), r.GetServers(), r.GetHealthy(), r.GetUnhealthy(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes()})
 	}
@@ -476,6 +492,12 @@ func statusCmd(ctx context.Context, c pb.AdminClient, args []string, out io.Writ
 			fmt.Fprintln(w, "\nCHECKER\tREGION\tTARGETS\tUPTIME")
 			for _, c := range d.Checkers {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", c.ID, c.Region, c.Targets, c.Uptime)
+			}
+		}
+		if len(d.Center) > 0 {
+			fmt.Fprintln(w, "\nCENTER\tSTB_REGION\tANSWERED\tFAILED\tLAST_ANSWER")
+			for _, a := range d.Center {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\n", a.Center, a.Region, a.Answered, a.Failed, time.Duration(a.LastAgo*float64(time.Second)).Round(100*time.Millisecond))
 			}
 		}
 		if len(d.Drains) > 0 {
@@ -703,17 +725,28 @@ func trafficOf(ts []*pb.RegionTraffic, region string) *pb.RegionTraffic {
 	return nil
 }
 
-// centerTraffic is every central scheduler's count for region: the one
-// answering the call live, the others from their records.
-func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
-	out := map[string]*pb.RegionTraffic{}
+// centersTraffic is every central scheduler's answers by the STBs'
+// region: the one answering the call live, the others from their records.
+func centersTraffic(st *pb.StatusResponse) map[string][]*pb.RegionTraffic {
+	out := map[string][]*pb.RegionTraffic{}
 	for _, in := range st.GetInstances() {
-		if t := trafficOf(in.GetTraffic(), region); in.GetRole() == "central" && t != nil {
-			out[in.GetId()] = t
+		if in.GetRole() == "central" {
+			out[in.GetId()] = in.GetTraffic()
 		}
 	}
-	if t := trafficOf(st.GetCenterTraffic(), region); t != nil && st.GetCenterId() != "" {
-		out[st.GetCenterId()] = t
+	if id := st.GetCenterId(); id != "" {
+		out[id] = st.GetCenterTraffic() // live beats the record
+	}
+	return out
+}
+
+// centerTraffic is every central scheduler's count for region.
+func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
+	out := map[string]*pb.RegionTraffic{}
+	for id, ts := range centersTraffic(st) {
+		if t := trafficOf(ts, region); t != nil {
+			out[id] = t
+		}
 	}
 	return out
 }

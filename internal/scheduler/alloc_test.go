@@ -227,11 +227,15 @@ func TestLiveAllocation(t *testing.T) {
 	if code, loc := get(cc.HTTP.Listen, "100.64.0.1", low); code != http.StatusFound || !strings.Contains(loc, "/live/cctv1/2500/") {
 		t.Fatalf("center, viewer wanting 2000 kbps: %d %s, want the 2500 rung", code, loc)
 	}
-	waitUp(t, "schedctl status shows both QoE plans", func() bool {
+	// schedctl status also lists what the center answered, by the STBs'
+	// region: the three requests above (two redirects, one refused).
+	waitUp(t, "schedctl status shows both QoE plans and the center's answers", func() bool {
 		out, err := schedctl(t, cc.GRPC.Listen, "status")
 		return err == nil && strings.Contains(out, "QOE PLAN") &&
 			regexp.MustCompile(`(?m)^hefei-1\s+hefei\s+\d+\s+\d+`).MatchString(out) &&
-			regexp.MustCompile(`(?m)^hefei-2\s+hefei\s+\d+\s+\d+`).MatchString(out)
+			regexp.MustCompile(`(?m)^hefei-2\s+hefei\s+\d+\s+\d+`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^CENTER\s+STB_REGION\s+ANSWERED\s+FAILED\s+LAST_ANSWER$`).MatchString(out) &&
+			regexp.MustCompile(`(?m)^`+cc.InstanceID+`\s+hefei\s+[1-9]\d*\s+0\s+\S+ ago$`).MatchString(out)
 	})
 }
 
