@@ -515,13 +515,15 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	if answered < byCenter || answered > byCenter+retried || withError != 0 {
 		t.Errorf("the report counts %d center answers (%d with an error), the STBs saw %d (%d retried)", answered, withError, byCenter, retried)
 	}
-	// Both clocks are this host's; the drill's start is a few ms after the
-	// test's, and a printed figure is rounded to 0.1 s.
-	if d := took - firstCenter.Seconds(); d < -0.3 || d > 0.3 {
-		t.Errorf("report: took over at +%.1fs; the STBs first saw the center at +%.2fs", took, firstCenter.Seconds())
+	// Both clocks are this host's, but the report counts from the drill's
+	// start, which comes after the test's by schedctl's start-up (tens to
+	// hundreds of ms under load): the offset is unknown, the span is not.
+	// A printed figure is rounded to 0.1 s.
+	if d := (gave - took) - (lastCenter - firstCenter).Seconds(); d < -0.3 || d > 0.3 {
+		t.Errorf("report: the center answered from +%.1fs to +%.1fs; the STBs saw it from +%.2fs to +%.2fs", took, gave, firstCenter.Seconds(), lastCenter.Seconds())
 	}
-	if d := gave - lastCenter.Seconds(); d < -0.3 || d > 0.3 {
-		t.Errorf("report: gave back at +%.1fs; the STBs last saw the center at +%.2fs", gave, lastCenter.Seconds())
+	if d := firstCenter.Seconds() - took; d < -0.2 || d > 1.5 {
+		t.Errorf("report: took over at +%.1fs of the drill; the STBs first saw the center at +%.2fs of the test", took, firstCenter.Seconds())
 	}
 }
 
