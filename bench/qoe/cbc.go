@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -16,6 +17,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/anysched/anysched/internal/alloc"
 )
@@ -101,14 +106,28 @@ type cbcRow struct {
 	qoeIter, users, srvs int
 }
 
+// cbcGaps are a row's relative figures.
+type cbcGaps struct {
+	cbc   float64 // CBC's final gap
+	qoe   float64 // qoe's certified gap (against its own bound)
+	vs    float64 // qoe against CBC's best (as evaluated in Go)
+	vsCBC float64 // qoe's gap to CBC's bound
+}
+
+func (r cbcRow) gaps() cbcGaps {
+	return cbcGaps{cbc: (r.cbc.bound - r.cbc.best) / r.cbc.bound, qoe: (r.qoeBound - r.qoe) / r.qoeBound,
+		vs: (r.qoe - r.cbcGo) / r.cbcGo, vsCBC: (r.cbc.bound - r.qoe) / r.cbc.bound}
+}
+
 // cbcCompare runs the "CBC on the exported LP" comparison for seeds
 // 1..seeds: the period-1 instance of each seed is exported to
 // dir/seedS.lp, CBC runs on it (`nice -n 19 cbc dir/seedS.lp sec SEC solve
 // solu dir/cbcS.sol`, log in dir/cbcS.log; one run at a time, skipped when
 // both files exist), CBC's assignment is re-evaluated in Go, qoe solves the
 // same instance `runs` times (median wall-clock and CPU time, one core),
-// and a markdown table is written to w.
-func cbcCompare(w io.Writer, cfg config, seeds int, dir string, sec, runs int, srvPts, usrPts [][2]float64) error {
+// and a markdown table is written to w; with plotDir, also qoe_cbc.png
+// (cbcPlot) there.
+func cbcCompare(w io.Writer, cfg config, seeds int, dir string, sec, runs int, plotDir string, srvPts, usrPts [][2]float64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -158,7 +177,60 @@ func cbcCompare(w io.Writer, cfg config, seeds int, dir string, sec, runs int, s
 		rows = append(rows, row)
 	}
 	writeCBCTable(w, rows, sec, runs)
-	return nil
+	if plotDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(plotDir, 0o755); err != nil {
+		return err
+	}
+	return cbcPlot(filepath.Join(plotDir, "qoe_cbc.png"), rows, sec)
+}
+
+// cbcPlot draws, per seed, qoe's objective relative to CBC's best and the
+// two certified gaps (qoe's against its own bound, CBC's final one) as
+// grouped bars.
+func cbcPlot(file string, rows []cbcRow, sec int) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("qoe against CBC (%d CPU s) on the period-1 LP export (EUA, %d users, %d servers)", sec, rows[0].users, rows[0].srvs)
+	p.X.Label.Text = "seed"
+	p.Y.Label.Text = "% (gaps: (bound - objective) / bound)"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	var names []string
+	for _, r := range rows {
+		names = append(names, strconv.Itoa(r.seed))
+	}
+	p.NominalX(names...)
+	series := []struct {
+		label string
+		value func(g cbcGaps) float64
+		color color.Color
+	}{
+		{"qoe objective vs CBC best", func(g cbcGaps) float64 { return g.vs }, algColor(0)},
+		{"qoe certified gap (own bound)", func(g cbcGaps) float64 { return g.qoe }, color.RGBA{240, 150, 150, 255}},
+		{"CBC final gap", func(g cbcGaps) float64 { return g.cbc }, algColor(1)},
+	}
+	width := vg.Points(14)
+	ymax := 0.0
+	for i, se := range series {
+		vs := make(plotter.Values, len(rows))
+		for j, r := range rows {
+			vs[j] = 100 * se.value(r.gaps())
+			ymax = math.Max(ymax, vs[j])
+		}
+		b, err := plotter.NewBarChart(vs, width)
+		if err != nil {
+			return err
+		}
+		b.Color = se.color
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(i-1) * width
+		p.Add(b)
+		p.Legend.Add(se.label, b)
+	}
+	p.X.Min, p.X.Max = -0.6, float64(len(rows))-0.4
+	p.Y.Max = 1.35 * ymax // room for the legend
+	return p.Save(8*vg.Inch, 5*vg.Inch, file)
 }
 
 // timeQoE solves in `runs` times with the default qoe solver and returns
@@ -262,12 +334,9 @@ func writeCBCTable(w io.Writer, rows []cbcRow, sec, runs int) {
 		if by == "" {
 			by = "branch and bound"
 		}
-		cbcGap := (r.cbc.bound - r.cbc.best) / r.cbc.bound
-		qGap := (r.qoeBound - r.qoe) / r.qoeBound
-		vs := (r.qoe - r.cbcGo) / r.cbcGo
-		vsB := (r.cbc.bound - r.qoe) / r.cbc.bound
+		g := r.gaps()
 		fmt.Fprintf(w, "| %d | %.2f (%.1f s, %s) | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",
-			r.seed, r.cbc.best, r.cbc.foundAt, by, r.cbcGo, r.cbc.bound, 100*cbcGap, r.cbc.lp, r.qoe, r.qoeBound, 100*qGap, 100*vs, 100*vsB, r.qoeWallMS, r.qoeCPUMS)
+			r.seed, r.cbc.best, r.cbc.foundAt, by, r.cbcGo, r.cbc.bound, 100*g.cbc, r.cbc.lp, r.qoe, r.qoeBound, 100*g.qoe, 100*g.vs, 100*g.vsCBC, r.qoeWallMS, r.qoeCPUMS)
 		a.cbc.best += r.cbc.best / n
 		a.cbcGo += r.cbcGo / n
 		a.cbc.bound += r.cbc.bound / n
@@ -276,10 +345,10 @@ func writeCBCTable(w io.Writer, rows []cbcRow, sec, runs int) {
 		a.qoeBound += r.qoeBound / n
 		a.qoeWallMS += r.qoeWallMS / n
 		a.qoeCPUMS += r.qoeCPUMS / n
-		aCBCGap += cbcGap / n
-		aQGap += qGap / n
-		aVs += vs / n
-		aVsB += vsB / n
+		aCBCGap += g.cbc / n
+		aQGap += g.qoe / n
+		aVs += g.vs / n
+		aVsB += g.vsCBC / n
 		allSame = allSame && r.qoeDeterministic
 	}
 	fmt.Fprintf(w, "| mean | %.2f | %.2f | %.2f | %.2f%% | %.2f | %.2f | %.2f | %.2f%% | %+.2f%% | %.2f%% | %.0f / %.0f |\n",

@@ -84,7 +84,7 @@ func main() {
 	plambda := flag.Float64("lambda", def.Lambda, "lambda: room-mean scale of I_v")
 	pomega := flag.Float64("omega", def.Omega, "omega: gift weight of Y_v")
 	sens := flag.Bool("sensitivity", false, "print the parameter sensitivity table (markdown) over --seeds")
-	plotDir := flag.String("plot", "", "run the user-count and capacity sweeps over --seeds, write PNGs to this directory and print their data (markdown)")
+	plotDir := flag.String("plot", "", "run the user-count and capacity sweeps over --seeds and the latency and bitrate distributions of --seed, write PNGs to this directory and print their data (markdown); with --cbc: the qoe-vs-CBC plot")
 	seeds := flag.Int("seeds", 3, "seeds 1..N for --sensitivity, --plot and --cbc")
 	cbcDir := flag.String("cbc", "", "compare qoe with CBC on the period-1 LP export of seeds 1..--seeds: LP files, CBC logs and solutions go to (and are reused from) this directory; prints a markdown table")
 	cbcSec := flag.Int("cbc-sec", 300, "CBC's limit in CPU seconds per seed (--cbc)")
@@ -106,11 +106,12 @@ func main() {
 		return
 	}
 	if *cbcDir != "" {
-		check(cbcCompare(os.Stdout, cfg, *seeds, *cbcDir, *cbcSec, *runs, srvPts, usrPts))
+		check(cbcCompare(os.Stdout, cfg, *seeds, *cbcDir, *cbcSec, *runs, *plotDir, srvPts, usrPts))
 		return
 	}
 	if *plotDir != "" {
 		check(sweeps(os.Stdout, *plotDir, cfg, *seeds, srvPts, usrPts, sweepUsers, sweepCaps))
+		check(distPlots(os.Stdout, *plotDir, cfg, srvPts, usrPts))
 		return
 	}
 	cov, rows, first := experiment(cfg, srvPts, usrPts)
@@ -274,6 +275,11 @@ type row struct {
 	Jitter        int      `json:"jitter"`
 	JitterKbps    float64  `json:"jitter_kbps"`
 	Fallback      int      `json:"fallback_users"`
+	// For the distributions of --plot, over the users on an edge server
+	// (Fallback counts the others) in every period: their latencies (ms)
+	// and their number at each ladder rung.
+	EdgeLatenciesMS []float64 `json:"-"`
+	RungUsers       []int     `json:"-"`
 }
 
 // run solves every period with one algorithm, carrying its own previous
@@ -285,6 +291,9 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 	var cnt float64
 	for p, people := range seq {
 		in := build(people, prev)
+		if r.RungUsers == nil {
+			r.RungUsers = make([]int, len(in.Ladder))
+		}
 		c0, t0 := cpuTime(), time.Now()
 		res, err := s.Solve(context.Background(), in)
 		check(err)
@@ -307,13 +316,17 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 		for v, c := range res.Assign {
 			u := in.Users[v]
 			kbps := in.Ladder[c.Rung]
-			r.MeanLatencyMS += 1000 * in.Latency(v, c.Server, c.Rung)
+			lat := 1000 * in.Latency(v, c.Server, c.Rung)
+			r.MeanLatencyMS += lat
 			r.MeanBitrate += kbps
 			if kbps >= u.Profile.DesiredKbps {
 				r.AtDesired++
 			}
 			if c.Server == alloc.Fallback {
 				r.Fallback++
+			} else {
+				r.EdgeLatenciesMS = append(r.EdgeLatenciesMS, lat)
+				r.RungUsers[c.Rung]++
 			}
 			if u.PrevServer >= 0 && u.PrevServer != c.Server {
 				r.Switches++

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,95 @@ func TestSensitivityAndSweeps(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "| 150 |") || !strings.Contains(buf.String(), "| 0.5 |") {
 		t.Fatalf("sweep tables:\n%s", buf.String())
+	}
+}
+
+// TestDistributions: per algorithm, the rung and fallback shares sum to 1,
+// every latency is finite and positive (the fallback's for fallback users),
+// the mean is the row's, the quantiles are ordered and the CDF rises to 1;
+// distPlots writes both PNGs and both tables.
+func TestDistributions(t *testing.T) {
+	srv, usr := euaPoints(t)
+	cfg := smallConfig()
+	_, rows, first := experiment(cfg, srv, usr)
+	fbMS := 1000 * first.Params.FallbackLatency
+	ds := distributions(rows, fbMS)
+	if len(ds) != len(rows) {
+		t.Fatalf("%d distributions for %d rows", len(ds), len(rows))
+	}
+	for i, d := range ds {
+		if d.name != rows[i].Name || len(d.latMS) != cfg.periods*cfg.nUsers || len(d.rungShare) != len(first.Ladder) {
+			t.Fatalf("%s: %d latencies, %d rungs", d.name, len(d.latMS), len(d.rungShare))
+		}
+		sum := d.fallback
+		for _, s := range d.rungShare {
+			sum += s
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Fatalf("%s: shares sum to %v", d.name, sum)
+		}
+		fb := 0
+		for _, l := range d.latMS {
+			if math.IsNaN(l) || math.IsInf(l, 0) || l <= 0 {
+				t.Fatalf("%s: latency %v", d.name, l)
+			}
+			if l == fbMS {
+				fb++
+			}
+		}
+		if fb < rows[i].Fallback || len(d.edgeMS)+rows[i].Fallback != len(d.latMS) {
+			t.Fatalf("%s: %d latencies at the fallback's, %d on an edge server, for %d fallback users", d.name, fb, len(d.edgeMS), rows[i].Fallback)
+		}
+		if math.Abs(d.meanMS-rows[i].MeanLatencyMS) > 1e-6 {
+			t.Fatalf("%s: mean %v, row %v", d.name, d.meanMS, rows[i].MeanLatencyMS)
+		}
+		if p50, p90, p99 := quantile(d.latMS, 0.5), quantile(d.latMS, 0.9), quantile(d.latMS, 0.99); p50 > p90 || p90 > p99 || p99 > d.latMS[len(d.latMS)-1] {
+			t.Fatalf("%s: quantiles %v %v %v", d.name, p50, p90, p99)
+		}
+		cdf := ecdf(d.latMS)
+		for j := 1; j < len(cdf); j++ {
+			if cdf[j].X <= cdf[j-1].X || cdf[j].Y <= cdf[j-1].Y {
+				t.Fatalf("%s: CDF not increasing at %d: %v %v", d.name, j, cdf[j-1], cdf[j])
+			}
+		}
+		if cdf[len(cdf)-1].Y != 1 {
+			t.Fatalf("%s: CDF ends at %v", d.name, cdf[len(cdf)-1].Y)
+		}
+	}
+	if q := quantile([]float64{1, 2, 3, 4}, 0.5); q != 2 {
+		t.Fatalf("median of 1..4: %v", q)
+	}
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := distPlots(&buf, dir, cfg, srv, usr); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"qoe_latency.png", "qoe_bitrate.png"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if n := strings.Count(buf.String(), "| lai-greedy |"); n != 2 {
+		t.Fatalf("distribution tables (%d lai-greedy rows):\n%s", n, buf.String())
+	}
+}
+
+// TestCBCPlot: qoe_cbc.png is written from the comparison's rows.
+func TestCBCPlot(t *testing.T) {
+	rows := []cbcRow{
+		{seed: 1, cbc: cbcRun{best: 5771.94, bound: 5845.94}, cbcGo: 5771.94, qoe: 5833.42, qoeBound: 5848.14, users: 816, srvs: 125},
+		{seed: 2, cbc: cbcRun{best: 5747.82, bound: 5833.54}, cbcGo: 5747.82, qoe: 5825.18, qoeBound: 5835.29, users: 816, srvs: 125},
+	}
+	if g := rows[0].gaps(); math.Abs(100*g.vs-1.07) > 0.005 || math.Abs(100*g.qoe-0.25) > 0.005 || math.Abs(100*g.cbc-1.27) > 0.005 {
+		t.Fatalf("gaps %+v", g)
+	}
+	f := filepath.Join(t.TempDir(), "qoe_cbc.png")
+	if err := cbcPlot(f, rows, 300); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(f); err != nil || st.Size() < 1000 {
+		t.Fatalf("%s: %v", f, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"os"
@@ -174,10 +173,6 @@ func sweeps(w io.Writer, dir string, cfg config, seeds int, srvPts, usrPts [][2]
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.Left = true
-		colors := []color.Color{
-			color.RGBA{200, 30, 30, 255}, color.RGBA{30, 90, 200, 255}, color.RGBA{30, 150, 60, 255},
-			color.RGBA{150, 60, 170, 255}, color.RGBA{230, 130, 0, 255}, color.RGBA{90, 90, 90, 255},
-		}
 		for a := range s.rows[0] {
 			pts := make(plotter.XYs, len(s.xs))
 			for i, x := range s.xs {
@@ -187,14 +182,8 @@ func sweeps(w io.Writer, dir string, cfg config, seeds int, srvPts, usrPts [][2]
 			if err != nil {
 				return err
 			}
-			c := colors[a%len(colors)]
-			l.Color, sc.Color = c, c
-			l.Width = vg.Points(1.5)
-			if a == 0 {
-				l.Width = vg.Points(2.5)
-			} else {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			}
+			styleLine(l, a)
+			sc.Color = algColor(a)
 			p.Add(l, sc)
 			p.Legend.Add(s.rows[0][a].name, l, sc)
 		}
