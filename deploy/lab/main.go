@@ -29,6 +29,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -315,8 +316,8 @@ func runLoad(l *lab.Lab, o lab.Options, d time.Duration, lv *live) []string {
 // streamLoad runs one load generator, hands its per-second lines to lv as
 // they come and returns the rest of its output.
 func streamLoad(cmd *exec.Cmd, lv *live) string {
-	var rest strings.Builder
-	cmd.Stderr = &rest
+	var rest, stderr strings.Builder // stderr is written by exec's own goroutine
+	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
@@ -332,7 +333,13 @@ func streamLoad(cmd *exec.Cmd, lv *live) string {
 			rest.WriteString(sc.Text() + "\n")
 		}
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := sc.Err(); err != nil { // keep the pipe drained, or the generator blocks
+		rest.WriteString(err.Error() + "\n")
+		_, _ = io.Copy(&rest, stdout)
+	}
+	err = cmd.Wait()
+	rest.WriteString(stderr.String())
+	if err != nil {
 		rest.WriteString("\n" + err.Error())
 	}
 	return rest.String()
