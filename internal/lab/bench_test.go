@@ -48,7 +48,7 @@ func convergence(b *testing.B, runs int) {
 		restart()
 
 		stop := make(chan struct{})
-		st := loop(l, 0, stop)
+		st := loop(l, 0, stop, 0)
 		time.Sleep(300 * time.Millisecond)
 		p = l.Proc(city)
 		p.Signal(syscall.SIGTERM)

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,36 +67,10 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	}
 
 	// STBs of both cities ask all along.
-	type answer struct {
-		at   time.Time
-		ok   bool
-		city int
-		what string
-	}
-	var mu sync.Mutex
-	var seen []answer
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	var loops []*loopStats
 	for i := range cities {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				asked := time.Now()
-				inst, code, err := l.Request(ctx, i)
-				if err != nil || code != 302 { // an STB retries once through the Anycast address
-					time.Sleep(100 * time.Millisecond)
-					inst, code, err = l.Request(ctx, i)
-				}
-				mu.Lock()
-				seen = append(seen, answer{asked, err == nil && code == 302, i, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
-				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
+		loops = append(loops, loop(l, i, stop, 20*time.Millisecond))
 	}
 
 	// One member, the leader: the others elect a new one, the quorum
@@ -154,17 +127,19 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	downAt, backAt := reportAt(report, "store unreachable"), reportAt(report, "store back")
 	membersRunning(20 * time.Second)
 	close(stop)
-	wg.Wait()
 	var total, failed, inOutage int
-	for _, a := range seen {
-		total++
-		if !a.ok {
-			failed++
-			t.Logf("failed: %s at +%.1fs of the drill: %s", cities[a.city], a.at.Sub(at).Seconds(), a.what)
-			continue
-		}
-		if d := a.at.Sub(at).Seconds(); d > downAt && d < backAt {
-			inOutage++
+	for c, st := range loops {
+		st.wg.Wait()
+		for _, a := range st.answers {
+			total++
+			if !a.ok {
+				failed++
+				t.Logf("failed: %s at +%.1fs of the drill: %s", cities[c], a.at.Sub(at).Seconds(), a.what)
+				continue
+			}
+			if d := a.at.Sub(at).Seconds(); d > downAt && d < backAt {
+				inOutage++
+			}
 		}
 	}
 	t.Logf("STBs of both cities: %d requests, %d failed; %d answered with 302 while the quorum was lost (+%.1fs..+%.1fs of the drill)", total, failed, inOutage, downAt, backAt)

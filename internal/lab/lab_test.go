@@ -155,7 +155,17 @@ type loopStats struct {
 	by                     sync.Map // instance -> *atomic.Int64
 	wg                     sync.WaitGroup
 	mu                     sync.Mutex
-	errs                   []string // the first attempts that failed, up to 5
+	errs                   []string     // the first attempts that failed, up to 5
+	answers                []loopAnswer // every request, in order
+}
+
+// loopAnswer is one request of loop's STB, after its retry if it needed one.
+type loopAnswer struct {
+	at      time.Time // when the answer came
+	inst    string
+	ok      bool // 302
+	retried bool
+	what    string // status, error and duration, for failures
 }
 
 // flipAllowance is how many requests a route change may catch in flight: a
@@ -164,10 +174,10 @@ type loopStats struct {
 // change of route should catch at most a couple.
 const flipAllowance = 2
 
-// loop sends requests from city i until stop is closed, one at a time, each
-// retried once after 100 ms as an STB would; failed counts the requests
-// whose retry failed too.
-func loop(l *lab.Lab, i int, stop chan struct{}) *loopStats {
+// loop sends requests from city i until stop is closed, one at a time with
+// pause between them, each retried once after 100 ms as an STB would;
+// failed counts the requests whose retry failed too.
+func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats {
 	st := &loopStats{}
 	st.wg.Add(1)
 	go func() {
@@ -178,9 +188,11 @@ func loop(l *lab.Lab, i int, stop chan struct{}) *loopStats {
 				return
 			default:
 			}
+			asked := time.Now()
 			inst, code, err := l.Request(context.Background(), i)
 			st.total.Add(1)
-			if err != nil || code != 302 {
+			retried := err != nil || code != 302
+			if retried {
 				st.retried.Add(1)
 				st.mu.Lock()
 				if len(st.errs) < 5 {
@@ -190,12 +202,17 @@ func loop(l *lab.Lab, i int, stop chan struct{}) *loopStats {
 				time.Sleep(100 * time.Millisecond)
 				inst, code, err = l.Request(context.Background(), i)
 			}
-			if err != nil || code != 302 {
+			ok := err == nil && code == 302
+			if !ok {
 				st.failed.Add(1)
 			} else {
 				n, _ := st.by.LoadOrStore(inst, new(atomic.Int64))
 				n.(*atomic.Int64).Add(1)
 			}
+			st.mu.Lock()
+			st.answers = append(st.answers, loopAnswer{time.Now(), inst, ok, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
+			st.mu.Unlock()
+			time.Sleep(pause)
 		}
 	}()
 	return st
@@ -259,7 +276,7 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 
 	// SIGTERM under load: GRACEFUL_SHUTDOWN, withdraw, drain: no STB request fails.
 	stop := make(chan struct{})
-	st := loop(l, 2, stop)
+	st := loop(l, 2, stop, 0)
 	time.Sleep(500 * time.Millisecond)
 	p = l.Proc(lab.PrimaryID("bengbu"))
 	p.Signal(syscall.SIGTERM)
@@ -323,7 +340,7 @@ func TestPrivilegedPrimaryStandby(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	stop := make(chan struct{})
-	st := loop(l, 0, stop)
+	st := loop(l, 0, stop, 0)
 	p := l.Proc(lab.PrimaryID("hefei"))
 	p.Signal(syscall.SIGTERM)
 	p.Wait(15 * time.Second)
@@ -381,7 +398,7 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	// Planned stop: the address goes, OSPF withdraws, the drain covers
 	// the convergence: no request fails.
 	stop := make(chan struct{})
-	st := loop(l, 0, stop)
+	st := loop(l, 0, stop, 0)
 	time.Sleep(300 * time.Millisecond)
 	p := l.Proc(lab.PrimaryID("hefei"))
 	p.Signal(syscall.SIGTERM)
@@ -420,39 +437,8 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	for i, c := range cities {
 		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
 	}
-	type answer struct {
-		at      time.Time
-		inst    string
-		ok      bool
-		retried bool
-	}
-	var mu sync.Mutex
-	var seen []answer
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			// An STB retries a failed request once through the Anycast
-			// address: a connection caught by the route change is reset.
-			inst, code, err := l.Request(context.Background(), 1)
-			retried := err != nil || code != 302
-			if retried {
-				time.Sleep(100 * time.Millisecond)
-				inst, code, err = l.Request(context.Background(), 1)
-			}
-			mu.Lock()
-			seen = append(seen, answer{time.Now(), inst, err == nil && code == 302, retried})
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	st := loop(l, 1, stop, 20*time.Millisecond)
 	time.Sleep(time.Second)
 	start := time.Now()
 	var out bytesBuf
@@ -461,7 +447,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	close(stop)
-	wg.Wait()
+	st.wg.Wait()
 	t.Logf("drill report:\n%s", out.String())
 
 	withdrawAt, backAt := reportAt(out.String(), "withdrew its route"), reportAt(out.String(), "announces again")
@@ -470,7 +456,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	}
 	var failed, retried, byCenter, byCity int
 	var firstCenter, lastCenter time.Duration
-	for _, a := range seen {
+	for _, a := range st.answers {
 		if a.retried {
 			retried++
 		}
@@ -489,7 +475,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 		}
 	}
 	t.Logf("STBs: %d answers, %d failed, %d needed their retry, %d by the center (from +%.1fs to +%.1fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
-		len(seen), failed, retried, byCenter, firstCenter.Seconds(), lastCenter.Seconds(), byCity, withdrawAt, backAt)
+		len(st.answers), failed, retried, byCenter, firstCenter.Seconds(), lastCenter.Seconds(), byCity, withdrawAt, backAt)
 	if failed != 0 || byCenter == 0 || byCity == 0 {
 		t.Fatalf("during the drill: %d failed, %d by the center, %d by the city", failed, byCenter, byCity)
 	}
