@@ -56,7 +56,8 @@ func convergence(b *testing.B, runs int) {
 		time.Sleep(300 * time.Millisecond)
 		close(stop)
 		st.wg.Wait()
-		failed, retried, total = failed+st.failed.Load(), retried+st.retried.Load(), total+st.total.Load()
+		n, r, f := st.counts()
+		failed, retried, total = failed+int64(f), retried+int64(r), total+int64(n)
 		restart()
 	}
 	report := func(name string, ds []time.Duration) {

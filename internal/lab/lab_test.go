@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,14 +148,12 @@ func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duratio
 	return 0
 }
 
-// loopStats is what loop's STB saw.
+// loopStats is what loop's STB saw; read it after wg.Wait.
 type loopStats struct {
-	total, failed, retried atomic.Int64
-	by                     sync.Map // instance -> *atomic.Int64
-	wg                     sync.WaitGroup
-	mu                     sync.Mutex
-	errs                   []string     // the first attempts that failed, up to 5
-	answers                []loopAnswer // every request, in order
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []string     // the first attempts that failed, up to 5
+	answers []loopAnswer // every request, in order
 }
 
 // loopAnswer is one request of loop's STB, after its retry if it needed one.
@@ -175,8 +172,7 @@ type loopAnswer struct {
 const flipAllowance = 2
 
 // loop sends requests from city i until stop is closed, one at a time with
-// pause between them, each retried once after 100 ms as an STB would;
-// failed counts the requests whose retry failed too.
+// pause between them, each retried once after 100 ms as an STB would.
 func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats {
 	st := &loopStats{}
 	st.wg.Add(1)
@@ -190,10 +186,8 @@ func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats
 			}
 			asked := time.Now()
 			inst, code, err := l.Request(context.Background(), i)
-			st.total.Add(1)
 			retried := err != nil || code != 302
 			if retried {
-				st.retried.Add(1)
 				st.mu.Lock()
 				if len(st.errs) < 5 {
 					st.errs = append(st.errs, fmt.Sprintf("%s: %d %v", time.Now().Format("15:04:05.000"), code, err))
@@ -202,15 +196,8 @@ func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats
 				time.Sleep(100 * time.Millisecond)
 				inst, code, err = l.Request(context.Background(), i)
 			}
-			ok := err == nil && code == 302
-			if !ok {
-				st.failed.Add(1)
-			} else {
-				n, _ := st.by.LoadOrStore(inst, new(atomic.Int64))
-				n.(*atomic.Int64).Add(1)
-			}
 			st.mu.Lock()
-			st.answers = append(st.answers, loopAnswer{time.Now(), inst, ok, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
+			st.answers = append(st.answers, loopAnswer{time.Now(), inst, err == nil && code == 302, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
 			st.mu.Unlock()
 			time.Sleep(pause)
 		}
@@ -218,21 +205,39 @@ func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats
 	return st
 }
 
-// answeredBy returns how many of loop's requests inst answered.
-func (st *loopStats) answeredBy(inst string) int64 {
-	if n, ok := st.by.Load(inst); ok {
-		return n.(*atomic.Int64).Load()
+// counts: requests, those that needed their retry, those that failed after it.
+func (st *loopStats) counts() (total, retried, failed int) {
+	for _, a := range st.answers {
+		total++
+		if a.retried {
+			retried++
+		}
+		if !a.ok {
+			failed++
+		}
 	}
-	return 0
+	return
+}
+
+// answeredBy returns how many of loop's requests inst answered.
+func (st *loopStats) answeredBy(inst string) int {
+	n := 0
+	for _, a := range st.answers {
+		if a.ok && a.inst == inst {
+			n++
+		}
+	}
+	return n
 }
 
 // check fails t if a request failed after its retry, or more than one
 // route change's worth needed the retry.
 func (st *loopStats) check(t *testing.T, what string) {
 	t.Helper()
-	t.Logf("%s: %d requests, %d needed their retry %v, %d failed", what, st.total.Load(), st.retried.Load(), st.errs, st.failed.Load())
-	if st.failed.Load() != 0 || st.retried.Load() > flipAllowance {
-		t.Errorf("%s: %d of %d requests failed after a retry, %d needed one (at most %d expected)", what, st.failed.Load(), st.total.Load(), st.retried.Load(), flipAllowance)
+	total, retried, failed := st.counts()
+	t.Logf("%s: %d requests, %d needed their retry %v, %d failed", what, total, retried, st.errs, failed)
+	if failed != 0 || retried > flipAllowance {
+		t.Errorf("%s: %d of %d requests failed after a retry, %d needed one (at most %d expected)", what, failed, total, retried, flipAllowance)
 	}
 }
 
