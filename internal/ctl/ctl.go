@@ -796,7 +796,8 @@ func (f *takeover) summary() {
 	var answered, failed uint64
 	var last time.Time
 	var each []string
-	for _, id := range slices.Sorted(maps.Keys(f.cur)) {
+	ids := slices.Sorted(maps.Keys(f.cur))
+	for _, id := range ids {
 		t, b := f.cur[id], f.base[id]
 		n := t.GetAnswered() - b.GetAnswered()
 		answered, failed = answered+n, failed+t.GetFailed()-b.GetFailed()
@@ -805,7 +806,7 @@ func (f *takeover) summary() {
 		}
 		each = append(each, fmt.Sprintf("%s %d", id, n))
 	}
-	who := "the center (" + each[0][:strings.LastIndexByte(each[0], ' ')] + ")"
+	who := "the center (" + ids[0] + ")"
 	if len(each) > 1 {
 		who = "the centers (" + strings.Join(each, ", ") + ")"
 	}
