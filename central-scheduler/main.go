@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/obs"
-	"github.com/anysched/anysched/internal/scheduler"
 	"github.com/anysched/anysched/netconfig"
 )
 
@@ -49,5 +49,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	return scheduler.RunCenter(ctx, cfg, log)
+	return app.RunCenter(ctx, cfg, log)
 }

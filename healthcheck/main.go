@@ -9,10 +9,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/obs"
-	"github.com/anysched/anysched/internal/scheduler"
 )
 
 func main() { daemon.Main("healthcheck", run) }
@@ -63,5 +63,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	return scheduler.RunHealthcheck(ctx, cfg, log)
+	return app.RunHealthcheck(ctx, cfg, log)
 }

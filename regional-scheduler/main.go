@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/obs"
-	"github.com/anysched/anysched/internal/scheduler"
 	"github.com/anysched/anysched/netconfig"
 )
 
@@ -48,5 +48,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	return scheduler.RunRegional(ctx, cfg, log)
+	return app.RunRegional(ctx, cfg, log)
 }

@@ -22,7 +22,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 )
 
 // cbcRun is what CBC's log says about one run.
@@ -99,7 +99,7 @@ func parseCBCLog(r io.Reader) (cbcRun, error) {
 type cbcRow struct {
 	seed                 int
 	cbc                  cbcRun
-	cbcGo                float64 // CBC's assignment evaluated by alloc.Evaluate
+	cbcGo                float64 // CBC's assignment evaluated by qoe.Evaluate
 	qoe, qoeBound        float64
 	qoeWallMS, qoeCPUMS  float64 // medians over the runs
 	qoeDeterministic     bool    // every run gave the same assignment
@@ -163,12 +163,12 @@ func cbcCompare(w io.Writer, cfg config, seeds int, dir string, sec, runs int, p
 		if err != nil {
 			return err
 		}
-		assign, err := alloc.ParseSolution(f, in)
+		assign, err := qoe.ParseSolution(f, in)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", sol, err)
 		}
-		obj, ok, viol := alloc.Evaluate(in, assign)
+		obj, ok, viol := qoe.Evaluate(in, assign)
 		if !ok {
 			return fmt.Errorf("%s: CBC's assignment is infeasible in Go: %v", sol, viol[:min(3, len(viol))])
 		}
@@ -236,21 +236,21 @@ func cbcPlot(file string, rows []cbcRow, sec int) error {
 // timeQoE solves in `runs` times with the default qoe solver and returns
 // the first run's objective and bound, the median wall-clock and CPU
 // milliseconds and whether every run returned the same assignment.
-func timeQoE(in *alloc.Instance, runs int) (obj, bound, wallMS, cpuMS float64, iter int, same bool) {
+func timeQoE(in *qoe.Instance, runs int) (obj, bound, wallMS, cpuMS float64, iter int, same bool) {
 	runs = max(runs, 1)
 	in.Candidates() // the coverage lists are cached per instance; time every run alike
 	var walls, cpus []float64
-	var first []alloc.Choice
+	var first []qoe.Choice
 	same = true
 	for r := 0; r < runs; r++ {
 		c0, t0 := cpuTime(), time.Now()
-		res, err := alloc.Lagrangian{}.Solve(context.Background(), in)
+		res, err := qoe.Lagrangian{}.Solve(context.Background(), in)
 		wall, cpu := time.Since(t0), cpuTime()-c0
 		check(err)
 		walls = append(walls, float64(wall.Microseconds())/1000)
 		cpus = append(cpus, float64(cpu.Microseconds())/1000)
 		if r == 0 {
-			o, ok, viol := alloc.Evaluate(in, res.Assign)
+			o, ok, viol := qoe.Evaluate(in, res.Assign)
 			if !ok {
 				check(fmt.Errorf("qoe infeasible: %v", viol[:min(3, len(viol))]))
 			}
@@ -288,9 +288,9 @@ func median(x []float64) float64 {
 
 // writeLP exports in to path; an existing file must hold the same export
 // (so that CBC's logs and solutions kept next to it belong to this instance).
-func writeLP(path string, in *alloc.Instance) error {
+func writeLP(path string, in *qoe.Instance) error {
 	var buf bytes.Buffer
-	if err := alloc.WriteLP(&buf, in); err != nil {
+	if err := qoe.WriteLP(&buf, in); err != nil {
 		return err
 	}
 	if old, err := os.ReadFile(path); err == nil {

@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 )
 
 // algColors are the plots' colours, one per algorithm in experiment's
@@ -107,7 +107,7 @@ func ecdf(x []float64) plotter.XYs {
 func distPlots(w io.Writer, dir string, cfg config, srvPts, usrPts [][2]float64) error {
 	cfg.lpOut = ""
 	_, rows, first := experiment(cfg, srvPts, usrPts)
-	fbMS := 1000 * first.Latency(0, alloc.Fallback, first.Params.FallbackRung)
+	fbMS := 1000 * first.Latency(0, qoe.Fallback, first.Params.FallbackRung)
 	ds := distributions(rows, fbMS)
 	ladder := first.Ladder
 	what := fmt.Sprintf("seed %d, %d users, %d periods: %d user-periods per algorithm", cfg.seed, len(first.Users), cfg.periods, len(ds[0].latMS))

@@ -1,4 +1,4 @@
-// Command qoe runs the QoE-aware allocation experiment of seed 000 (Liu et
+// Command qoe runs the QoE-aware allocation experiment of the QoE-aware allocation paper (Liu et
 // al. 2023) on the EUA data: it prints the coverage histogram, then runs the
 // main solver ("qoe") and the baselines over several periods with churn and
 // movement and reports, per algorithm, objective, bound/gap, time, latency,
@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -15,14 +16,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/data"
+	"github.com/anysched/anysched/internal/qoe"
 )
 
 // Synthetic-profile distributions (see profile).
@@ -44,7 +45,7 @@ const (
 type person struct {
 	id       int
 	lat, lon float64
-	prof     alloc.Profile
+	prof     qoe.Profile
 	room     int
 }
 
@@ -57,15 +58,13 @@ type config struct {
 	cpuScale float64
 	nUsers   int // 0 = as many as the users file
 	capUsers int // capacities sized for this many users (0 = nUsers)
-	params   alloc.Params
+	params   qoe.Params
 	lpOut    string
 }
 
 func main() {
-	root := repoRoot()
-	shared := filepath.Join(root, "..", "shared", "data", "eua")
-	sites := flag.String("sites", filepath.Join(shared, "site-optus-melbCBD.csv"), "base-station CSV (LATITUDE, LONGITUDE)")
-	usersF := flag.String("users", filepath.Join(shared, "users-melbcbd-generated.csv"), "user CSV (Latitude, Longitude)")
+	sites := flag.String("sites", "", "base-station CSV (LATITUDE, LONGITUDE); empty: the EUA Melbourne CBD sites in data/eua")
+	usersF := flag.String("users", "", "user CSV (Latitude, Longitude); empty: the EUA Melbourne CBD users in data/eua")
 	radius := flag.Float64("radius-m", 300, "coverage radius (m)")
 	seed := flag.Uint64("seed", 1, "random seed")
 	periods := flag.Int("periods", 5, "periods (churn and movement between them)")
@@ -75,7 +74,7 @@ func main() {
 	cpuScale := flag.Float64("cpu-scale", 1.0, "server compute as a fraction of transcoding every user to the lowest rung / servers")
 	nUsers := flag.Int("n-users", 0, "number of users (0 = as many as the users file; more replicates its points with jitter)")
 	capUsers := flag.Int("cap-users", 0, "size server capacities for this many users (0 = --n-users)")
-	def := alloc.DefaultParams()
+	def := qoe.DefaultParams()
 	pa := flag.Float64("a", def.A, "a: weight of the interaction experience Q")
 	pb := flag.Float64("b", def.B, "b: weight of the video quality U")
 	pc := flag.Float64("c", def.C, "c: weight of the bitrate jitter E")
@@ -92,9 +91,9 @@ func main() {
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
 
-	srvPts, err := readPoints(*sites, "LATITUDE", "LONGITUDE")
+	srvPts, err := readPoints(*sites, data.EUASites, "LATITUDE", "LONGITUDE")
 	check(err)
-	usrPts, err := readPoints(*usersF, "Latitude", "Longitude")
+	usrPts, err := readPoints(*usersF, data.EUAUsers, "Latitude", "Longitude")
 	check(err)
 	params := def
 	params.A, params.B, params.C, params.D = *pa, *pb, *pc, *pd
@@ -142,7 +141,7 @@ func main() {
 // synth draws the population of every period and returns it with the
 // function that builds a period's instance from its people and their
 // previous choices.
-func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, map[int]alloc.Choice) *alloc.Instance) {
+func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, map[int]qoe.Choice) *qoe.Instance) {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0xa11c))
 	n := cfg.nUsers
 	if n <= 0 {
@@ -190,19 +189,19 @@ func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, 
 	for i, s := range desiredShare {
 		meanDesired += s * desiredKbps[i]
 	}
-	ladder := alloc.DefaultLadder()
+	ladder := qoe.DefaultLadder()
 	params := cfg.params
 	R := ladder[len(ladder)-1]
-	var servers []alloc.Server
+	var servers []qoe.Server
 	for _, p := range srvPts {
-		servers = append(servers, alloc.Server{Lat: p[0], Lon: p[1], RadiusM: cfg.radius,
+		servers = append(servers, qoe.Server{Lat: p[0], Lon: p[1], RadiusM: cfg.radius,
 			Bandwidth: cfg.bwScale * float64(capN) * meanDesired / float64(len(srvPts)),
 			Compute:   cfg.cpuScale * float64(capN) * (R - ladder[0]) * params.H / float64(len(srvPts))})
 	}
-	build := func(people []person, prev map[int]alloc.Choice) *alloc.Instance {
-		in := &alloc.Instance{Params: params, Ladder: ladder, Servers: servers}
+	build := func(people []person, prev map[int]qoe.Choice) *qoe.Instance {
+		in := &qoe.Instance{Params: params, Ladder: ladder, Servers: servers}
 		for _, p := range people {
-			u := alloc.User{Lat: p.lat, Lon: p.lon, Profile: p.prof, RoomMean: roomMean[p.room],
+			u := qoe.User{Lat: p.lat, Lon: p.lon, Profile: p.prof, RoomMean: roomMean[p.room],
 				Ingest: roomIngest[p.room], PrevServer: -1}
 			if c, ok := prev[p.id]; ok {
 				u.PrevServer = c.Server // -1 after fallback
@@ -218,17 +217,17 @@ func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, 
 // experiment synthesises the population of every period, runs the main
 // solver and every baseline over them, and returns the coverage histogram,
 // one row per algorithm and the first period's instance.
-func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *alloc.Instance) {
+func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *qoe.Instance) {
 	seq, build := synth(cfg, srvPts, usrPts)
 	first := build(seq[0], nil)
 	cov := coverage(first)
 	if cfg.lpOut != "" {
 		f, err := os.Create(cfg.lpOut)
 		check(err)
-		check(alloc.WriteLP(f, first))
+		check(qoe.WriteLP(f, first))
 		check(f.Close())
 	}
-	solvers := append([]alloc.Solver{alloc.Lagrangian{}}, alloc.Baselines(cfg.seed)...)
+	solvers := append([]qoe.Solver{qoe.Lagrangian{}}, qoe.Baselines(cfg.seed)...)
 	var rows []row
 	for _, s := range solvers {
 		rows = append(rows, run(s, seq, build))
@@ -242,7 +241,7 @@ type covHist struct {
 	Over20     float64 `json:"over_20"`
 }
 
-func coverage(in *alloc.Instance) covHist {
+func coverage(in *qoe.Instance) covHist {
 	var h covHist
 	for _, c := range in.Candidates() {
 		switch {
@@ -285,9 +284,9 @@ type row struct {
 // run solves every period with one algorithm, carrying its own previous
 // assignment forward. time_ms is the mean solve time per period (wall
 // clock), cpu_ms the mean CPU time of the process over the solve.
-func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choice) *alloc.Instance) row {
+func run(s qoe.Solver, seq [][]person, build func([]person, map[int]qoe.Choice) *qoe.Instance) row {
 	r := row{Name: s.Name()}
-	prev := map[int]alloc.Choice{}
+	prev := map[int]qoe.Choice{}
 	var cnt float64
 	for p, people := range seq {
 		in := build(people, prev)
@@ -299,7 +298,7 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 		check(err)
 		r.TimeMS += float64(time.Since(t0).Microseconds()) / 1000
 		r.CPUMS += float64((cpuTime() - c0).Microseconds()) / 1000
-		obj, ok, viol := alloc.Evaluate(in, res.Assign)
+		obj, ok, viol := qoe.Evaluate(in, res.Assign)
 		if !ok {
 			fmt.Fprintf(os.Stderr, "%s: infeasible: %v\n", s.Name(), viol[:min(3, len(viol))])
 			os.Exit(1)
@@ -312,7 +311,7 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 			}
 		}
 		r.ObjectiveAll += obj
-		next := map[int]alloc.Choice{}
+		next := map[int]qoe.Choice{}
 		for v, c := range res.Assign {
 			u := in.Users[v]
 			kbps := in.Ladder[c.Rung]
@@ -322,7 +321,7 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 			if kbps >= u.Profile.DesiredKbps {
 				r.AtDesired++
 			}
-			if c.Server == alloc.Fallback {
+			if c.Server == qoe.Fallback {
 				r.Fallback++
 			} else {
 				r.EdgeLatenciesMS = append(r.EdgeLatenciesMS, lat)
@@ -351,7 +350,7 @@ func run(s alloc.Solver, seq [][]person, build func([]person, map[int]alloc.Choi
 // profile draws a user profile: danmaku per hour with 59% at 1 and 96% below
 // 10 (seed Fig. 3): 59% -> 1, 37% -> uniform 2..9, 4% -> 10 * Pareto(1.5);
 // desired bitrate from desiredShare; gift: 80% zero, else lognormal.
-func profile(rng *rand.Rand) alloc.Profile {
+func profile(rng *rand.Rand) qoe.Profile {
 	var f float64
 	switch x := rng.Float64(); {
 	case x < 0.59:
@@ -374,7 +373,7 @@ func profile(rng *rand.Rand) alloc.Profile {
 	if rng.Float64() < giftShare {
 		g = math.Round(giftMedian * math.Exp(giftSigma*rng.NormFloat64()))
 	}
-	return alloc.Profile{DesiredKbps: d, Danmaku: f, Gift: g}
+	return qoe.Profile{DesiredKbps: d, Danmaku: f, Gift: g}
 }
 
 // zipf draws a room with probability proportional to 1/(i+1).
@@ -399,13 +398,19 @@ func jitter(rng *rand.Rand, lat, lon, maxM float64) (float64, float64) {
 	return lat + d*math.Cos(a)/111000, lon + d*math.Sin(a)/(111000*math.Cos(lat*math.Pi/180))
 }
 
-func readPoints(path, latCol, lonCol string) ([][2]float64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// readPoints reads the points of a CSV file, or of the embedded copy when
+// path is empty.
+func readPoints(path string, embedded []byte, latCol, lonCol string) ([][2]float64, error) {
+	var in io.Reader = bytes.NewReader(embedded)
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	r := csv.NewReader(f)
+	r := csv.NewReader(in)
 	r.FieldsPerRecord = -1
 	head, err := r.Read()
 	if err != nil {
@@ -441,21 +446,6 @@ func readPoints(path, latCol, lonCol string) ([][2]float64, error) {
 		out = append(out, [2]float64{la, ln})
 	}
 	return out, nil
-}
-
-func repoRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "."
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			return dir
-		}
-	}
 }
 
 func check(err error) {

@@ -8,24 +8,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/data"
+	"github.com/anysched/anysched/internal/qoe"
 )
 
 func euaPoints(t *testing.T) (srv, usr [][2]float64) {
-	shared := filepath.Join(repoRoot(), "..", "shared", "data", "eua")
-	srv, err := readPoints(filepath.Join(shared, "site-optus-melbCBD.csv"), "LATITUDE", "LONGITUDE")
+	srv, err := readPoints("", data.EUASites, "LATITUDE", "LONGITUDE")
 	if err != nil {
-		t.Skip("EUA data not available:", err)
+		t.Fatal(err)
 	}
-	usr, err = readPoints(filepath.Join(shared, "users-melbcbd-generated.csv"), "Latitude", "Longitude")
+	usr, err = readPoints("", data.EUAUsers, "Latitude", "Longitude")
 	if err != nil {
-		t.Skip("EUA data not available:", err)
+		t.Fatal(err)
 	}
 	return srv, usr
 }
 
 func smallConfig() config {
-	return config{radius: 300, seed: 1, periods: 2, bwScale: 0.8, cpuScale: 1, nUsers: 120, params: alloc.DefaultParams()}
+	return config{radius: 300, seed: 1, periods: 2, bwScale: 0.8, cpuScale: 1, nUsers: 120, params: qoe.DefaultParams()}
 }
 
 // TestExperimentRows: every algorithm runs (experiment exits on an

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/testbed/stbload"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 )

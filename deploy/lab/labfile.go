@@ -5,7 +5,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/anysched/anysched/internal/lab"
+	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/testbed/stbload"
 )
 
 // live gathers the per-second lines of every city's load generator and

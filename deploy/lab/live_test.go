@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/testbed/stbload"
 )
 
 func sec(city string, at, req, failed int, by map[string]int) stbload.Second {

@@ -1,4 +1,4 @@
-// Command lab runs seed 001's network on one machine in network namespaces
+// Command lab runs the anycast province network on one machine in network namespaces
 // (root, iproute2, BIRD): per city a BIRD router, a regional scheduler
 // announcing the service /32 over BGP and a namespace of STBs; a core router;
 // the center announcing the /26 with its embedded etcd.
@@ -41,9 +41,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anysched/anysched/internal/edge"
-	"github.com/anysched/anysched/internal/lab"
-	"github.com/anysched/anysched/internal/stbload"
+	"github.com/anysched/anysched/internal/testbed/edge"
+	"github.com/anysched/anysched/internal/testbed/lab"
+	"github.com/anysched/anysched/internal/testbed/stbload"
 )
 
 var allCities = []string{"hefei", "wuhu", "bengbu", "huainan", "maanshan", "huaibei", "tongling", "anqing",

@@ -1,5 +1,5 @@
-// Package allocator runs seed 000's QoE-aware allocation live inside a
-// regional scheduler (ARCHITECTURE §6, "In the running system"): it keeps the
+// Package allocator runs the QoE-aware allocation (internal/qoe) live inside
+// a regional scheduler: it keeps the
 // region's sessions (user, channel) seen in STB requests, re-solves the
 // region every period with alloc's Lagrangian solver, sends a returning STB
 // to its planned server and bitrate, prices a new one at the solve's dual
@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
@@ -55,14 +55,14 @@ type Config struct {
 	Verifier *token.Verifier
 	// Default is the profile of a session without a token, and fills the
 	// fields a token leaves out; DesiredKbps 0 means the top of the ladder.
-	Default alloc.Profile
+	Default qoe.Profile
 	// RoomMean is Fbar for a channel the last solve did not see.
 	RoomMean float64
 	// ArrivalReserve is the share (0 to 0.9) of each server's capacity, of
 	// what this instance may use, that the solve leaves for sessions arriving
 	// before the next one; 0 leaves none (the configuration's default is 0.1).
 	ArrivalReserve float64
-	Params         alloc.Params
+	Params         qoe.Params
 }
 
 // Defaults.
@@ -77,7 +77,7 @@ const (
 
 // DefaultProfile is a viewer the platform said nothing about: the median
 // viewer of the seed (1 danmaku an hour, no gifts), wanting the top rung.
-func DefaultProfile() alloc.Profile { return alloc.Profile{DesiredKbps: 0, Danmaku: 1, Gift: 0} }
+func DefaultProfile() qoe.Profile { return qoe.Profile{DesiredKbps: 0, Danmaku: 1, Gift: 0} }
 
 func (c Config) withDefaults() Config {
 	if c.Period <= 0 {
@@ -98,8 +98,8 @@ func (c Config) withDefaults() Config {
 	if c.RoomMean <= 0 {
 		c.RoomMean = DefaultRoomMean
 	}
-	if c.Params == (alloc.Params{}) {
-		c.Params = alloc.DefaultParams()
+	if c.Params == (qoe.Params{}) {
+		c.Params = qoe.DefaultParams()
 	}
 	return c
 }
@@ -221,7 +221,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		a.met.decisions[kindUnplanned].Inc()
 		return nil
 	}
-	if as := p.assign[k]; as != nil && !as.released.Load() && (as.server == alloc.Fallback || eng.Available(as.server)) {
+	if as := p.assign[k]; as != nil && !as.released.Load() && (as.server == qoe.Fallback || eng.Available(as.server)) {
 		a.apply(eng, d, req, sp, s, as, kindPlanned)
 		return nil
 	}
@@ -237,7 +237,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	// New (or its planned server went away): the best choice at the prices.
 	as := p.price(eng, sp, s, k.channel, prof, loc, zone)
 	kind := kindPriced
-	if as.server == alloc.Fallback {
+	if as.server == qoe.Fallback {
 		kind = kindFallback
 	}
 	a.apply(eng, d, req, sp, s, as, kind)
@@ -246,7 +246,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 
 // apply writes as into d and records it as the session's current place.
 func (a *Allocator) apply(eng *steer.Engine, d *steer.Decision, req steer.Request, sp *servicePlan, s *session, as *assignment, kind int) {
-	if as.server == alloc.Fallback {
+	if as.server == qoe.Fallback {
 		eng.Elsewhere(d, req)
 		d.BitrateKbps = int(sp.inst.Ladder[a.cfg.Params.FallbackRung])
 		if kind == kindPlanned {

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/token"
 )
 

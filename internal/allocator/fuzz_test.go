@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 )
 
 // FuzzAllocate drives the hot path with arbitrary clients, paths, hosts and

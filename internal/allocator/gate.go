@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +19,13 @@ import (
 type Gate struct {
 	auth     string
 	verifier *token.Verifier
-	def      alloc.Profile
+	def      qoe.Profile
 	rejected *prometheus.CounterVec
 }
 
 // NewGate builds a gate; v may be nil (tokens are then not read, and auth
 // must be optional); reg may be nil.
-func NewGate(auth string, v *token.Verifier, def alloc.Profile, reg prometheus.Registerer) (*Gate, error) {
+func NewGate(auth string, v *token.Verifier, def qoe.Profile, reg prometheus.Registerer) (*Gate, error) {
 	switch {
 	case auth == "":
 		auth = AuthOptional
@@ -55,7 +55,7 @@ var errTokenRequired = fmt.Errorf("%w: a viewer token is required", ErrForbidden
 // viewer verifies tok ("" for none) and returns the viewer (the token's
 // subject, "" without a token) and its profile over the default. An error
 // wraps ErrForbidden.
-func (g *Gate) viewer(tok string) (string, alloc.Profile, error) {
+func (g *Gate) viewer(tok string) (string, qoe.Profile, error) {
 	prof := g.def
 	switch {
 	case tok != "" && g.verifier != nil:

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/alloc"
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/httpd"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -40,7 +40,7 @@ func TestRung(t *testing.T) {
 // gateRig serves STB requests through a Gate, as the center does.
 func gateRig(t *testing.T, auth string, v *token.Verifier, reg prometheus.Registerer) (*rig, *Gate) {
 	t.Helper()
-	g, err := NewGate(auth, v, alloc.Profile{Danmaku: 1}, reg)
+	g, err := NewGate(auth, v, qoe.Profile{Danmaku: 1}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +107,10 @@ func TestGate(t *testing.T) {
 }
 
 func TestNewGateRefuses(t *testing.T) {
-	if _, err := NewGate("sometimes", nil, alloc.Profile{}, nil); err == nil || !strings.Contains(err.Error(), `"sometimes"`) {
+	if _, err := NewGate("sometimes", nil, qoe.Profile{}, nil); err == nil || !strings.Contains(err.Error(), `"sometimes"`) {
 		t.Errorf("bad auth mode: %v", err)
 	}
-	if _, err := NewGate(AuthRequired, nil, alloc.Profile{}, nil); err == nil || !strings.Contains(err.Error(), "no token keys") {
+	if _, err := NewGate(AuthRequired, nil, qoe.Profile{}, nil); err == nil || !strings.Contains(err.Error(), "no token keys") {
 		t.Errorf("required without keys: %v", err)
 	}
 }

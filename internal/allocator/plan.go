@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/topology"
 )
@@ -36,8 +36,8 @@ type plan struct {
 }
 
 type servicePlan struct {
-	inst   *alloc.Instance    // Servers, Params, Ladder (read-only after the solve)
-	prices []alloc.Price      // per position
+	inst   *qoe.Instance      // Servers, Params, Ladder (read-only after the solve)
+	prices []qoe.Price        // per position
 	rooms  map[string]float64 // Fbar by channel
 	room0  float64            // Fbar of a channel the solve did not see
 }
@@ -108,13 +108,13 @@ func (p *plan) release(s *session) {
 // price returns the choice for a session the plan does not place: the
 // highest value net of the plan's prices among covering, available servers
 // with headroom left, or the fallback. The choice's capacity is reserved.
-func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof alloc.Profile, loc topology.Location, zone int32) *assignment {
+func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof qoe.Profile, loc topology.Location, zone int32) *assignment {
 	in := sp.inst
 	room, ok := sp.rooms[channel]
 	if !ok {
 		room = sp.room0
 	}
-	u := alloc.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: room, Ingest: -1, PrevServer: -1}
+	u := qoe.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: room, Ingest: -1, PrevServer: -1}
 	if s != nil {
 		if cur := s.cur.Load(); cur != nil && cur.snap == p.snap {
 			u.PrevKbps = cur.kbps
@@ -131,7 +131,7 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 	// on a scarce server, or another server); the fallback only when none
 	// fits or it would serve the viewer better than the best that does:
 	// capacity left between two solves is for arrivals, and idle otherwise.
-	fallback := in.ValueFor(&u, alloc.Fallback, 0)
+	fallback := in.ValueFor(&u, qoe.Fallback, 0)
 	for tries := 0; tries < 4; tries++ {
 		bestPos, bestK := int32(-1), 0
 		best, bestGross := math.Inf(-1), 0.0
@@ -152,7 +152,7 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 			}
 		}
 		if bestPos < 0 || bestGross <= fallback {
-			return &assignment{snap: p.snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+			return &assignment{snap: p.snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
 		}
 		bw, cpu := in.Uses(bestK)
 		if p.take(bestPos, bw, cpu) {
@@ -160,5 +160,5 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 		}
 		// Another request took the headroom meanwhile: look again.
 	}
-	return &assignment{snap: p.snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+	return &assignment{snap: p.snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -34,7 +34,7 @@ func (k *key) viewer() viewer { return viewer{k.service, k.user, k.addr} }
 type assignment struct {
 	snap   *topology.Snapshot
 	gen    uint64 // the plan whose capacity accounts for it
-	server int32  // snapshot index; alloc.Fallback for the regional fallback
+	server int32  // snapshot index; qoe.Fallback for the regional fallback
 	rung   int
 	kbps   float64
 	// released: the session ended and its capacity went back to the plan's
@@ -45,7 +45,7 @@ type assignment struct {
 // session is one live (user, channel).
 type session struct {
 	key     key
-	profile alloc.Profile
+	profile qoe.Profile
 	loc     topology.Location
 	snap    *topology.Snapshot // the one its service index refers to
 	seen    atomic.Int64       // unix nanoseconds of the last request
@@ -92,7 +92,7 @@ func (t *table) shardOf(k *key) int {
 // playing another channel, that session ends and is returned as ended, so
 // its capacity can be given back. s is nil when the table is full: the
 // request is still answered, the session is not planned.
-func (t *table) touch(k key, prof alloc.Profile, loc topology.Location, snap *topology.Snapshot, now int64) (s, ended *session) {
+func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topology.Snapshot, now int64) (s, ended *session) {
 	sh := &t.shard[t.shardOf(&k)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

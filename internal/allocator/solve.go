@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/anysched/anysched/internal/alloc"
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
@@ -244,21 +244,21 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 // (capBw, capCPU are reduced by what the plan uses, and useBw, useCPU grow).
 func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, svc int32, p *plan, live []*session, capBw, capCPU, useBw, useCPU []float64) (*servicePlan, int) {
 	sv := &snap.Services[svc]
-	in := &alloc.Instance{Params: a.cfg.Params, Ladder: make([]float64, len(sv.BitratesKbps))}
+	in := &qoe.Instance{Params: a.cfg.Params, Ladder: make([]float64, len(sv.BitratesKbps))}
 	for i, b := range sv.BitratesKbps {
 		in.Ladder[i] = float64(b)
 	}
 	if in.Params.FallbackRung >= len(in.Ladder) {
 		in.Params.FallbackRung = 0
 	}
-	in.Servers = make([]alloc.Server, len(p.servers))
+	in.Servers = make([]qoe.Server, len(p.servers))
 	for pos, si := range p.servers {
 		s := &snap.Servers[si]
 		r := s.CoverageRadiusM
 		if r <= 0 {
 			r = wholeRegionM
 		}
-		in.Servers[pos] = alloc.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos]}
+		in.Servers[pos] = qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos]}
 	}
 	var mine []*session
 	sum, cnt := map[string]float64{}, map[string]int{}
@@ -273,9 +273,9 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	for ch, x := range sum {
 		sp.rooms[ch] = x / float64(cnt[ch])
 	}
-	in.Users = make([]alloc.User, len(mine))
+	in.Users = make([]qoe.User, len(mine))
 	for v, s := range mine {
-		u := alloc.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1}
+		u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1}
 		if cur := s.cur.Load(); cur != nil {
 			u.PrevKbps = cur.kbps
 			if cur.server >= 0 {
@@ -293,22 +293,22 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		}
 		in.Users[v] = u
 	}
-	res, err := alloc.Lagrangian{TimeLimit: a.cfg.SolveTimeout}.Solve(ctx, in)
+	res, err := qoe.Lagrangian{TimeLimit: a.cfg.SolveTimeout}.Solve(ctx, in)
 	if err != nil {
 		// Only an invalid instance fails; every session goes unplanned.
 		a.log.Error("QoE solve failed", "service", sv.Name, "err", err)
-		sp.prices = make([]alloc.Price, len(p.servers))
+		sp.prices = make([]qoe.Price, len(p.servers))
 		return sp, 0
 	}
 	sp.prices = res.Prices
 	if len(sp.prices) != len(p.servers) {
-		sp.prices = make([]alloc.Price, len(p.servers))
+		sp.prices = make([]qoe.Price, len(p.servers))
 	}
 	st := &p.stats
 	cand := in.Candidates()
 	for v, c := range res.Assign {
-		as := &assignment{snap: snap, gen: p.gen, server: alloc.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
-		if c.Server != alloc.Fallback {
+		as := &assignment{snap: snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		if c.Server != qoe.Fallback {
 			as.server, as.rung, as.kbps = p.servers[c.Server], c.Rung, in.Ladder[c.Rung]
 			bw, cpu := in.Uses(c.Rung)
 			useBw[c.Server] += bw
@@ -354,7 +354,7 @@ func coverage(snap *topology.Snapshot, region int32, servers []int32) ([][]int32
 		var out []int32
 		for pos, si := range servers {
 			s := &snap.Servers[si]
-			if s.CoverageRadiusM <= 0 || alloc.DistanceM(loc.Lat, loc.Lon, s.Loc.Lat, s.Loc.Lon) <= s.CoverageRadiusM {
+			if s.CoverageRadiusM <= 0 || qoe.DistanceM(loc.Lat, loc.Lon, s.Loc.Lat, s.Loc.Lon) <= s.CoverageRadiusM {
 				out = append(out, int32(pos))
 			}
 		}

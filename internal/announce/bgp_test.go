@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/announce"
-	"github.com/anysched/anysched/internal/bgptest"
+	"github.com/anysched/anysched/internal/testbed/bgptest"
 	"golang.org/x/sys/unix"
 )
 

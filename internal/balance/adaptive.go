@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// AdaptiveOptions configure QoS-adaptive weights (seed 002's feedback loop).
+// AdaptiveOptions configure QoS-adaptive weights (the feedback loop of the Go edge load-balancing write-up).
 type AdaptiveOptions struct {
 	// Enabled turns adaptation of swrr's weights on in a Table
 	// (AdaptiveWeights itself always adapts). chash keeps configured weights

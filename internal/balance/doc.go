@@ -1,5 +1,5 @@
-// Package balance chooses a server inside an edge node (architecture
-// section 5, seed 002), and ranks nodes before that choice. It is pure: no
+// Package balance chooses a server inside an edge node (after the Go
+// edge load-balancing write-up), and ranks nodes before that choice. It is pure: no
 // I/O, no package-level mutable state, no goroutines; steer calls it.
 //
 // # Policies
@@ -20,7 +20,7 @@
 //   - qoe is internal/alloc's; a Table serves nearest for STBs its plan does
 //     not cover.
 //
-// RankNodes orders a region's nodes by distance or by seed 002's RTT + loss
+// RankNodes orders a region's nodes by distance or by the RTT + loss
 // distance, skipping nodes below the panic threshold or over capacity.
 //
 // # Tables and hot reload

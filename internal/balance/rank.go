@@ -20,7 +20,7 @@ type RankBy uint8
 const (
 	// RankDistance: great-circle distance from the client's location.
 	RankDistance RankBy = iota
-	// RankRTTLoss: seed 002's network distance,
+	// RankRTTLoss: the Go edge load-balancing write-up's network distance,
 	// RTTWeight x rtt/RTTRef + LossWeight x -ln(1-loss), with the RTT and
 	// loss the checkers measured; a node without measurements gets an RTT
 	// estimated from its distance and no loss.
@@ -175,7 +175,7 @@ func RankNodes(nodes []NodeState, from Point, o RankOptions) []RankedNode {
 	return out
 }
 
-// RTTLossDistance is seed 002's network distance:
+// RTTLossDistance is the network distance of the Go edge load-balancing write-up:
 // RTTWeight x rtt/RTTRef + LossWeight x -ln(1-loss). The logarithm makes
 // loss cost little while rare and without bound as it nears 1: a path that
 // drops everything is infinitely far.

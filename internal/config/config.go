@@ -360,7 +360,7 @@ type Alloc struct {
 	// ArrivalReserve: share of each server's capacity the solve leaves for
 	// STBs arriving before the next solve (0 to 0.5).
 	ArrivalReserve float64 `yaml:"arrival_reserve"`
-	// Model overrides the QoE model's parameters (ARCHITECTURE §6; defaults
+	// Model overrides the QoE model's parameters (docs/design.md, "The QoE model"; defaults
 	// and their reasons in docs/design.md); a key left out keeps its default.
 	Model Model `yaml:"model"`
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 	clientv3 "go.etcd.io/etcd/client/v3"

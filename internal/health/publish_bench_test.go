@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

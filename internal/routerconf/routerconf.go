@@ -1,5 +1,5 @@
 // Package routerconf renders the routing-daemon configurations of the
-// Anycast design (ARCHITECTURE §4, seed 001) from one Params value:
+// Anycast design (docs/design.md, after the operator's deployment report) from one Params value:
 //
 //   - the scheduler hosts in OSPF mode (announce.mode: ospf), for BIRD 2 and
 //     FRR: OSPFv2 on the uplink(s) toward the city's (or province's) router,
@@ -15,7 +15,7 @@
 //     /32 from its city's scheduler(s) (BGP to their embedded GoBGP, and/or
 //     OSPF) and keeps it inside the city, and a core router that learns the
 //     center prefix from the center and hands it to every city router,
-//     exactly as seed 001 publishes them.
+//     exactly as the deployment report publishes them.
 //
 // Render validates the parameters (errors name the field) and writes the
 // configuration. Examples returns the parameters of the committed examples in

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/snapshot"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 	"github.com/prometheus/client_golang/prometheus"

@@ -86,7 +86,7 @@ type Options struct {
 	// that select by them; nil: every service picks as "nearest" does.
 	Balance *balance.Table
 	// NodeRank orders a region's nodes for clients at from (nearest first by
-	// default); the scheduler ranks by seed 002's RTT + loss distance where
+	// default); the scheduler ranks by the RTT + loss network distance where
 	// checkers measured it, and puts nodes over capacity or in panic last.
 	NodeRank func(nodes []int32, from topology.Location) []int32
 }

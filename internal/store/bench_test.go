@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 )

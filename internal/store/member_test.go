@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/etcdtest"
 	"github.com/anysched/anysched/internal/store"
-	"github.com/anysched/anysched/internal/testcerts"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/testcerts"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 	clientv3 "go.etcd.io/etcd/client/v3"

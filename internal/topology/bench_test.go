@@ -8,7 +8,7 @@ import (
 	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
-// The province-scale document of ARCHITECTURE §3 (16 regions, 200 nodes,
+// The province-scale document of docs/design.md (16 regions, 200 nodes,
 // 10,000 servers, 100,000 zone networks), generated once per test binary.
 var province = sync.OnceValues(func() (*topology.Topology, []byte) {
 	t := topogen.ProvinceScale(nil)

@@ -14,7 +14,7 @@ import (
 )
 
 // Selections lists the server-selection policies this version implements;
-// "qoe" is the live allocation of ARCHITECTURE §6 (internal/allocator).
+// "qoe" is the live QoE allocation (internal/allocator).
 var selections = []string{"nearest", "swrr", "chash", "p2c", "qoe"}
 
 // URL template placeholders a service may use.

@@ -7,7 +7,7 @@
 //
 // A province has one region per city (the first city is the capital) and, per
 // region, edge nodes with their media servers and coverage zones with client
-// networks. The shapes follow ARCHITECTURE §3:
+// networks. The shapes follow the province of docs/design.md:
 //
 //   - anycast: service_ip 198.18.0.1, center_prefix 198.18.0.0/26.
 //   - regions: one per city, at the city's location. Fallbacks never form a
@@ -37,7 +37,7 @@
 //
 // Province builds a uniform province (the same counts in every region);
 // Large spreads totals over the regions as evenly as possible, which is how
-// ProvinceScale builds the size ARCHITECTURE §3 says the system must handle:
+// ProvinceScale builds the size the design says the system must handle:
 // 16 regions, 200 nodes, 10,000 servers and 100,000 zone networks.
 //
 // Invalid options (a negative count, a node without servers, more networks
@@ -93,7 +93,7 @@ type City struct {
 }
 
 // LoadCities reads a CSV file with the header "city,lat,lon" and one city per
-// line (the format of shared/data/anhui-cities.csv). The first city is the
+// line (the format of data/anhui-cities.csv). The first city is the
 // capital. Errors name the file and line.
 func LoadCities(path string) ([]City, error) {
 	f, err := os.Open(path)
@@ -228,7 +228,7 @@ type LargeOptions struct {
 	FallbackPerRegion int
 }
 
-// ProvinceScaleOptions is the size ARCHITECTURE §3 requires: 16 regions, 200
+// ProvinceScaleOptions is the size the design requires: 16 regions, 200
 // nodes (12 or 13 per region), 10,000 servers (50 per node), 400 zones (25 per
 // region) and 100,000 zone networks (250 per zone, /27s).
 var ProvinceScaleOptions = LargeOptions{Regions: 16, Nodes: 200, Servers: 10_000, Zones: 400, Networks: 100_000, FallbackPerRegion: 2}
@@ -515,7 +515,7 @@ func repeat[T any](n int, f func(int) T) []T {
 	return out
 }
 
-// YAML renders a topology the way operators write it (ARCHITECTURE §3): two
+// YAML renders a topology the way operators write it (docs/operations.md): two
 // spaces of indentation, block style for the entities, and flow style for the
 // small leaves (locations, health, capacity, fallback, hostnames, networks and
 // the bitrate ladder), so each server fits in a few lines.

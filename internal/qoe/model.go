@@ -1,0 +1,489 @@
+package qoe
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Params holds every symbol of the QoE model (Liu et al. 2023; docs/design.md). Units: seconds,
+// kbps, abstract compute units (vCPU). The defaults' rationale is in
+// docs/design.md, "Model parameters and their defaults".
+type Params struct {
+	A      float64 // a: weight of the interaction experience Q
+	B      float64 // b: weight of the video quality U
+	C      float64 // c: weight of the bitrate jitter E
+	D      float64 // d: weight of the server switch S
+	Theta  float64 // theta: latency threshold (s)
+	Lambda float64 // lambda: room-mean scale in I_v = F/(F+lambda*Fbar)
+	B1     float64 // b1: video-quality scale in U = ln(b1*min(r,Rhat)/Rhat)
+	K      float64 // k: jitter loss per kbps of bitrate decrease
+	S      float64 // s: loss of one server switch
+	Omega  float64 // omega: gift weight in Y = log10(10 + omega*p)
+
+	TIngest         float64 // T(b_v, m_b): broadcaster uplink to its edge (s)
+	BackboneBase    float64 // T(m_b, m) when m != m_b: fixed part (s)
+	BackbonePerKm   float64 // T(m_b, m): per km of distance (s/km)
+	BackboneOrigin  float64 // T(m_b, m) when the broadcaster enters via the origin (m_b = -1)
+	AccessBase      float64 // T(m, v): fixed radio/access part (s)
+	AccessPerKm     float64 // T(m, v): per km of server-user distance (s/km)
+	G               float64 // G: transcoding delay per kbps reduced (s/kbps)
+	H               float64 // H: transcoding compute per kbps reduced (units/kbps)
+	FallbackLatency float64 // end-to-end latency of the regional fallback (s)
+	FallbackRung    int     // ladder index the fallback serves
+}
+
+// DefaultParams returns the documented defaults (docs/design.md, "Model
+// parameters and their defaults").
+func DefaultParams() Params {
+	return Params{
+		A: 10, B: 1, C: 1, D: 1,
+		Theta: 0.4, Lambda: 20, B1: 150, K: 2e-4, S: 0.5, Omega: 1,
+		TIngest: 0.05, BackboneBase: 0.02, BackbonePerKm: 1e-5, BackboneOrigin: 0.06,
+		AccessBase: 0.01, AccessPerKm: 0.1,
+		G: 2e-5, H: 1e-3,
+		FallbackLatency: 0.8, FallbackRung: 0,
+	}
+}
+
+// DefaultLadder is the bitrate ladder r_1 < ... < r_K = R in kbps
+// (480p, 720p, 1080p).
+func DefaultLadder() []float64 { return []float64{1200, 2500, 5000} }
+
+// Profile is what the business platform knows about a viewer.
+type Profile struct {
+	DesiredKbps float64 // Rhat_v
+	Danmaku     float64 // F_v, danmaku per hour
+	Gift        float64 // p_v, gift spend
+}
+
+// User is one active session.
+type User struct {
+	Lat, Lon   float64
+	Profile    Profile
+	RoomMean   float64 // Fbar of the user's room (per capita per hour)
+	Ingest     int     // m_b: server index of the broadcaster's edge, -1 = origin
+	PrevServer int     // server last period, -1 = none or fallback
+	PrevKbps   float64 // R_prev, 0 = none (new session)
+}
+
+// Server is one edge server.
+type Server struct {
+	Lat, Lon  float64
+	RadiusM   float64 // coverage radius (m)
+	Bandwidth float64 // D_m (kbps)
+	Compute   float64 // C_m (units)
+}
+
+// Instance is one period's allocation problem.
+type Instance struct {
+	Params  Params
+	Ladder  []float64 // ascending, kbps; the last is the source bitrate R
+	Servers []Server
+	Users   []User
+
+	cand     [][]int32   // M(v), lazily computed
+	candDist [][]float64 // DistanceM(v, m) for m in M(v)
+	candKey  candKey     // what cand was computed for
+	srvCos   []float64   // cos(latitude) per server, as DistanceM computes it
+}
+
+// Choice is one user's decision: Server = -1 means fallback.
+type Choice struct {
+	Server int
+	Rung   int
+}
+
+// Price is the dual price of one server's two capacities (objective units per
+// kbps and per compute unit).
+type Price struct {
+	Bandwidth float64
+	Compute   float64
+}
+
+// Result is what a Solver returns.
+type Result struct {
+	Assign    []Choice
+	Objective float64
+	Bound     float64 // upper bound on the optimum; NaN when unknown
+	Prices    []Price // per server; nil when the solver has none
+	Iter      int
+}
+
+// Gap returns (Bound-Objective)/max(1,|Bound|), or NaN without a bound.
+func (r *Result) Gap() float64 {
+	if math.IsNaN(r.Bound) {
+		return math.NaN()
+	}
+	return (r.Bound - r.Objective) / math.Max(1, math.Abs(r.Bound))
+}
+
+// Solver solves an instance.
+type Solver interface {
+	Name() string
+	Solve(ctx context.Context, inst *Instance) (*Result, error)
+}
+
+// Fallback is the Server value of a fallback choice.
+const Fallback = -1
+
+// DistanceM is the great-circle distance in metres.
+func DistanceM(lat1, lon1, lat2, lon2 float64) float64 {
+	return distanceCos(lat1, lon1, math.Cos(lat1*math.Pi/180), lat2, lon2, math.Cos(lat2*math.Pi/180))
+}
+
+// distanceCos is DistanceM with the cosines of both latitudes (in radians)
+// given; it computes the same expression, so the result is identical.
+func distanceCos(lat1, lon1, cos1, lat2, lon2, cos2 float64) float64 {
+	const r = 6371000.0
+	p1, p2 := lat1*math.Pi/180, lat2*math.Pi/180
+	dp, dl := p2-p1, (lon2-lon1)*math.Pi/180
+	sp, sl := math.Sin(dp/2), math.Sin(dl/2)
+	h := sp*sp + cos1*cos2*sl*sl
+	return 2 * r * math.Asin(math.Min(1, math.Sqrt(h)))
+}
+
+// Validate checks the instance's shape.
+func (in *Instance) Validate() error {
+	if len(in.Ladder) == 0 {
+		return fmt.Errorf("alloc: empty ladder")
+	}
+	if !sort.Float64sAreSorted(in.Ladder) || in.Ladder[0] <= 0 {
+		return fmt.Errorf("alloc: ladder must be positive ascending")
+	}
+	if in.Params.FallbackRung < 0 || in.Params.FallbackRung >= len(in.Ladder) {
+		return fmt.Errorf("alloc: fallback rung out of range")
+	}
+	for i, u := range in.Users {
+		if u.Profile.DesiredKbps <= 0 {
+			return fmt.Errorf("alloc: user %d: desired bitrate must be > 0", i)
+		}
+		if u.Ingest >= len(in.Servers) || u.PrevServer >= len(in.Servers) {
+			return fmt.Errorf("alloc: user %d: server index out of range", i)
+		}
+	}
+	return nil
+}
+
+// Candidates returns M(v): the servers whose radius covers each user
+// (computed once, with a grid index, and cached: do not change Users or
+// Servers of an instance after its first solve; build a new Instance).
+func (in *Instance) Candidates() [][]int32 {
+	in.candidates()
+	return in.cand
+}
+
+// candidates computes (or reuses) cand and candDist, the distance in metres
+// from each user to each of its candidate servers (exactly DistanceM).
+func (in *Instance) candidates() {
+	key := candKey{nu: len(in.Users), ns: len(in.Servers)}
+	if len(in.Users) > 0 {
+		key.users = &in.Users[0]
+	}
+	if len(in.Servers) > 0 {
+		key.servers = &in.Servers[0]
+	}
+	if in.cand != nil && in.candKey == key {
+		return
+	}
+	maxR := 0.0
+	for _, s := range in.Servers {
+		maxR = math.Max(maxR, s.RadiusM)
+	}
+	cell := math.Max(maxR, 1) / 111000.0 // degrees of latitude
+	type gkey struct{ a, b int }
+	grid := map[gkey][]int32{}
+	for i, s := range in.Servers {
+		k := gkey{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / cell))}
+		grid[k] = append(grid[k], int32(i))
+	}
+	// Pre-filter: for radii up to 10 km away from the poles the
+	// equirectangular approximation (with the user's cos(lat)) is within
+	// 0.5% of the great-circle distance; pairs more than 1% outside the
+	// radius skip the exact haversine, every other pair is checked exactly
+	// as Covers does.
+	const earthR = 6371000.0
+	const rad = math.Pi / 180
+	approx := maxR <= 10000
+	scos := make([]float64, len(in.Servers))
+	for m, s := range in.Servers {
+		scos[m] = math.Cos(s.Lat * math.Pi / 180)
+		if math.Abs(s.Lat) > 80 {
+			approx = false
+		}
+	}
+	cand := make([][]int32, len(in.Users))
+	dist := make([][]float64, len(in.Users))
+	var c []int32
+	var d []float64
+	for v, u := range in.Users {
+		la := int(math.Floor(u.Lat / cell))
+		ucos := math.Cos(u.Lat * math.Pi / 180) // exactly as DistanceM
+		coslat := math.Max(ucos, 0.05)
+		span := int(math.Ceil(1/coslat)) + 1
+		lo := int(math.Floor(u.Lon / cell))
+		c, d = c[:0], d[:0]
+		for a := la - 1; a <= la+1; a++ {
+			for b := lo - span; b <= lo+span; b++ {
+				for _, m := range grid[gkey{a, b}] {
+					s := &in.Servers[m]
+					if approx {
+						dy := (s.Lat - u.Lat) * rad * earthR
+						dx := (s.Lon - u.Lon) * rad * earthR * ucos
+						lim := s.RadiusM*1.01 + 1
+						if math.Abs(dy) > lim || dx*dx+dy*dy > lim*lim {
+							continue
+						}
+					}
+					if dm := distanceCos(u.Lat, u.Lon, ucos, s.Lat, s.Lon, scos[m]); dm <= s.RadiusM {
+						c = append(c, m)
+						d = append(d, dm)
+					}
+				}
+			}
+		}
+		if !sort.IsSorted(byServer{c, d}) {
+			sort.Sort(byServer{c, d})
+		}
+		cand[v] = append([]int32(nil), c...)
+		dist[v] = append([]float64(nil), d...)
+	}
+	in.cand, in.candDist, in.candKey, in.srvCos = cand, dist, key, scos
+}
+
+type candKey struct {
+	nu, ns  int
+	users   *User
+	servers *Server
+}
+
+type byServer struct {
+	m []int32
+	d []float64
+}
+
+func (b byServer) Len() int           { return len(b.m) }
+func (b byServer) Less(i, j int) bool { return b.m[i] < b.m[j] }
+func (b byServer) Swap(i, j int) {
+	b.m[i], b.m[j] = b.m[j], b.m[i]
+	b.d[i], b.d[j] = b.d[j], b.d[i]
+}
+
+// Covers reports whether server m covers user v.
+func (in *Instance) Covers(v, m int) bool {
+	u, s := in.Users[v], in.Servers[m]
+	return DistanceM(u.Lat, u.Lon, s.Lat, s.Lon) <= s.RadiusM
+}
+
+// Latency is L(v,m,r) in seconds; m = Fallback gives FallbackLatency.
+func (in *Instance) Latency(v, m, k int) float64 {
+	p := &in.Params
+	if m == Fallback {
+		return p.FallbackLatency
+	}
+	u, s := &in.Users[v], &in.Servers[m]
+	bb := in.backbone(v, m)
+	acc := p.AccessBase + p.AccessPerKm*DistanceM(u.Lat, u.Lon, s.Lat, s.Lon)/1000
+	return in.latency(bb, acc, k)
+}
+
+// backbone is T(m_b, m) for user v on server m.
+func (in *Instance) backbone(v, m int) float64 {
+	p := &in.Params
+	u := &in.Users[v]
+	switch {
+	case u.Ingest < 0:
+		return p.BackboneOrigin
+	case u.Ingest == m:
+		return 0
+	default:
+		sb, s := &in.Servers[u.Ingest], &in.Servers[m]
+		return p.BackboneBase + p.BackbonePerKm*DistanceM(sb.Lat, sb.Lon, s.Lat, s.Lon)/1000
+	}
+}
+
+// latency is L from its backbone and access parts (the one formula used by
+// Latency and by the option table, so that both agree to the bit).
+func (in *Instance) latency(bb, acc float64, k int) float64 {
+	p := &in.Params
+	R := in.Ladder[len(in.Ladder)-1]
+	return p.TIngest + bb + acc + (R-in.Ladder[k])*p.G
+}
+
+// Interaction is I_v.
+func (in *Instance) Interaction(v int) float64 {
+	u := &in.Users[v]
+	den := u.Profile.Danmaku + in.Params.Lambda*u.RoomMean
+	if den <= 0 {
+		return 0
+	}
+	return u.Profile.Danmaku / den
+}
+
+// Weight is Y_v = log10(10 + omega*p_v).
+func (in *Instance) Weight(v int) float64 {
+	return math.Log10(10 + in.Params.Omega*math.Max(0, in.Users[v].Profile.Gift))
+}
+
+// QoE is QoE(v,m,r_k) (unweighted); m = Fallback uses the fallback latency
+// and FallbackRung (k is ignored).
+func (in *Instance) QoE(v, m, k int) float64 {
+	if m == Fallback {
+		k = in.Params.FallbackRung
+	}
+	return in.qoe(in.Latency(v, m, k), in.Interaction(v), in.quality(v, k), in.jitter(v, k), in.switchLoss(v, m))
+}
+
+// quality is U, jitter is E and switchLoss is S of the model.
+func (in *Instance) quality(v, k int) float64 {
+	rh := in.Users[v].Profile.DesiredKbps
+	return math.Log(in.Params.B1 * math.Min(in.Ladder[k], rh) / rh)
+}
+
+func (in *Instance) jitter(v, k int) float64 {
+	return in.Params.K * math.Max(0, in.Users[v].PrevKbps-in.Ladder[k])
+}
+
+func (in *Instance) switchLoss(v, m int) float64 {
+	if u := &in.Users[v]; u.PrevServer >= 0 && u.PrevServer != m {
+		return in.Params.S
+	}
+	return 0
+}
+
+// qoe combines the terms: a*Q + b*U - c*E - d*S with Q = (theta - L)*I.
+func (in *Instance) qoe(L, I, U, E, S float64) float64 {
+	p := &in.Params
+	q := (p.Theta - L) * I
+	return p.A*q + p.B*U - p.C*E - p.D*S
+}
+
+// Value is Y_v * QoE(v,m,r_k), the user's contribution to the objective.
+func (in *Instance) Value(v, m, k int) float64 { return in.Weight(v) * in.QoE(v, m, k) }
+
+// bwUse and cpuUse are a choice's consumption of D_m and C_m.
+func (in *Instance) bwUse(k int) float64 { return in.Ladder[k] }
+func (in *Instance) cpuUse(k int) float64 {
+	return (in.Ladder[len(in.Ladder)-1] - in.Ladder[k]) * in.Params.H
+}
+
+// capacity tolerance: loads may exceed a capacity by this relative amount
+// (floating-point sums).
+const capTol = 1e-9
+
+// Evaluate computes the objective of an assignment and checks it: one choice
+// per user, a covering server (or fallback), and both capacities per server.
+func Evaluate(in *Instance, assign []Choice) (objective float64, feasible bool, violations []string) {
+	if len(assign) != len(in.Users) {
+		return math.Inf(-1), false, []string{fmt.Sprintf("assignment has %d entries for %d users", len(assign), len(in.Users))}
+	}
+	bw := make([]float64, len(in.Servers))
+	cpu := make([]float64, len(in.Servers))
+	for v, c := range assign {
+		if c.Server == Fallback {
+			objective += in.Value(v, Fallback, in.Params.FallbackRung)
+			continue
+		}
+		if c.Server < 0 || c.Server >= len(in.Servers) || c.Rung < 0 || c.Rung >= len(in.Ladder) {
+			violations = append(violations, fmt.Sprintf("user %d: invalid choice %+v", v, c))
+			continue
+		}
+		if !in.Covers(v, c.Server) {
+			violations = append(violations, fmt.Sprintf("user %d: server %d does not cover it", v, c.Server))
+		}
+		bw[c.Server] += in.bwUse(c.Rung)
+		cpu[c.Server] += in.cpuUse(c.Rung)
+		objective += in.Value(v, c.Server, c.Rung)
+	}
+	for m, s := range in.Servers {
+		if bw[m] > s.Bandwidth*(1+capTol)+1e-9 {
+			violations = append(violations, fmt.Sprintf("server %d: bandwidth %.6g > %.6g", m, bw[m], s.Bandwidth))
+		}
+		if cpu[m] > s.Compute*(1+capTol)+1e-9 {
+			violations = append(violations, fmt.Sprintf("server %d: compute %.6g > %.6g", m, cpu[m], s.Compute))
+		}
+	}
+	return objective, len(violations) == 0, violations
+}
+
+// options is the flat table of every (v, m, k) a user may take; options that
+// can never fit a server (r_k > D_m or (R-r_k)H > C_m) are left out.
+type options struct {
+	start []int32   // per user, len n+1
+	srv   []int32   // server of each option
+	rung  []uint8   // ladder index
+	val   []float64 // Y*QoE
+	fb    []float64 // fallback value per user
+}
+
+func buildOptions(in *Instance) *options {
+	in.candidates()
+	cand, cdist := in.cand, in.candDist
+	n, nk := len(in.Users), len(in.Ladder)
+	p := &in.Params
+	o := &options{start: make([]int32, n+1), fb: make([]float64, n)}
+	total := 0
+	for _, c := range cand {
+		total += len(c) * nk
+	}
+	if total > math.MaxInt32 {
+		panic("alloc: more than 2^31 options")
+	}
+	o.srv = make([]int32, 0, total)
+	o.rung = make([]uint8, 0, total)
+	o.val = make([]float64, 0, total)
+	U := make([]float64, nk)
+	E := make([]float64, nk)
+	for v := range in.Users {
+		o.start[v] = int32(len(o.srv))
+		o.fb[v] = in.Value(v, Fallback, p.FallbackRung)
+		w, I := in.Weight(v), in.Interaction(v)
+		for k := range in.Ladder {
+			U[k], E[k] = in.quality(v, k), in.jitter(v, k)
+		}
+		for ci, m := range cand[v] {
+			s := &in.Servers[m]
+			var bb float64
+			switch u := &in.Users[v]; {
+			case u.Ingest < 0 || u.Ingest == int(m):
+				bb = in.backbone(v, int(m))
+			default: // as backbone, with the cached cosines
+				sb := &in.Servers[u.Ingest]
+				bb = p.BackboneBase + p.BackbonePerKm*distanceCos(sb.Lat, sb.Lon, in.srvCos[u.Ingest], s.Lat, s.Lon, in.srvCos[m])/1000
+			}
+			acc := p.AccessBase + p.AccessPerKm*cdist[v][ci]/1000
+			S := in.switchLoss(v, int(m))
+			for k := range in.Ladder {
+				if in.bwUse(k) > s.Bandwidth || in.cpuUse(k) > s.Compute {
+					continue
+				}
+				o.srv = append(o.srv, m)
+				o.rung = append(o.rung, uint8(k))
+				o.val = append(o.val, w*in.qoe(in.latency(bb, acc, k), I, U[k], E[k], S))
+			}
+		}
+	}
+	o.start[n] = int32(len(o.srv))
+	return o
+}
+
+// toChoices converts option indices (-1 = fallback) to Choices.
+func (o *options) toChoices(in *Instance, sel []int32) []Choice {
+	out := make([]Choice, len(sel))
+	for v, i := range sel {
+		if i < 0 {
+			out[v] = Choice{Server: Fallback, Rung: in.Params.FallbackRung}
+		} else {
+			out[v] = Choice{Server: int(o.srv[i]), Rung: int(o.rung[i])}
+		}
+	}
+	return out
+}
+
+func (o *options) value(v int, i int32) float64 {
+	if i < 0 {
+		return o.fb[v]
+	}
+	return o.val[i]
+}

@@ -1,0 +1,411 @@
+package qoe
+
+import (
+	"container/heap"
+	"math"
+	"time"
+)
+
+// state is a (possibly infeasible) assignment with per-server loads and
+// per-server user lists, used by repair and local search.
+type state struct {
+	in     *Instance
+	o      *options
+	sel    []int32 // option index per user, -1 = fallback
+	bw     []float64
+	cpu    []float64
+	bwCap  []float64
+	cpuCap []float64
+	rbw    []float64 // per rung
+	rcpu   []float64
+	users  [][]int32 // users per server
+	pos    []int32   // position of a user in users[server]
+	alt    []int32   // eject's per-user best alternative (scratch)
+}
+
+func newState(in *Instance, o *options, sel []int32) *state {
+	ns := len(in.Servers)
+	st := &state{in: in, o: o, sel: append([]int32(nil), sel...),
+		bw: make([]float64, ns), cpu: make([]float64, ns),
+		bwCap: make([]float64, ns), cpuCap: make([]float64, ns),
+		users: make([][]int32, ns), pos: make([]int32, len(sel))}
+	for k := range in.Ladder {
+		st.rbw = append(st.rbw, in.bwUse(k))
+		st.rcpu = append(st.rcpu, in.cpuUse(k))
+	}
+	for m, s := range in.Servers {
+		st.bwCap[m] = s.Bandwidth * (1 + capTol)
+		st.cpuCap[m] = s.Compute * (1 + capTol)
+	}
+	for v, i := range st.sel {
+		if i >= 0 {
+			m := o.srv[i]
+			st.bw[m] += st.rbw[o.rung[i]]
+			st.cpu[m] += st.rcpu[o.rung[i]]
+			st.pos[v] = int32(len(st.users[m]))
+			st.users[m] = append(st.users[m], int32(v))
+		}
+	}
+	return st
+}
+
+func (st *state) objective() float64 {
+	var s float64
+	for v, i := range st.sel {
+		s += st.o.value(v, i)
+	}
+	return s
+}
+
+// move sets user v to option j (-1 = fallback).
+func (st *state) move(v int, j int32) {
+	o := st.o
+	if i := st.sel[v]; i >= 0 {
+		m := o.srv[i]
+		st.bw[m] -= st.rbw[o.rung[i]]
+		st.cpu[m] -= st.rcpu[o.rung[i]]
+		l := st.users[m]
+		p := st.pos[v]
+		last := l[len(l)-1]
+		l[p] = last
+		st.pos[last] = p
+		st.users[m] = l[:len(l)-1]
+	}
+	st.sel[v] = j
+	if j >= 0 {
+		m := o.srv[j]
+		st.bw[m] += st.rbw[o.rung[j]]
+		st.cpu[m] += st.rcpu[o.rung[j]]
+		st.pos[v] = int32(len(st.users[m]))
+		st.users[m] = append(st.users[m], int32(v))
+	}
+}
+
+func (st *state) excess(m int32, bw, cpu float64) float64 {
+	var e float64
+	if bw > st.bwCap[m] {
+		e += (bw - st.bwCap[m]) / math.Max(st.bwCap[m], 1e-12)
+	}
+	if cpu > st.cpuCap[m] {
+		e += (cpu - st.cpuCap[m]) / math.Max(st.cpuCap[m], 1e-12)
+	}
+	return e
+}
+
+// fitsAfter reports whether option j fits when user v (currently on option
+// cur) switches to it.
+func (st *state) fitsAfter(cur, j int32) bool {
+	if j < 0 {
+		return true
+	}
+	o := st.o
+	m := o.srv[j]
+	bw, cpu := st.bw[m]+st.rbw[o.rung[j]], st.cpu[m]+st.rcpu[o.rung[j]]
+	if cur >= 0 && o.srv[cur] == m {
+		bw -= st.rbw[o.rung[cur]]
+		cpu -= st.rcpu[o.rung[cur]]
+	}
+	return bw <= st.bwCap[m] && cpu <= st.cpuCap[m]
+}
+
+// repair makes the state feasible: on every overloaded server it repeatedly
+// applies the change (other rung on the same server, move to a server with
+// room, or fallback) with the least loss of weighted QoE per unit of
+// normalised excess removed. Candidates sit in a lazy min-heap: a user's
+// ratio only grows as the excess shrinks and other servers fill, so a stale
+// key is a lower bound and is refreshed when popped.
+func (st *state) repair() {
+	o := st.o
+	// bestFor returns user v's best change for server m at the current state.
+	bestFor := func(m int32, v int) (float64, int32) {
+		ex := st.excess(m, st.bw[m], st.cpu[m])
+		cur := st.sel[v]
+		cv := o.val[cur]
+		cbw, ccpu := st.rbw[o.rung[cur]], st.rcpu[o.rung[cur]]
+		bestRatio, bestJ := math.Inf(1), int32(-2)
+		try := func(j int32, after float64) {
+			red := ex - after
+			if red <= 1e-15 {
+				return
+			}
+			if r := (cv - o.value(v, j)) / red; r < bestRatio {
+				bestRatio, bestJ = r, j
+			}
+		}
+		try(-1, st.excess(m, st.bw[m]-cbw, st.cpu[m]-ccpu))
+		for j := o.start[v]; j < o.start[v+1]; j++ {
+			if j == cur {
+				continue
+			}
+			if o.srv[j] == m {
+				try(j, st.excess(m, st.bw[m]-cbw+st.rbw[o.rung[j]], st.cpu[m]-ccpu+st.rcpu[o.rung[j]]))
+			} else if st.fitsAfter(cur, j) {
+				try(j, st.excess(m, st.bw[m]-cbw, st.cpu[m]-ccpu))
+			}
+		}
+		return bestRatio, bestJ
+	}
+	var h repairHeap
+	for mm := range st.in.Servers {
+		m := int32(mm)
+		if st.excess(m, st.bw[m], st.cpu[m]) <= 0 {
+			continue
+		}
+		h = h[:0]
+		for _, vv := range st.users[m] {
+			r, _ := bestFor(m, int(vv))
+			h = append(h, repairItem{r, vv})
+		}
+		heap.Init(&h)
+		for st.excess(m, st.bw[m], st.cpu[m]) > 0 && h.Len() > 0 {
+			it := heap.Pop(&h).(repairItem)
+			v := int(it.v)
+			if st.sel[v] < 0 || o.srv[st.sel[v]] != m {
+				continue
+			}
+			r, j := bestFor(m, v)
+			if j == -2 {
+				continue
+			}
+			if h.Len() > 0 && r > h[0].ratio+1e-12 {
+				heap.Push(&h, repairItem{r, it.v})
+				continue
+			}
+			st.move(v, j)
+			if j >= 0 && o.srv[j] == m {
+				r2, _ := bestFor(m, v) // still on m at a lower rung: may give more
+				heap.Push(&h, repairItem{r2, it.v})
+			}
+		}
+		for st.excess(m, st.bw[m], st.cpu[m]) > 0 && len(st.users[m]) > 0 {
+			st.move(int(st.users[m][0]), -1) // cannot happen; keeps feasibility certain
+		}
+	}
+}
+
+type repairItem struct {
+	ratio float64
+	v     int32
+}
+type repairHeap []repairItem
+
+func (h repairHeap) Len() int           { return len(h) }
+func (h repairHeap) Less(i, j int) bool { return h[i].ratio < h[j].ratio }
+func (h repairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *repairHeap) Push(x any)        { *h = append(*h, x.(repairItem)) }
+func (h *repairHeap) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
+
+// budget bounds a local search by work, in units of about one option
+// examined, so that the same instance and budget give the same result
+// whatever else the machine runs, and, as a safety net, by a wall-clock
+// deadline.
+type budget struct {
+	work     int64
+	deadline time.Time
+	calls    int
+	out      bool
+}
+
+// workPerSecond converts a time budget into work units: what one core of
+// the development machine (AMD EPYC, shared) did per second in improve and
+// eject on the EUA instance (2.2e8 units/s).
+const workPerSecond = 2.2e8
+
+func newBudget(d time.Duration, deadline time.Time) *budget {
+	return &budget{work: int64(d.Seconds() * workPerSecond), deadline: deadline}
+}
+
+// spend charges w units and reports whether the budget is used up (the
+// clock is read every 64 calls).
+func (b *budget) spend(w int64) bool {
+	if b.out {
+		return true
+	}
+	b.work -= w
+	b.calls++
+	if b.work <= 0 || (b.calls&63 == 0 && time.Now().After(b.deadline)) {
+		b.out = true
+	}
+	return b.out
+}
+
+// improve runs local search (single moves including bitrate up/down, then
+// ejection moves: v takes a blocked option after one user there moves
+// elsewhere, changes rung or falls back) until no improvement or the budget
+// is spent.
+func (st *state) improve(b *budget, ejections bool) {
+	o := st.o
+	n := len(st.sel)
+	const eps = 1e-9
+	for pass := 0; pass < 50; pass++ {
+		improved := false
+		for v := 0; v < n; v++ {
+			if b.spend(int64(o.start[v+1]-o.start[v]) + 1) {
+				return
+			}
+			cur := st.sel[v]
+			cv := o.value(v, cur)
+			best, bj := cv+eps, int32(-2)
+			if o.fb[v] > best {
+				best, bj = o.fb[v], -1
+			}
+			for j := o.start[v]; j < o.start[v+1]; j++ {
+				if j != cur && o.val[j] > best && st.fitsAfter(cur, j) {
+					best, bj = o.val[j], j
+				}
+			}
+			if bj != -2 {
+				st.move(v, bj)
+				improved = true
+			}
+		}
+		if !improved && ejections {
+			improved = st.eject(b)
+		}
+		if !improved {
+			return
+		}
+	}
+}
+
+// eject tries, for each user v, its better-but-blocked options i on a
+// server m by moving one user u off m (to u's best alternative elsewhere
+// that fits, to v's current server, or to fallback) or to another rung on
+// m. u's best alternative off m is computed once per pass (and recomputed
+// when it no longer fits), so a pass costs O(options x users per server)
+// rather than that times the options per user. Returns whether anything
+// improved.
+func (st *state) eject(b *budget) bool {
+	o := st.o
+	const eps = 1e-9
+	n := len(st.sel)
+	if cap(st.alt) < n {
+		st.alt = make([]int32, n)
+	}
+	alt := st.alt[:n]
+	for u := range alt {
+		alt[u] = st.bestAlt(u)
+	}
+	if b.spend(int64(len(o.srv) + n)) {
+		return false
+	}
+	any := false
+	var w int64
+	for v := 0; v < n; v++ {
+		if b.spend(w + 1) {
+			return any
+		}
+		w = 0
+		cur := st.sel[v]
+		cv := o.value(v, cur)
+		curM := int32(-1)
+		if cur >= 0 {
+			curM = o.srv[cur]
+		}
+		bestGain := eps
+		var bu int = -1
+		var bi, bj int32
+		for i := o.start[v]; i < o.start[v+1]; i++ {
+			if i == cur || o.val[i] <= cv+eps {
+				continue
+			}
+			m := o.srv[i]
+			// loads at m with v on i
+			bwm, cpum := st.bw[m]+st.rbw[o.rung[i]], st.cpu[m]+st.rcpu[o.rung[i]]
+			if curM == m {
+				bwm -= st.rbw[o.rung[cur]]
+				cpum -= st.rcpu[o.rung[cur]]
+			}
+			gi := o.val[i] - cv
+			w += 1 + 8*int64(len(st.users[m]))
+			for _, uu := range st.users[m] {
+				u := int(uu)
+				if u == v {
+					continue
+				}
+				ucur := st.sel[u]
+				uv := o.val[ucur]
+				ubw, ucpu := bwm-st.rbw[o.rung[ucur]], cpum-st.rcpu[o.rung[ucur]]
+				if ubw > st.bwCap[m] || ucpu > st.cpuCap[m] {
+					continue // u leaving m altogether does not make room
+				}
+				// off m: u's best alternative (checked against the current
+				// loads; v leaving curM only adds room)
+				a := alt[u]
+				if a >= 0 && (o.srv[a] == m || !st.fitsAfter(ucur, a)) {
+					a = st.bestAlt(u)
+					alt[u] = a
+				}
+				if g := gi + o.value(u, a) - uv; g > bestGain {
+					bestGain, bu, bi, bj = g, u, i, a
+				}
+				// another rung on m
+				lo, hi := o.onServer(u, m)
+				for j := lo; j < hi; j++ {
+					if g := gi + o.val[j] - uv; j != ucur && g > bestGain &&
+						ubw+st.rbw[o.rung[j]] <= st.bwCap[m] && ucpu+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+						bestGain, bu, bi, bj = g, u, i, j
+					}
+				}
+				// into the room v leaves on curM
+				if curM >= 0 && curM != m {
+					lo, hi := o.onServer(u, curM)
+					for j := lo; j < hi; j++ {
+						if g := gi + o.val[j] - uv; g > bestGain &&
+							st.bw[curM]-st.rbw[o.rung[cur]]+st.rbw[o.rung[j]] <= st.bwCap[curM] &&
+							st.cpu[curM]-st.rcpu[o.rung[cur]]+st.rcpu[o.rung[j]] <= st.cpuCap[curM] {
+							bestGain, bu, bi, bj = g, u, i, j
+						}
+					}
+				}
+			}
+		}
+		if bu >= 0 {
+			st.move(bu, -1) // free first so that v's move never overshoots
+			st.move(v, bi)
+			st.move(bu, bj)
+			alt[bu] = st.bestAlt(bu)
+			alt[v] = st.bestAlt(v) // v's alternative was off its old server
+			any = true
+		}
+	}
+	return any
+}
+
+// onServer returns the range of user u's options on server m (a user's
+// options are sorted by server: buildOptions follows the sorted M(v)).
+func (o *options) onServer(u int, m int32) (lo, hi int32) {
+	lo, hi = o.start[u], o.start[u+1]
+	a, b := lo, hi
+	for a < b { // first option with srv >= m
+		h := int32(uint32(a+b) >> 1)
+		if o.srv[h] < m {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	lo = a
+	for b = lo; b < hi && o.srv[b] == m; b++ {
+	}
+	return lo, b
+}
+
+// bestAlt is user u's best choice off its current server that fits as the
+// loads stand (fallback if none is better).
+func (st *state) bestAlt(u int) int32 {
+	o := st.o
+	cur := st.sel[u]
+	curM := int32(-1)
+	if cur >= 0 {
+		curM = o.srv[cur]
+	}
+	best, bj := o.fb[u], int32(-1)
+	for j := o.start[u]; j < o.start[u+1]; j++ {
+		if m := o.srv[j]; m != curM && o.val[j] > best &&
+			st.bw[m]+st.rbw[o.rung[j]] <= st.bwCap[m] && st.cpu[m]+st.rcpu[o.rung[j]] <= st.cpuCap[m] {
+			best, bj = o.val[j], j
+		}
+	}
+	return bj
+}
