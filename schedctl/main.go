@@ -1,6 +1,6 @@
 // Command schedctl is the operator CLI of anysched: apply and inspect the
 // province topology and the state of every scheduler through the central
-// scheduler's admin API.
+// scheduler's admin API. The commands are in internal/ctl.
 package main
 
 import (
@@ -20,13 +20,13 @@ func main() {
 	stop()
 	switch {
 	case err == nil:
+	case err == ctl.ErrUsage:
+		os.Exit(2) // the usage is printed already
 	case errors.Is(err, ctl.ErrUsage):
-		if err != ctl.ErrUsage {
-			fmt.Fprintln(os.Stderr, "schedctl:", err)
-		}
+		fmt.Fprintln(os.Stderr, err) // already "schedctl COMMAND: ..."
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "schedctl:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,128 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+)
+
+// pollEvery is how often a drill reads the province's state.
+const pollEvery = 250 * time.Millisecond
+
+// drillCmd runs a drill: failover (a region's schedulers withdraw their
+// route for a while) or etcd-loss (the lab's etcd stops for a while).
+func drillCmd(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "failover":
+			return failoverCmd(ctx, e, args[1:])
+		case "etcd-loss":
+			return etcdLossCmd(ctx, e, args[1:])
+		}
+	}
+	return usagef("drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]")
+}
+
+// failoverCmd starts a failover drill and, unless --no-watch, follows it:
+// when each of the region's schedulers withdrew and announced again, and
+// when the centers took the city's STBs over and gave them back.
+func failoverCmd(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
+	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
+	dur := fs.Duration("duration", 30*time.Second, "how long the route stays withdrawn")
+	prod := fs.Bool("i-know-this-is-production", false, "run the drill on a province that is not a lab")
+	noWatch := fs.Bool("no-watch", false, "start the drill and return")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := need("--region", *region); err != nil {
+		return err
+	}
+	var base map[string]*pb.RegionTraffic // the centers' answers to the city's STBs so far
+	if st, err := e.admin.Status(ctx, &pb.StatusRequest{}); err == nil {
+		base = centerTraffic(st, *region)
+	}
+	start := e.clock.Now()
+	resp, err := e.admin.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "drill: %s's schedulers %v withdraw their route until %s\n", *region, resp.GetInstances(), resp.GetUntil().AsTime().Local().Format(time.TimeOnly))
+	if *noWatch || len(resp.GetInstances()) == 0 {
+		return nil
+	}
+	// Follow the instances' route state until every one of them announces
+	// again, and the centers' answers to the city's STBs until they stop.
+	rs := &routes{ids: resp.GetInstances(), start: start, out: e.out, withdrawn: map[string]time.Duration{}, back: map[string]time.Duration{}}
+	follow := &takeover{region: *region, start: start, base: base, out: e.out, clock: e.clock}
+	deadline := resp.GetUntil().AsTime().Add(60 * time.Second)
+	var allBack time.Time
+	for e.clock.Now().Before(deadline) && (!rs.allBack() || !follow.settled(allBack)) {
+		if st, err := e.admin.Status(ctx, &pb.StatusRequest{}); err == nil {
+			if *region != "center" {
+				follow.observe(st)
+			}
+			rs.observe(st, e.clock.Now())
+			if allBack.IsZero() && rs.allBack() {
+				allBack = e.clock.Now()
+			}
+		}
+		if err := e.clock.Sleep(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+	if !rs.allBack() {
+		return fmt.Errorf("not every instance announced again within 60 s of the drill's end: %s did not", list(rs.notBack(), "and"))
+	}
+	if *region == "center" {
+		fmt.Fprintf(e.out, "drill done: the center announces again (status is polled every 250 ms; STB-side figures: the load generator)\n")
+		return nil
+	}
+	follow.summary()
+	return nil
+}
+
+// routes follows the route state of a drill's instances: when each
+// withdrew its route, and when it announced again, since start.
+type routes struct {
+	ids             []string
+	start           time.Time
+	out             io.Writer
+	withdrawn, back map[string]time.Duration
+}
+
+func (r *routes) observe(st *pb.StatusResponse, now time.Time) {
+	for _, in := range st.GetInstances() {
+		id := in.GetId()
+		if !slices.Contains(r.ids, id) || in.GetUpdatedAt().AsTime().Before(r.start) {
+			continue // not in the drill, or a record from before it started
+		}
+		_, out := r.withdrawn[id]
+		if !out && !in.GetAnnounced() {
+			r.withdrawn[id] = now.Sub(r.start)
+			fmt.Fprintf(r.out, "  +%5.1fs  %s withdrew its route (%s)\n", r.withdrawn[id].Seconds(), id, in.GetAnnounceReason())
+			continue
+		}
+		if _, back := r.back[id]; out && !back && in.GetAnnounced() {
+			r.back[id] = now.Sub(r.start)
+			fmt.Fprintf(r.out, "  +%5.1fs  %s announces again\n", r.back[id].Seconds(), id)
+		}
+	}
+}
+
+func (r *routes) allBack() bool { return len(r.back) == len(r.ids) }
+
+func (r *routes) notBack() []string {
+	var ids []string
+	for _, id := range r.ids {
+		if _, ok := r.back[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}

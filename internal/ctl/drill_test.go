@@ -1,0 +1,240 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// at is t0 + s seconds.
+func at(s float64) *timestamppb.Timestamp {
+	return timestamppb.New(t0.Add(time.Duration(s * float64(time.Second))))
+}
+
+// clockTime is how a drill prints the end of t0 + s seconds.
+func clockTime(s float64) string { return at(s).AsTime().Local().Format(time.TimeOnly) }
+
+// wuhuDrill is a province where wuhu-1 withdraws from +1 s to +3 s, as a
+// drill of wuhu's makes it, and center-1 answers wuhu's STBs meanwhile:
+// from +1.1 s, 5 more requests every 250 ms, the last at +3.4 s, one of them
+// with an error. hefei-1 is withdrawn all along, but is not in the drill.
+// backAt < 0: wuhu-1 never announces again.
+func wuhuDrill(backAt time.Duration) func(now func() time.Time) map[string]handler {
+	return func(now func() time.Time) map[string]handler {
+		status := func(int, proto.Message) (proto.Message, error) {
+			el := now().Sub(t0)
+			withdrawn := el >= time.Second && (backAt < 0 || el < backAt)
+			wuhu := &pb.Instance{Id: "wuhu-1", Role: "regional", Region: "wuhu", UpdatedAt: timestamppb.New(now()), Announced: !withdrawn}
+			if withdrawn {
+				wuhu.AnnounceReason = "drill"
+			}
+			traffic := &pb.RegionTraffic{ClientRegion: "wuhu", Answered: 10, RunStart: at(-100), Last: at(-90)}
+			if el >= 1250*time.Millisecond {
+				a := min(el, 3500*time.Millisecond)
+				traffic = &pb.RegionTraffic{ClientRegion: "wuhu", Answered: 10 + 5*uint64(a/(250*time.Millisecond)-4), RunStart: at(1.1), Last: timestamppb.New(t0.Add(a - 100*time.Millisecond))}
+				if el >= 2*time.Second {
+					traffic.Failed = 1
+				}
+			}
+			return &pb.StatusResponse{CenterId: "center-1", CenterTraffic: []*pb.RegionTraffic{traffic}, Instances: []*pb.Instance{
+				wuhu,
+				{Id: "hefei-1", Role: "regional", Region: "hefei", UpdatedAt: timestamppb.New(now()), AnnounceReason: "no healthy server"},
+			}}, nil
+		}
+		return map[string]handler{"Status": status, "Drill": reply(&pb.DrillResponse{Until: at(3), Instances: []string{"wuhu-1"}})}
+	}
+}
+
+// centerDrill: a drill of the center's, of the instances ids. center-1
+// withdraws from +0.5 s to +1.5 s; center-2's record predates the drill.
+// One Status call, at +0.75 s, fails (and is polled past).
+func centerDrill(ids ...string) func(now func() time.Time) map[string]handler {
+	return func(now func() time.Time) map[string]handler { return centerProvince(now, ids) }
+}
+
+func centerProvince(now func() time.Time, ids []string) map[string]handler {
+	status := func(int, proto.Message) (proto.Message, error) {
+		el := now().Sub(t0)
+		if el == 750*time.Millisecond {
+			return fail(codes.Unavailable, "etcdserver: leader changed")(0, nil)
+		}
+		c := &pb.Instance{Id: "center-1", Role: "central", UpdatedAt: timestamppb.New(now()), Announced: el < 500*time.Millisecond || el >= 1500*time.Millisecond}
+		old := &pb.Instance{Id: "center-2", Role: "central", UpdatedAt: at(-5)} // in the drill, but its record predates it
+		if !c.Announced {
+			c.AnnounceReason = "drill"
+		}
+		return &pb.StatusResponse{Instances: []*pb.Instance{c, old}}, nil
+	}
+	return map[string]handler{"Status": status, "Drill": reply(&pb.DrillResponse{Until: at(1.5), Instances: ids})}
+}
+
+func TestDrillFailover(t *testing.T) {
+	started := func(req *pb.DrillRequest) []call {
+		return []call{{method: "Status", req: &pb.StatusRequest{}}, {method: "Drill", req: req}}
+	}
+	wuhu := &pb.DrillRequest{Region: "wuhu", DurationSeconds: 2}
+	runCases(t, []cmdCase{
+		{
+			name: "followed", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuDrill(3 * time.Second),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" +
+				"  +  3.0s  wuhu-1 announces again\n" +
+				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
+				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
+		},
+		{
+			name: "never back", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuDrill(-1),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n",
+			wantErr: "schedctl drill: not every instance announced again within 60 s of the drill's end: wuhu-1 did not",
+			sent:    started(wuhu), sentMore: true,
+		},
+		{
+			name: "the center", args: []string{"drill", "failover", "--region", "center", "--duration", "1s"}, rpcAt: centerDrill("center-1"),
+			want: "drill: center's schedulers [center-1] withdraw their route until " + clockTime(1.5) + "\n" +
+				"  +  0.5s  center-1 withdrew its route (drill)\n" +
+				"  +  1.5s  center-1 announces again\n" +
+				"drill done: the center announces again (status is polled every 250 ms; STB-side figures: the load generator)\n",
+			sent: started(&pb.DrillRequest{Region: "center", DurationSeconds: 1}), sentMore: true,
+		},
+		{
+			name: "a record from before", args: []string{"drill", "failover", "--region", "center", "--duration", "1s", "--i-know-this-is-production"}, rpcAt: centerDrill("center-1", "center-2"),
+			want: "drill: center's schedulers [center-1 center-2] withdraw their route until " + clockTime(1.5) + "\n" +
+				"  +  0.5s  center-1 withdrew its route (drill)\n" +
+				"  +  1.5s  center-1 announces again\n",
+			wantErr: "schedctl drill: not every instance announced again within 60 s of the drill's end: center-2 did not",
+			sent:    started(&pb.DrillRequest{Region: "center", DurationSeconds: 1, ProductionConfirmed: true}), sentMore: true,
+		},
+		{
+			name: "no watch", args: []string{"drill", "failover", "--region", "wuhu", "--no-watch"}, rpcAt: wuhuDrill(3 * time.Second),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n",
+			sent: started(&pb.DrillRequest{Region: "wuhu", DurationSeconds: 30}),
+		},
+		{
+			name: "nobody to withdraw", args: []string{"drill", "failover", "--region", "bozhou"},
+			rpc:  map[string]handler{"Status": fail(codes.Unavailable, "down"), "Drill": reply(&pb.DrillResponse{Until: at(30)})},
+			want: "drill: bozhou's schedulers [] withdraw their route until " + clockTime(30) + "\n",
+			sent: started(&pb.DrillRequest{Region: "bozhou", DurationSeconds: 30}),
+		},
+		{
+			name: "refused", args: []string{"drill", "failover", "--region", "wuhu"},
+			rpc:     map[string]handler{"Status": reply(&pb.StatusResponse{}), "Drill": fail(codes.FailedPrecondition, "not a lab: confirm with --i-know-this-is-production")},
+			wantErr: "schedctl drill: not a lab: confirm with --i-know-this-is-production",
+			sent:    started(&pb.DrillRequest{Region: "wuhu", DurationSeconds: 30}),
+		},
+		// Mistakes found before any RPC.
+		{name: "no region", args: []string{"drill", "failover", "--duration", "10s"}, wantErr: "schedctl drill: missing --region", usage: true},
+		{name: "bad duration", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "10"}, wantErr: `schedctl drill: invalid value "10" for flag -duration: parse error`, usage: true},
+		{name: "no kind", args: []string{"drill", "--region", "wuhu"}, wantErr: "schedctl drill: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]", usage: true},
+		{name: "unknown kind", args: []string{"drill", "bgp-loss"}, wantErr: "schedctl drill: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]", usage: true},
+	})
+}
+
+// A drill being followed stops when schedctl is interrupted.
+func TestDrillInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fakeAdmin{}
+	e := testEnv(f, &bytes.Buffer{}, &bytes.Buffer{})
+	f.handlers = wuhuDrill(3 * time.Second)(e.clock.Now)
+	inner := f.handlers["Status"]
+	f.handlers["Status"] = func(n int, req proto.Message) (proto.Message, error) {
+		if n == 3 {
+			cancel()
+		}
+		return inner(n, req)
+	}
+	err := run(ctx, []string{"drill", "failover", "--region", "wuhu"}, e)
+	if err == nil || err.Error() != "schedctl drill: context canceled" {
+		t.Fatalf("error %v, want context canceled", err)
+	}
+	if n := len(f.sent()); n != 5 { // Status, Drill, three polls
+		t.Errorf("%d calls, want 5", n)
+	}
+}
+
+// TestTakeoverCountsEveryCenter: a drill counts what every central
+// scheduler answered the city's STBs (the one it talks to live, the others
+// from their registrations), from the earliest takeover to the latest answer.
+func TestTakeoverCountsEveryCenter(t *testing.T) {
+	traffic := func(n, failed uint64, run, last float64) []*pb.RegionTraffic {
+		return []*pb.RegionTraffic{
+			{ClientRegion: "hefei", Answered: 999, RunStart: at(-500), Last: at(run)}, // another city: not counted
+			{ClientRegion: "wuhu", Answered: n, Failed: failed, RunStart: at(run), Last: at(last)},
+		}
+	}
+	status := func(live, record []*pb.RegionTraffic) *pb.StatusResponse {
+		return &pb.StatusResponse{CenterId: "center-1", CenterTraffic: live, Instances: []*pb.Instance{
+			{Id: "center-1", Role: "central", Traffic: traffic(1, 0, -900, -900)}, // stale record: the live count wins
+			{Id: "center-2", Role: "central", Traffic: record},
+			{Id: "wuhu-1", Role: "regional", Region: "wuhu", Traffic: traffic(5000, 0, -900, 0)}, // not a center
+		}}
+	}
+	var out bytes.Buffer
+	clk := &fakeClock{now: t0}
+	f := &takeover{region: "wuhu", start: t0, out: &out, clock: clk,
+		base: centerTraffic(status(traffic(10, 1, -100, -90), traffic(5, 0, -100, -95)), "wuhu")}
+	f.observe(status(traffic(10, 1, -100, -90), traffic(5, 0, -100, -95))) // nothing new yet
+	if len(f.cur) != 0 || out.Len() != 0 {
+		t.Fatalf("no new answers, but: %v %q", f.cur, out.String())
+	}
+	f.observe(status(traffic(30, 1, 0.2, 3), traffic(5, 0, -100, -95)))
+	f.observe(status(traffic(42, 2, 0.2, 4.5), traffic(25, 0, 0.1, 4.9))) // center-2's record comes later, with an earlier start
+	f.summary()
+	for _, want := range []string{
+		"+  0.2s  the center (center-1) answered its first wuhu STB",
+		"+  4.9s  the last answer of a center to a wuhu STB",
+		"the centers (center-1 32, center-2 20) answered 52 requests of wuhu's STBs from +0.1s to +4.9s, 1 of them with an error",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	(&takeover{region: "wuhu", start: t0, out: &out, clock: clk}).summary()
+	if !strings.Contains(out.String(), "no center answered") {
+		t.Errorf("without traffic: %q", out.String())
+	}
+}
+
+// settled: back, and no new answer for 2.5 s (or 15 s after back at most);
+// without any answer, 2.5 s after back.
+func TestTakeoverSettled(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		answered       bool
+		lastSeen, back float64 // seconds after t0; back < 0: not back
+		now            float64
+		want           bool
+	}{
+		{"not back", true, 1, -1, 100, false},
+		{"answers stopped", true, 4, 3, 6.6, true},
+		{"answers just stopped", true, 4, 3, 6.5, false},
+		{"answers go on", true, 17.9, 3, 18.1, true},
+		{"answers go on, not 15 s", true, 17.9, 3, 17.9, false},
+		{"no answers", false, 0, 3, 5.6, true},
+		{"no answers yet", false, 0, 3, 5.4, false},
+	} {
+		f := &takeover{clock: &fakeClock{now: at(tc.now).AsTime()}, lastSeen: at(tc.lastSeen).AsTime()}
+		if tc.answered {
+			f.cur = map[string]*pb.RegionTraffic{"center-1": {}}
+		}
+		var back time.Time
+		if tc.back >= 0 {
+			back = at(tc.back).AsTime()
+		}
+		if got := f.settled(back); got != tc.want {
+			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

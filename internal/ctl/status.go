@@ -1,0 +1,172 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+)
+
+// statusCmd prints every scheduler instance, region health, checker, drain
+// and the centers' answers by city. -o json and -o yaml print the Status
+// response itself, with absolute times; the tables show ages.
+func statusCmd(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	o := outputFlag(fs, formatTable, formatYAML, formatJSON)
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	resp, err := e.admin.Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	return render(e.out, o, resp, func(w io.Writer) error {
+		return writeTables(w, statusTables(resp, e.clock.Now())...)
+	})
+}
+
+// statusTables is the instances' table, then those of the other sections
+// that have rows.
+func statusTables(st *pb.StatusResponse, now time.Time) []*table {
+	tables := []*table{instanceTable(st, now)}
+	for _, t := range []*table{qoeTable(st), regionTable(st), checkerTable(st, now), centerTable(st, now), drainTable(st)} {
+		if len(t.rows) > 0 {
+			tables = append(tables, t)
+		}
+	}
+	return tables
+}
+
+func instanceTable(st *pb.StatusResponse, now time.Time) *table {
+	t := newTable("INSTANCE", "ROLE", "REGION", "STATE", "REVISION", "SNAPSHOT_AGE", "ROUTE", "BGP", "UPTIME", "VERSION")
+	t.title = fmt.Sprintf("topology revision %d, %d scheduler instance(s)", st.GetRevision(), len(st.GetInstances()))
+	for _, in := range st.GetInstances() {
+		rev := strconv.FormatInt(in.GetSnapshotRevision(), 10)
+		if in.GetSnapshotRevision() != st.GetRevision() {
+			rev += " (behind)"
+		}
+		t.add(in.GetId(), in.GetRole(), orDash(in.GetRegion()), in.GetState(), rev, seconds(in.GetSnapshotAgeSeconds()),
+			route(in), orDash(peerList(in.GetBgpPeers())), uptime(now, in.GetStartedAt().AsTime()), in.GetVersion())
+	}
+	return t
+}
+
+// route is an instance's Anycast route: what it announces, or why not
+// ("-" when it is not meant to announce at all).
+func route(in *pb.Instance) string {
+	switch {
+	case in.GetAnnounced():
+		return in.GetAnnounces() + " announced"
+	case in.GetAnnounceReason() != "" && in.GetAnnounceReason() != "announce.mode none":
+		return "withdrawn: " + in.GetAnnounceReason()
+	}
+	return "-"
+}
+
+func peerList(ps []*pb.BGPPeer) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s(AS%d)=%s", p.GetAddress(), p.GetAsn(), p.GetState())
+	}
+	return strings.Join(parts, " ")
+}
+
+func qoeTable(st *pb.StatusResponse) *table {
+	t := newTable("QOE PLAN", "REGION", "SESSIONS", "PLANNED", "FALLBACK", "OBJECTIVE", "GAP", "AGE", "PEERS")
+	for _, in := range st.GetInstances() {
+		if q := in.GetQoe(); q != nil {
+			t.add(in.GetId(), in.GetRegion(), q.GetSessions(), q.GetPlanned(), q.GetFallback(),
+				strconv.FormatFloat(q.GetObjective(), 'f', 1, 64), fmt.Sprintf("%.2f%%", 100*q.GetGap()), seconds(q.GetAgeSeconds()), q.GetPeers())
+		}
+	}
+	return t
+}
+
+func regionTable(st *pb.StatusResponse) *table {
+	checkers := map[string]int{}
+	for _, c := range st.GetCheckers() {
+		checkers[c.GetRegion()]++
+	}
+	t := newTable("REGION", "SERVERS", "HEALTHY", "UNHEALTHY", "DRAINED", "AVAILABLE", "PANIC_NODES", "CHECKERS")
+	for _, r := range st.GetRegions() {
+		t.add(r.GetRegion(), r.GetServers(), r.GetHealthy(), r.GetUnhealthy(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes(), checkers[r.GetRegion()])
+	}
+	return t
+}
+
+func checkerTable(st *pb.StatusResponse, now time.Time) *table {
+	t := newTable("CHECKER", "REGION", "TARGETS", "UPTIME")
+	for _, c := range st.GetCheckers() {
+		t.add(c.GetId(), c.GetRegion(), c.GetTargets(), uptime(now, c.GetStartedAt().AsTime()))
+	}
+	return t
+}
+
+// centerTable is what each center answered, by the STBs' region: which
+// cities' STBs the centers are serving now (a city failed over, or in no
+// zone).
+func centerTable(st *pb.StatusResponse, now time.Time) *table {
+	t := newTable("CENTER", "STB_REGION", "ANSWERED", "FAILED", "LAST_ANSWER")
+	byCenter := centersTraffic(st)
+	for _, id := range slices.Sorted(maps.Keys(byCenter)) {
+		for _, rt := range byCenter[id] {
+			t.add(id, rt.GetClientRegion(), rt.GetAnswered(), rt.GetFailed(), now.Sub(rt.GetLast().AsTime()).Round(100*time.Millisecond).String()+" ago")
+		}
+	}
+	return t
+}
+
+func drainTable(st *pb.StatusResponse) *table {
+	t := newTable("DRAINED", "NAME", "REASON", "SINCE")
+	for _, d := range st.GetDrains() {
+		t.add(d.GetKind(), d.GetName(), d.GetReason(), d.GetAt().AsTime().Format(time.RFC3339))
+	}
+	return t
+}
+
+// centersTraffic is every central scheduler's answers by the STBs'
+// region: the one answering the call live, the others from their records.
+func centersTraffic(st *pb.StatusResponse) map[string][]*pb.RegionTraffic {
+	out := map[string][]*pb.RegionTraffic{}
+	for _, in := range st.GetInstances() {
+		if in.GetRole() == "central" {
+			out[in.GetId()] = in.GetTraffic()
+		}
+	}
+	if id := st.GetCenterId(); id != "" {
+		out[id] = st.GetCenterTraffic() // live beats the record
+	}
+	return out
+}
+
+// centerTraffic is every central scheduler's count for region.
+func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
+	out := map[string]*pb.RegionTraffic{}
+	for id, ts := range centersTraffic(st) {
+		for _, t := range ts {
+			if t.GetClientRegion() == region {
+				out[id] = t
+				break
+			}
+		}
+	}
+	return out
+}
+
+func uptime(now, since time.Time) string { return now.Sub(since).Round(time.Second).String() }
+
+func seconds(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) + "s" }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

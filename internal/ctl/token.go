@@ -1,0 +1,45 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anysched/anysched/internal/token"
+)
+
+// tokenCmd signs a viewer token as the business platform does, for tests
+// and for checking a city's auth settings by hand. It needs no scheduler.
+func tokenCmd(_ context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	kid := fs.String("key-id", "", "key id (kid), as in the schedulers' alloc.keys")
+	file := fs.String("secret-file", "", "file holding the key's secret (at least 32 bytes)")
+	sub := fs.String("sub", "", "viewer id")
+	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime (exp = now + ttl)")
+	kbps := fs.Float64("desired-kbps", math.NaN(), "desired bitrate (default: the scheduler's default profile)")
+	dm := fs.Float64("danmaku-per-hour", math.NaN(), "live comments per hour")
+	gift := fs.Float64("gift", math.NaN(), "gift spend")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := need("--key-id", *kid, "--secret-file", *file, "--sub", *sub); err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return usagef("--ttl must be positive, not %s", *ttl)
+	}
+	secret, err := token.ReadSecret(*file)
+	if err != nil {
+		return fmt.Errorf("--secret-file: %w", err)
+	}
+	tok, err := token.Sign(token.Key{ID: *kid, Secret: secret}, token.Claims{
+		Subject: *sub, Expires: e.clock.Now().Add(*ttl), DesiredKbps: *kbps, DanmakuPerHour: *dm, Gift: *gift,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.out, tok)
+	return nil
+}
