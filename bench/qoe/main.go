@@ -33,7 +33,7 @@ var (
 )
 
 const (
-	rooms      = 17   // the seed crawled 17 popular rooms
+	rooms      = 17   // the QoE allocation paper crawled 17 popular rooms
 	giftShare  = 0.2  // share of users who ever gave a gift
 	giftMedian = 30.0 // CNY, median spend of gift givers (lognormal)
 	giftSigma  = 1.2
@@ -348,7 +348,7 @@ func run(s qoe.Solver, seq [][]person, build func([]person, map[int]qoe.Choice) 
 }
 
 // profile draws a user profile: danmaku per hour with 59% at 1 and 96% below
-// 10 (seed Fig. 3): 59% -> 1, 37% -> uniform 2..9, 4% -> 10 * Pareto(1.5);
+// 10 (the paper's Fig. 3): 59% -> 1, 37% -> uniform 2..9, 4% -> 10 * Pareto(1.5);
 // desired bitrate from desiredShare; gift: 80% zero, else lognormal.
 func profile(rng *rand.Rand) qoe.Profile {
 	var f float64

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/tlsutil"
@@ -51,7 +52,7 @@ type Service struct {
 	// Health is the merged availability behind that engine (nil before one).
 	Health func() *health.Availability
 	// Drains lists the operator drains in force.
-	Drains func() []health.Drain
+	Drains func() []opstate.Drain
 	// Lab is true when the center runs in a lab: drills need no confirmation.
 	Lab bool
 	// Etcd is the center's embedded etcd, nil with an external cluster.
@@ -196,25 +197,28 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 	if !s.Lab && !req.GetProductionConfirmed() {
 		return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
 	}
-	region := req.GetRegion()
-	if region != "center" {
-		if _, err := s.drainTarget(health.DrainRegion, region); err != nil {
+	target, err := opstate.ParseDrillTarget(req.GetRegion())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if !target.Center {
+		if _, err := s.drainTarget(string(opstate.DrainRegion), target.Region); err != nil {
 			return nil, err
 		}
 	}
-	dr, err := health.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), region, d)
+	dr, err := opstate.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), target, d)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	resp := &pb.DrillResponse{Until: timestamppb.New(dr.Until)}
 	if ins, err := s.Store.Instances(ctx); err == nil {
 		for _, in := range ins {
-			if in.Region == region || (region == "center" && in.Role == "central") {
+			if (!target.Center && in.Region == target.Region) || (target.Center && in.Role == "central") {
 				resp.Instances = append(resp.Instances, in.ID)
 			}
 		}
 	}
-	s.Logger.Warn("failover drill started", "region", region, "until", dr.Until, "instances", resp.Instances)
+	s.Logger.Warn("failover drill started", "target", target, "until", dr.Until, "instances", resp.Instances)
 	return resp, nil
 }
 
@@ -224,12 +228,13 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 	if err != nil {
 		return nil, err
 	}
+	kind := opstate.DrainKind(req.GetKind()) // checked by drainTarget
 	for _, d := range s.drains() {
-		if d.Kind == req.GetKind() && d.Name == req.GetName() && d.Reason == req.GetReason() {
+		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() {
 			return &pb.DrainResponse{Servers: n, Changed: false}, nil
 		}
 	}
-	if err := health.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), health.Drain{Kind: req.GetKind(), Name: req.GetName(), Reason: req.GetReason()}); err != nil {
+	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason()}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)
@@ -238,10 +243,11 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 
 // Undrain removes an operator drain.
 func (s *Service) Undrain(ctx context.Context, req *pb.UndrainRequest) (*pb.DrainResponse, error) {
-	if !health.ValidDrainKind(req.GetKind()) {
-		return nil, status.Errorf(codes.InvalidArgument, "kind: %q is not server, node or region", req.GetKind())
+	kind, err := opstate.ParseDrainKind(req.GetKind())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	existed, err := health.ClearDrain(ctx, s.Store.Client(), s.Store.Prefix(), req.GetKind(), req.GetName())
+	existed, err := opstate.ClearDrain(ctx, s.Store.Client(), s.Store.Prefix(), kind, req.GetName())
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
@@ -252,7 +258,7 @@ func (s *Service) Undrain(ctx context.Context, req *pb.UndrainRequest) (*pb.Drai
 	return &pb.DrainResponse{Servers: n, Changed: existed}, nil
 }
 
-func (s *Service) drains() []health.Drain {
+func (s *Service) drains() []opstate.Drain {
 	if s.Drains == nil {
 		return nil
 	}
@@ -262,8 +268,9 @@ func (s *Service) drains() []health.Drain {
 // drainTarget checks kind and name against the current topology and counts
 // the servers they cover.
 func (s *Service) drainTarget(kind, name string) (int32, error) {
-	if !health.ValidDrainKind(kind) {
-		return 0, status.Errorf(codes.InvalidArgument, "kind: %q is not server, node or region", kind)
+	k, err := opstate.ParseDrainKind(kind)
+	if err != nil {
+		return 0, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var eng *steer.Engine
 	if s.Engine != nil {
@@ -273,16 +280,16 @@ func (s *Service) drainTarget(kind, name string) (int32, error) {
 		return 0, status.Error(codes.Unavailable, "the center has no topology snapshot yet")
 	}
 	snap := eng.Snapshot()
-	switch kind {
-	case health.DrainServer:
+	switch k {
+	case opstate.DrainServer:
 		if _, ok := snap.Server(name); ok {
 			return 1, nil
 		}
-	case health.DrainNode:
+	case opstate.DrainNode:
 		if i, ok := snap.Node(name); ok {
 			return int32(len(snap.Nodes[i].Servers)), nil
 		}
-	case health.DrainRegion:
+	case opstate.DrainRegion:
 		if i, ok := snap.Region(name); ok {
 			return int32(len(snap.Regions[i].Servers)), nil
 		}
@@ -319,10 +326,12 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		if _, ok := snap.Region(r); !ok {
 			return nil, status.Errorf(codes.InvalidArgument, "region: unknown region %q in revision %d", r, snap.Revision)
 		}
-		eng = steer.New(snap, steer.Options{DefaultRegion: r, Available: eng.Available})
+		// The center's own engine, answering as that region's scheduler:
+		// the same build every scheduler makes (steer.Build), not a rebuild.
+		eng, _ = eng.AsRegion(r)
 	}
 	p, q, _ := strings.Cut(path, "?")
-	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost()})
+	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q})
 	resp := &pb.ExplainResponse{
 		Revision: snap.Revision, Result: x.Result, Reason: x.Reason,
 		Service: x.Names.Service, Zone: x.Names.Zone, ClientRegion: x.Names.ClientRegion, Region: x.Names.Region,
@@ -488,7 +497,7 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 	}
 	sort.Slice(resp.Checkers, func(i, j int) bool { return resp.Checkers[i].Id < resp.Checkers[j].Id })
 	for _, d := range s.drains() {
-		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: d.Kind, Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At)})
+		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: string(d.Kind), Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At)})
 	}
 	sort.Slice(resp.Drains, func(i, j int) bool {
 		return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name

@@ -1,7 +1,7 @@
 // Package allocator runs the QoE-aware allocation (internal/qoe) live inside
 // a regional scheduler: it keeps the
 // region's sessions (user, channel) seen in STB requests, re-solves the
-// region every period with alloc's Lagrangian solver, sends a returning STB
+// region every period with internal/qoe's Lagrangian solver, sends a returning STB
 // to its planned server and bitrate, prices a new one at the solve's dual
 // prices among servers with capacity left, and shares the region's capacity
 // with the other instances of the region through leased claims in etcd.
@@ -25,11 +25,12 @@ import (
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/topology"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Selection is the service selection the allocator serves.
-const Selection = "qoe"
+const Selection = topology.SelectQoE
 
 // Auth modes.
 const (
@@ -70,13 +71,13 @@ const (
 	DefaultPeriod      = 10 * time.Second
 	DefaultSessionTTL  = 2 * time.Minute
 	DefaultMaxSessions = 1_000_000
-	// DefaultRoomMean is the middle of the seed's measured room means
+	// DefaultRoomMean is the middle of the QoE allocation paper's measured room means
 	// (0.01-0.13 danmaku per capita per hour).
 	DefaultRoomMean = 0.05
 )
 
 // DefaultProfile is a viewer the platform said nothing about: the median
-// viewer of the seed (1 danmaku an hour, no gifts), wanting the top rung.
+// viewer of the QoE allocation paper (1 danmaku an hour, no gifts), wanting the top rung.
 func DefaultProfile() qoe.Profile { return qoe.Profile{DesiredKbps: 0, Danmaku: 1, Gift: 0} }
 
 func (c Config) withDefaults() Config {

@@ -16,8 +16,9 @@ import (
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/token"
-	"github.com/anysched/anysched/internal/topology"
 )
 
 // province: hefei has three small servers (a, b cover the north zone, c
@@ -65,15 +66,7 @@ func engine(t testing.TB) *steer.Engine { return engineFor(t, province) }
 
 func engineFor(t testing.TB, doc string) *steer.Engine {
 	t.Helper()
-	top, err := topology.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.Compile(top, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return steer.New(snap, steer.Options{DefaultRegion: "hefei"})
+	return steer.New(fixture.CompileYAML(t, doc, 1), steer.Options{DefaultRegion: "hefei"})
 }
 
 type rig struct {
@@ -530,18 +523,13 @@ func TestClaimsThroughAnEtcdRestart(t *testing.T) {
 		}
 	}
 	e.Restart()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.ForErr(t, "both out of safe mode after etcd came back", 20*time.Second, func() error {
 		solveBoth()
-		sa, sb := ra.a.Status(), rb.a.Status()
-		if !sa.SafeMode && !sb.SafeMode {
-			break
+		if sa, sb := ra.a.Status(), rb.a.Status(); sa.SafeMode || sb.SafeMode {
+			return fmt.Errorf("%+v / %+v", sa, sb)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still in safe mode 20 s after etcd came back: %+v / %+v", sa, sb)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	solveBoth()
 	records, sum, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei"}).Totals(ctx)
 	if err != nil {

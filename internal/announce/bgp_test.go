@@ -14,6 +14,7 @@ import (
 
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/testbed/bgptest"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,15 +22,6 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func newRouter(t *testing.T, asn, peerASN uint32, password string) *bgptest.Router {
 	return bgptest.New(t, asn, peerASN, password)
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15s", what)
-		}
-	}
 }
 
 func TestBGPSetIsDesiredState(t *testing.T) {
@@ -51,11 +43,11 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 			if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip: {MED: 50, Communities: []uint32{65101<<16 | 7}}}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "session established", func() bool {
+			wait.For(t, "session established", wait.DefaultTimeout, func() bool {
 				ps := sp.Peers(ctx)
 				return len(ps) == 1 && ps[0].State == "established"
 			})
-			eventually(t, "route learned", func() bool {
+			wait.For(t, "route learned", wait.DefaultTimeout, func() bool {
 				rs := r.Routes(t)
 				return len(rs) == 1 && rs[0].Prefix == "198.18.0.1/32" && rs[0].MED == 50 && slices.Equal(rs[0].Communities, []uint32{65101<<16 | 7}) && rs[0].ASPathLen == 1
 			})
@@ -63,7 +55,7 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 			if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip: announce.Attrs{MED: 200, Prepend: 2}.With(announce.GracefulShutdown)}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "attributes replaced", func() bool {
+			wait.For(t, "attributes replaced", wait.DefaultTimeout, func() bool {
 				rs := r.Routes(t)
 				return len(rs) == 1 && rs[0].MED == 200 && slices.Contains(rs[0].Communities, announce.GracefulShutdown) && rs[0].ASPathLen == 3
 			})
@@ -71,7 +63,7 @@ func TestBGPSetIsDesiredState(t *testing.T) {
 			if err := sp.Set(ctx, nil); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "route withdrawn", func() bool { return len(r.Routes(t)) == 0 })
+			wait.For(t, "route withdrawn", wait.DefaultTimeout, func() bool { return len(r.Routes(t)) == 0 })
 		})
 	}
 }
@@ -87,12 +79,12 @@ func TestBGPStopWithdraws(t *testing.T) {
 	if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{netip.MustParsePrefix("198.18.0.0/26"): {}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "route learned", func() bool { return len(r.Routes(t)) == 1 })
+	wait.For(t, "route learned", wait.DefaultTimeout, func() bool { return len(r.Routes(t)) == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "route gone with the session", func() bool { return len(r.Routes(t)) == 0 })
+	wait.For(t, "route gone with the session", wait.DefaultTimeout, func() bool { return len(r.Routes(t)) == 0 })
 }
 
 func logger() *slog.Logger {

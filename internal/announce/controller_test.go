@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/announce"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 // recorder is a Speaker that keeps the history of desired states; the
@@ -63,7 +64,7 @@ func TestHysteresisHoldsAgainstFlapping(t *testing.T) {
 		return errors.New("no snapshot")
 	}, Options: announce.ControllerOptions{Prefix: vip, Check: 5 * time.Millisecond, Rise: 3, Fall: 3, HoldDown: 300 * time.Millisecond}}
 	run(t, c)
-	eventually(t, "checks running", func() bool { return calls.Load() > 10 })
+	wait.For(t, "checks running", wait.DefaultTimeout, func() bool { return calls.Load() > 10 })
 	if len(rec.changes()) != 0 {
 		t.Fatalf("announced while not ready: %v", rec.changes())
 	}
@@ -71,21 +72,21 @@ func TestHysteresisHoldsAgainstFlapping(t *testing.T) {
 		t.Fatalf("state %v %q", ok, why)
 	}
 	mode.Store(1)
-	eventually(t, "announced after rise", func() bool { ok, _ := c.State(); return ok })
+	wait.For(t, "announced after rise", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
 	// Flapping on every check: never 3 bad checks in a row, the route stays.
 	mode.Store(2)
 	start := calls.Load()
-	eventually(t, "many flapping checks", func() bool { return calls.Load() > start+60 })
+	wait.For(t, "many flapping checks", wait.DefaultTimeout, func() bool { return calls.Load() > start+60 })
 	if got := rec.changes(); !slices.Equal(got, []bool{true}) {
 		t.Fatalf("a flapping check changed the route: %v", got)
 	}
 	// Really down: withdrawn after Fall checks, with the reason.
 	mode.Store(0)
-	eventually(t, "withdrawn", func() bool { ok, _ := c.State(); return !ok })
+	wait.For(t, "withdrawn", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return !ok })
 	withdrawnAt := time.Now()
 	// Back up at once: the hold-down keeps it withdrawn for 300 ms.
 	mode.Store(1)
-	eventually(t, "announced again", func() bool { ok, _ := c.State(); return ok })
+	wait.For(t, "announced again", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
 	if held := time.Since(withdrawnAt); held < 250*time.Millisecond {
 		t.Fatalf("re-announced after %s, inside the 300ms hold-down", held)
 	}
@@ -96,10 +97,10 @@ func TestDrillWithdrawsForAWhile(t *testing.T) {
 	c := &announce.Controller{Speaker: rec, Logger: quiet, Ready: func() error { return nil },
 		Options: announce.ControllerOptions{Prefix: vip, Check: 10 * time.Millisecond, Rise: 1, Fall: 3}}
 	run(t, c)
-	eventually(t, "announced", func() bool { ok, _ := c.State(); return ok })
+	wait.For(t, "announced", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
 	c.Withdraw(300 * time.Millisecond)
-	eventually(t, "withdrawn by the drill", func() bool { ok, why := c.State(); return !ok && why == "withdrawn by a failover drill" })
-	eventually(t, "back after the drill", func() bool { ok, _ := c.State(); return ok })
+	wait.For(t, "withdrawn by the drill", wait.DefaultTimeout, func() bool { ok, why := c.State(); return !ok && why == "withdrawn by a failover drill" })
+	wait.For(t, "back after the drill", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
 }
 
 // TestGracefulStop: on stop the router first sees GRACEFUL_SHUTDOWN, then the
@@ -119,15 +120,15 @@ func TestGracefulStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	eventually(t, "route learned", func() bool { return len(r.Routes(t)) == 1 })
+	wait.For(t, "route learned", wait.DefaultTimeout, func() bool { return len(r.Routes(t)) == 1 })
 
 	stopAt := time.Now()
 	cancel()
-	eventually(t, "GRACEFUL_SHUTDOWN seen", func() bool {
+	wait.For(t, "GRACEFUL_SHUTDOWN seen", wait.DefaultTimeout, func() bool {
 		rs := r.Routes(t)
 		return len(rs) == 1 && slices.Contains(rs[0].Communities, announce.GracefulShutdown)
 	})
-	eventually(t, "withdrawn", func() bool { return len(r.Routes(t)) == 0 })
+	wait.For(t, "withdrawn", wait.DefaultTimeout, func() bool { return len(r.Routes(t)) == 0 })
 	withdrawnAfter := time.Since(stopAt)
 	if withdrawnAfter < 600*time.Millisecond {
 		t.Fatalf("withdrawn %s after stop, before the graceful wait", withdrawnAfter)

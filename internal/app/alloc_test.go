@@ -75,7 +75,7 @@ func TestLiveAllocation(t *testing.T) {
 		rc.InstanceID = fmt.Sprintf("hefei-%d", i+1)
 		rc.Etcd.Endpoints = []string{e.Endpoint()}
 		rc.HTTP.Listen = etcdtest.FreePort(t)
-		rc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+		rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 		rc.Alloc.Period = time.Second
 		rc.Alloc.Auth = "required"
 		rc.Alloc.Keys = []config.TokenKey{{ID: "k1", SecretFile: secret}}
@@ -206,7 +206,7 @@ func TestLiveAllocation(t *testing.T) {
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
 	cc.HTTP.Listen = etcdtest.FreePort(t)
-	cc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	cc.Alloc.Auth = "required"
 	cc.Alloc.Keys = []config.TokenKey{{ID: "k1", SecretFile: secret}}
 	if err := cc.Validate(); err != nil {

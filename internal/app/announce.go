@@ -28,17 +28,13 @@ func (s *Scheduler) newAnnouncer(c config.Common) (*announcer, error) {
 	if a.Mode == "none" {
 		return nil, nil
 	}
-	attrs := announce.Attrs{MED: a.BGP.MED, Prepend: a.BGP.ASPathPrepend}
-	var err error
-	if attrs.Communities, err = a.BGP.ParsedCommunities(); err != nil {
-		return nil, err
-	}
+	attrs := announce.Attrs{MED: a.BGP.MED, Prepend: a.BGP.ASPathPrepend, Communities: a.BGP.CommunityValues()}
 	an := &announcer{}
 	switch a.Mode {
 	case "bgp":
-		cfg := announce.BGPConfig{ASN: a.BGP.ASN, RouterID: netip.MustParseAddr(a.BGP.RouterID)}
+		cfg := announce.BGPConfig{ASN: a.BGP.ASN, RouterID: a.BGP.RouterID}
 		for _, p := range a.BGP.Peers {
-			cfg.Peers = append(cfg.Peers, announce.BGPPeer{Address: netip.MustParseAddr(p.Address), Port: uint16(p.Port), ASN: p.ASN, HoldTime: p.HoldTime, Keepalive: p.Keepalive, Password: p.Password})
+			cfg.Peers = append(cfg.Peers, announce.BGPPeer{Address: p.Address, Port: uint16(p.Port), ASN: p.ASN, HoldTime: p.HoldTime, Keepalive: p.Keepalive, Password: p.Password})
 		}
 		an.bgp = announce.NewBGP(cfg, s.Logger)
 		an.speaker = an.bgp

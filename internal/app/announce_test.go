@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -19,8 +20,8 @@ func bgpAnnounce(r *bgptest.Router, asn uint32) config.Announce {
 	a := config.DefaultRegional().Announce
 	a.Mode, a.CheckInterval, a.Rise, a.Fall, a.HoldDown = "bgp", 50*time.Millisecond, 2, 2, 0
 	a.Drain.PreWithdraw, a.Drain.Linger = 600*time.Millisecond, 800*time.Millisecond
-	a.BGP = config.BGP{ASN: asn, RouterID: "10.1.0.2", MED: 10, Communities: []string{"65101:100"},
-		Peers: []config.BGPPeer{{Address: "127.0.0.1", Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second}}}
+	a.BGP = config.BGP{ASN: asn, RouterID: netip.MustParseAddr("10.1.0.2"), MED: 10, Communities: []config.Community{65101<<16 | 100},
+		Peers: []config.BGPPeer{{Address: netip.MustParseAddr("127.0.0.1"), Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second}}}
 	return a
 }
 

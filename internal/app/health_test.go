@@ -15,6 +15,7 @@ import (
 	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 // edge is a real HTTP server on loopback standing in for a media server: it
@@ -101,7 +102,7 @@ func startHealthProvince(t testing.TB, edges []*edge, interval time.Duration, em
 	}
 	rc := regionalConfig(t, cc, "hefei")
 	rc.HTTP.Listen = etcdtest.FreePort(t)
-	rc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	check := config.DefaultCheck()
 	check.Interval, check.Timeout = interval, interval/2
 	if embedded {
@@ -199,10 +200,14 @@ func TestDrainMovesSTBsAndPersists(t *testing.T) {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
 	waitUp(t, "drained edge gets no STBs", func() bool { return p.target(clients[victim]) != victim })
-	out, _ = schedctl(t, p.center.GRPC.Listen, "status")
-	if !strings.Contains(out, "disk swap") || !strings.Contains(out, "hefei   3        2        0          1        2") {
-		t.Errorf("status after drain:\n%s", out)
-	}
+	// The center follows the drain on its own watch: poll its status.
+	wait.ForErr(t, "the center's status shows the drain", wait.DefaultTimeout, func() error {
+		out, _ = schedctl(t, p.center.GRPC.Listen, "status")
+		if !strings.Contains(out, "disk swap") || !strings.Contains(out, "hefei   3        2        0          1        2") {
+			return fmt.Errorf("status after drain:\n%s", out)
+		}
+		return nil
+	})
 	if _, err := schedctl(t, p.center.GRPC.Listen, "drain", "server", "edge-9"); err == nil || !strings.Contains(err.Error(), `no server named "edge-9"`) {
 		t.Errorf("drain of an unknown server: %v", err)
 	}
@@ -211,7 +216,7 @@ func TestDrainMovesSTBsAndPersists(t *testing.T) {
 	}
 	// A regional scheduler started now (a restart) reads the drain back.
 	rc2 := regionalConfig(t, p.center, "hefei")
-	rc2.InstanceID, rc2.HTTP.Listen, rc2.HTTP.TrustedProxies = "hefei-2", etcdtest.FreePort(t), []string{"127.0.0.1"}
+	rc2.InstanceID, rc2.HTTP.Listen, rc2.HTTP.TrustedProxies = "hefei-2", etcdtest.FreePort(t), []config.Network{config.MustParseNetwork("127.0.0.1")}
 	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc2, quiet) })
 	p2 := &province{t: t, center: p.center, rc: rc2}
 	waitUp(t, "restarted scheduler answers", func() bool { tgt := p2.target(clients[victim]); return tgt != "" && !strings.HasPrefix(tgt, "error") })

@@ -297,13 +297,13 @@ func TestSTBAnswers(t *testing.T) {
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
 	cc.HTTP.Listen = etcdtest.FreePort(t)
-	cc.HTTP.TrustedProxies = []string{"127.0.0.1"}
+	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	cc.DefaultRegion = "wuhu"
 	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
 	rc := regionalConfig(t, cc, "hefei")
 	rc.Etcd.Endpoints = []string{e.Endpoint()}
 	rc.HTTP.Listen = etcdtest.FreePort(t)
-	rc.HTTP.TrustedProxies = []string{"127.0.0.0/8"}
+	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	rc.DNS.Listen = etcdtest.FreePort(t)
 	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })

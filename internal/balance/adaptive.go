@@ -13,9 +13,9 @@ type AdaptiveOptions struct {
 	// (its ring would move with them) and p2c reads the loads directly.
 	Enabled bool `yaml:"enabled" json:"enabled"`
 	// RTTRef is the latency at which the latency factor halves:
-	// 1 / (1 + RTT/RTTRef). 0 means 100ms (the seed's constant).
+	// 1 / (1 + RTT/RTTRef). 0 means 100ms (the write-up's constant).
 	RTTRef time.Duration `yaml:"rtt_ref" json:"rtt_ref"`
-	// LossExponent k makes the loss factor (1-loss)^k. The seed uses k = 1,
+	// LossExponent k makes the loss factor (1-loss)^k. The write-up uses k = 1,
 	// which barely notices 5% loss; TCP video stalls long before that, so
 	// 0 means 10 (1% loss -> 0.90, 5% -> 0.60, 10% -> 0.35).
 	LossExponent float64 `yaml:"loss_exponent" json:"loss_exponent"`

@@ -17,7 +17,7 @@
 //     its ring neighbours instead of melting one cache.
 //   - p2c (NewP2C): power of two choices on a CPU / bandwidth / connections
 //     score, with local pick counts bridging the gap between health reports.
-//   - qoe is internal/alloc's; a Table serves nearest for STBs its plan does
+//   - qoe is internal/allocator's (model in internal/qoe); a Table serves nearest for STBs its plan does
 //     not cover.
 //
 // RankNodes orders a region's nodes by distance or by the RTT + loss
@@ -85,7 +85,7 @@
 // near 30 million however many cores pick: two orders of magnitude above a
 // regional scheduler's whole request rate, which is why a mutex per node is
 // the right trade for swrr's exact sequence. swrr and nearest are linear in
-// the node's size, which the seed's two-server nodes never notice; for
+// the node's size, which the deployment report's two-server nodes never notice; for
 // nodes of hundreds of servers prefer chash or p2c. nearest takes one
 // logarithm per distinct weight, so equal weights are cheapest.
 //

@@ -56,7 +56,7 @@ type RankOptions struct {
 	// RTTRef normalises RTT; 0 means 20ms (a far node within a province).
 	RTTRef time.Duration `yaml:"rtt_ref" json:"rtt_ref"`
 	// RTTWeight and LossWeight weigh the two terms; both 0 means 1 and 50.
-	// The seed weighs them 0.7 : 0.3, which makes 10% loss cost about as
+	// The Go edge load-balancing write-up weighs them 0.7 : 0.3, which makes 10% loss cost about as
 	// much as a tenth of the reference RTT; but TCP throughput falls as
 	// 1/(RTT x sqrt(loss)) (Mathis et al.), so for video loss is the worse
 	// harm: with the defaults 1% loss costs as much as 10ms more RTT, 5% as

@@ -1,59 +1,23 @@
 package balance
 
-import "fmt"
+import "github.com/anysched/anysched/internal/topology"
 
-// Selection is a service's server-selection policy (topology
-// services[].selection).
-type Selection uint8
+// Selection is a service's server-selection policy: topology.Selection,
+// where the policies and their names are listed once. A Table builds and
+// serves a policy for each selection but qoe, which it serves with nearest.
+type Selection = topology.Selection
 
-// Selections. The zero value is nearest, the topology's default.
+// The selections, as topology names them.
 const (
-	SelectNearest Selection = iota // nearest node; rendezvous hash of the client inside it
-	SelectSWRR                     // smooth weighted round robin, adaptive weights, slow start
-	SelectCHash                    // consistent hash of the content key, bounded loads
-	SelectP2C                      // power of two choices on a load score
-	// SelectQoE is decided by the QoE allocation (internal/alloc), not here;
-	// for STBs its plan does not cover a Table serves the nearest policy.
-	SelectQoE
-	numSelections
+	SelectNearest = topology.SelectNearest
+	SelectSWRR    = topology.SelectSWRR
+	SelectCHash   = topology.SelectCHash
+	SelectP2C     = topology.SelectP2C
+	SelectQoE     = topology.SelectQoE
 )
 
-var selectionNames = [...]string{"nearest", "swrr", "chash", "p2c", "qoe"}
+// numSelections sizes the tables indexed by Selection.Index.
+const numSelections = topology.NumSelections
 
-func (s Selection) String() string {
-	if int(s) < len(selectionNames) {
-		return selectionNames[s]
-	}
-	return fmt.Sprintf("Selection(%d)", s)
-}
-
-// ParseSelection parses a topology selection name.
-func ParseSelection(name string) (Selection, error) {
-	for i, n := range selectionNames {
-		if n == name {
-			return Selection(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown selection %q (want nearest, swrr, chash, p2c or qoe)", name)
-}
-
-// Selections lists every selection, in the order of their values.
-func Selections() []Selection {
-	out := make([]Selection, numSelections)
-	for i := range out {
-		out[i] = Selection(i)
-	}
-	return out
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (s Selection) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (s *Selection) UnmarshalText(b []byte) error {
-	v, err := ParseSelection(string(b))
-	if err == nil {
-		*s = v
-	}
-	return err
-}
+// selections is topology.Selections(), in Index order, read once.
+var selections = topology.Selections()

@@ -55,18 +55,19 @@ func BuildTable(in TableInput, prev *Table) (*Table, error) {
 	}
 	use := in.Use
 	if len(use) == 0 {
-		use = Selections()
+		use = selections
 	}
 	for _, s := range use {
-		if s >= numSelections {
-			return nil, fmt.Errorf("balance: unknown selection %d", s)
+		i := s.Index()
+		if i < 0 {
+			return nil, fmt.Errorf("balance: unknown selection %q", s)
 		}
 		if s == SelectQoE {
-			s = SelectNearest
+			i = SelectNearest.Index()
 		}
-		if !t.built[s] {
-			t.built[s] = true
-			t.policies[s] = make([]Policy, len(in.Nodes))
+		if !t.built[i] {
+			t.built[i] = true
+			t.policies[i] = make([]Policy, len(in.Nodes))
 		}
 	}
 	for n, node := range in.Nodes {
@@ -82,15 +83,15 @@ func BuildTable(in TableInput, prev *Table) (*Table, error) {
 				}
 			}
 		}
-		for s := range numSelections {
-			if !t.built[s] {
+		for i, s := range selections {
+			if !t.built[i] {
 				continue
 			}
 			p, err := t.build(s, servers, node.Loads, now, prev, int32(n))
 			if err != nil {
 				return nil, fmt.Errorf("node %d: %s: %w", n, s, err)
 			}
-			t.policies[s][n] = p
+			t.policies[i][n] = p
 		}
 	}
 	return t, nil
@@ -182,10 +183,11 @@ func (t *Table) Policy(s Selection, node int32) Policy {
 	if s == SelectQoE {
 		s = SelectNearest
 	}
-	if s >= numSelections || node < 0 || int(node) >= len(t.policies[s]) {
+	i := s.Index()
+	if i < 0 || node < 0 || int(node) >= len(t.policies[i]) {
 		return nil
 	}
-	return t.policies[s][node]
+	return t.policies[i][node]
 }
 
 // Pick is Policy(s, node).Pick, or -1 when there is no such policy.
@@ -200,7 +202,7 @@ func (t *Table) Pick(s Selection, node int32, keyHash, clientHash uint64) int32 
 // Fail reports a failure of server in node to every policy that reacts to
 // single failures (swrr).
 func (t *Table) Fail(node, server int32) {
-	for s := range numSelections {
+	for _, s := range selections {
 		if f, ok := t.Policy(s, node).(Failer); ok {
 			f.Fail(server)
 		}
@@ -241,7 +243,7 @@ func (l *Live) Rebuild(in TableInput) (*Table, error) {
 func (t *Table) Explain(s Selection, node int32, keyHash, clientHash uint64) Explanation {
 	p := t.Policy(s, node)
 	if p == nil {
-		return Explanation{Policy: s.String(), Pick: -1, Notes: []string{fmt.Sprintf("no %s policy for node %d in this table", s, node)}}
+		return Explanation{Policy: string(s.OrDefault()), Pick: -1, Notes: []string{fmt.Sprintf("no %s policy for node %d in this table", s, node)}}
 	}
 	x := p.Explain(keyHash, clientHash)
 	if s == SelectQoE {

@@ -149,7 +149,7 @@ func TestTableBuildErrors(t *testing.T) {
 	if _, err := BuildTable(in, nil); err == nil || !strings.Contains(err.Error(), "node 0") {
 		t.Errorf("mismatched loads: %v", err)
 	}
-	in = TableInput{Config: DefaultConfig(), Use: []Selection{Selection(42)}}
+	in = TableInput{Config: DefaultConfig(), Use: []Selection{"random"}}
 	if _, err := BuildTable(in, nil); err == nil {
 		t.Error("unknown selection accepted")
 	}
@@ -185,7 +185,7 @@ func TestTableSwapRace(t *testing.T) {
 			for !stop.Load() {
 				tb := live.Load()
 				gen := int32(tb.Generation())
-				for s := range numSelections {
+				for _, s := range selections {
 					for n := range int32(nodes) {
 						k++
 						got := tb.Pick(s, n, HashKey(fmt.Sprint(k%50)), mix(k))
@@ -222,19 +222,27 @@ func TestTableSwapRace(t *testing.T) {
 	t.Logf("%d picks across %d table swaps", picks.Load(), gens)
 }
 
-func TestSelectionText(t *testing.T) {
-	for _, s := range Selections() {
-		b, _ := s.MarshalText()
-		var back Selection
-		if err := back.UnmarshalText(b); err != nil || back != s {
-			t.Errorf("%s: %v %v", s, back, err)
+// TestSelections: the table serves every topology selection (qoe with the
+// nearest policy) and nothing else.
+func TestSelections(t *testing.T) {
+	tb, err := BuildTable(TableInput{Config: DefaultConfig(), Nodes: []NodeInput{{Servers: servers(1, 1), Loads: healthy(2)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range selections {
+		want := string(s)
+		if s == SelectQoE {
+			want = "nearest"
+		}
+		if p := tb.Policy(s, 0); p == nil || p.Name() != want {
+			t.Errorf("%s: policy %v", s, p)
 		}
 	}
-	if _, err := ParseSelection("random"); err == nil {
-		t.Error("unknown selection parsed")
+	if tb.Policy("", 0) == nil || tb.Policy("", 0).Name() != "nearest" {
+		t.Error("the empty selection is not nearest")
 	}
-	if Selection(9).String() != "Selection(9)" {
-		t.Error(Selection(9).String())
+	if tb.Policy("random", 0) != nil || tb.Pick("random", 0, 0, 0) != -1 {
+		t.Error("an unknown selection has a policy")
 	}
 }
 

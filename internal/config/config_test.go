@@ -1,8 +1,10 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +207,206 @@ func TestCenterViewerTokens(t *testing.T) {
 	c = DefaultCenter()
 	if err := LoadFile(write(t, "alloc:\n  period: 5s\n"), &c); err == nil || !strings.Contains(err.Error(), "alloc.period: unknown field") {
 		t.Fatalf("a planning key on the center: %v", err)
+	}
+}
+
+// TestTypedValues: addresses, prefixes and communities decode into typed
+// values from the forms operators write; a malformed one is a decoding
+// error with its key path and line.
+func TestTypedValues(t *testing.T) {
+	r := DefaultRegional()
+	body := `http:
+  trusted_proxies: [127.0.0.1, 10.0.0.0/8, "::1", 10.1.2.3/16]
+announce:
+  mode: bgp
+  bgp:
+    asn: 65201
+    router_id: 10.1.0.2
+    communities: ["65101:100", "65535:0"]
+    peers:
+      - {address: 10.1.0.1, asn: 65101}
+`
+	if err := LoadFile(write(t, body), &r); err != nil {
+		t.Fatal(err)
+	}
+	b := r.Announce.BGP
+	if b.RouterID != netip.MustParseAddr("10.1.0.2") || b.Peers[0].Address != netip.MustParseAddr("10.1.0.1") {
+		t.Errorf("addresses: %v, %v", b.RouterID, b.Peers[0].Address)
+	}
+	if got := b.CommunityValues(); !slices.Equal(got, []uint32{65101<<16 | 100, 65535 << 16}) || b.Communities[0].String() != "65101:100" {
+		t.Errorf("communities: %v (%v)", got, b.Communities)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")}
+	if got := r.HTTP.TrustedPrefixes(); !slices.Equal(got, want) {
+		t.Errorf("trusted proxies: %v, want %v", got, want)
+	}
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := `http:
+  trusted_proxies: [127.0.0.1, lb.example]
+announce:
+  bgp:
+    router_id: 10.1.0.256
+    communities: ["65101:100", "65101-100", "70000:1"]
+    peers:
+      - {address: router1, asn: 65101}
+`
+	err := LoadFile(write(t, bad), &r)
+	for _, want := range []string{
+		`http.trusted_proxies[1]: invalid value: not an IP address or CIDR prefix: "lb.example" (line 2)`,
+		`announce.bgp.router_id: invalid value: ParseAddr("10.1.0.256"): IPv4 field has value >255 (line 5)`,
+		`announce.bgp.communities[1]: invalid value: "65101-100" is not ASN:VALUE with two 16-bit numbers (line 6)`,
+		`announce.bgp.communities[2]: invalid value: "70000:1" is not ASN:VALUE`,
+		`announce.bgp.peers[0].address: invalid value: ParseAddr("router1"): unable to parse IP (line 8)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), "config: ") {
+		t.Errorf("error prefix: %v", err)
+	}
+}
+
+// TestBGPValidation: the bgp mode's rules, on typed values.
+func TestBGPValidation(t *testing.T) {
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	r.Announce.Mode = "bgp"
+	r.Announce.BGP.ASPathPrepend = 11
+	r.Announce.BGP.Peers = []BGPPeer{{Port: 70000, HoldTime: time.Second}, {Address: netip.MustParseAddr("10.1.0.1"), ASN: 1, HoldTime: 9 * time.Second, Keepalive: 9 * time.Second}}
+	err := r.Validate()
+	for _, want := range []string{
+		"announce.bgp.asn: required in bgp mode",
+		"announce.bgp.router_id: required in bgp mode",
+		"announce.bgp.peers[0].address: required",
+		"announce.bgp.peers[0].asn: required",
+		"announce.bgp.peers[0].port: 70000 is out of range",
+		"announce.bgp.peers[0].hold_time: 1s is below BGP's minimum of 3s",
+		"announce.bgp.peers[1].keepalive: 9s must be below hold_time 9s",
+		"announce.bgp.as_path_prepend: 11 is out of range [0, 10]",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	r.Announce.Mode = "isis"
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), `announce.mode: "isis" is not one of none, bgp, ospf`) {
+		t.Errorf("unknown mode: %v", err)
+	}
+	r.Announce.Mode = AnnounceBGP
+	r.Announce.BGP.RouterID = netip.MustParseAddr("2001:db8::1")
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "announce.bgp.router_id: 2001:db8::1 is not an IPv4 address") {
+		t.Errorf("IPv6 router id: %v", err)
+	}
+	r.HTTP.TrustedProxies = []Network{{}}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "http.trusted_proxies[0]: required: an IP address or CIDR prefix") {
+		t.Errorf("zero network: %v", err)
+	}
+}
+
+// TestBaseIsShared: the three daemons embed one Base, decoded from the same
+// keys and validated by the same rules.
+func TestBaseIsShared(t *testing.T) {
+	body := "etcd:\n  endpoints: [http://10.0.0.1:2379]\n  prefix: /p/\nadmin:\n  listen: 127.0.0.1:9999\nlog:\n  level: debug\n  format: json\nsnapshot:\n  cache_file: /tmp/x.cache\n"
+	c, r, k := DefaultCenter(), DefaultRegional(), DefaultChecker()
+	for _, cfg := range []struct {
+		v    any
+		base *Base
+	}{{&c, &c.Base}, {&r, &r.Base}, {&k, &k.Base}} {
+		if err := LoadFile(write(t, body), cfg.v); err != nil {
+			t.Fatal(err)
+		}
+		b := cfg.base
+		if b.Etcd.Endpoints[0] != "http://10.0.0.1:2379" || b.Etcd.Prefix != "/p/" || b.Admin.Listen != "127.0.0.1:9999" ||
+			b.Log != (Log{Level: "debug", Format: "json"}) || b.Snapshot.CacheFile != "/tmp/x.cache" || b.Snapshot.MaxStaleness != 5*time.Minute {
+			t.Errorf("%T: base %+v", cfg.v, *b)
+		}
+	}
+	k.Log.Format = "xml"
+	k.Etcd.Prefix = "p"
+	err := k.Validate()
+	for _, want := range []string{"region: required", `log.format: "xml" is not one of text, json`, `etcd.prefix: "p" must start and end with '/'`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("checker: missing %q in:\n%v", want, err)
+		}
+	}
+	if err := LoadFile(write(t, "instance_id: x\n"), &k); err == nil || !strings.Contains(err.Error(), "instance_id: unknown field") {
+		t.Errorf("a scheduler key in the checker's file: %v", err)
+	}
+}
+
+// TestCheckerTimeoutFitsInterval: nothing lowers the timeout behind the
+// operator's back; a timeout above the interval names both keys.
+func TestCheckerTimeoutFitsInterval(t *testing.T) {
+	k := DefaultChecker()
+	k.Region, k.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	if err := k.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	k.Interval = 200 * time.Millisecond
+	if err := k.Validate(); err == nil || !strings.Contains(err.Error(), "timeout: 250ms must be at most interval 200ms") {
+		t.Errorf("timeout above interval: %v", err)
+	}
+	if k.Timeout != 250*time.Millisecond {
+		t.Errorf("timeout changed to %s", k.Timeout)
+	}
+	k.Timeout = 0
+	if err := k.Validate(); err == nil || !strings.Contains(err.Error(), "timeout: must be > 0") {
+		t.Errorf("zero timeout: %v", err)
+	}
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	r.Health.Embedded = true
+	r.Health.Check.Interval = 100 * time.Millisecond
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "health.check.timeout: 250ms must be at most health.check.interval 100ms") {
+		t.Errorf("embedded checker: %v", err)
+	}
+}
+
+// TestRegionCenterIsReserved: "center" names the central scheduler.
+func TestRegionCenterIsReserved(t *testing.T) {
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "center", []string{"http://127.0.0.1:2379"}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), `region: "center" is reserved for the central scheduler`) {
+		t.Errorf("regional: %v", err)
+	}
+	k := DefaultChecker()
+	k.Region, k.Etcd.Endpoints = "center", []string{"http://127.0.0.1:2379"}
+	if err := k.Validate(); err == nil || !strings.Contains(err.Error(), `region: "center" is reserved`) {
+		t.Errorf("checker: %v", err)
+	}
+}
+
+func TestCommunityAndNetworkText(t *testing.T) {
+	for _, s := range []string{"0:0", "65101:100", "65535:65535"} {
+		c, err := ParseCommunity(s)
+		if err != nil || c.String() != s {
+			t.Errorf("%s: %v %v", s, c, err)
+		}
+	}
+	for _, s := range []string{"", "1", "1:", ":1", "65536:0", "-1:2", "1:2:3"} {
+		if _, err := ParseCommunity(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	for in, want := range map[string]string{"10.0.0.1": "10.0.0.1/32", "10.0.0.7/24": "10.0.0.0/24", "::ffff:10.0.0.1": "10.0.0.1/32", "2001:db8::/32": "2001:db8::/32"} {
+		n, err := ParseNetwork(in)
+		if err != nil || n.String() != want {
+			t.Errorf("%s: %v %v, want %s", in, n, err, want)
+		}
+		b, _ := n.MarshalText()
+		var back Network
+		if err := back.UnmarshalText(b); err != nil || back != n {
+			t.Errorf("%s: round trip %v %v", in, back, err)
+		}
+	}
+	for _, s := range []string{"", "x", "10.0.0.0/33", "fe80::1%eth0"} {
+		if _, err := ParseNetwork(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
 	}
 }

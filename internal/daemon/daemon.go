@@ -1,6 +1,19 @@
-// Package daemon is the plumbing every anysched daemon main shares: common
-// flags layered over the config file, signal handling, and exit codes
-// (0 clean, 1 runtime failure, 2 bad configuration).
+// Package daemon is the plumbing every anysched daemon main shares: one flag
+// path (defaults, then the config file, then the flags that were given),
+// --check-config, signal handling, and exit codes (0 clean, 1 runtime
+// failure, 2 bad configuration).
+//
+// A main builds its configuration's defaults, calls New with the Base they
+// embed, adds its own overrides (String, List, Duration; Scheduler for the
+// two schedulers' flags), and calls Load:
+//
+//	cfg := config.DefaultRegional()
+//	f := daemon.New("regional-scheduler", stderr, &cfg.Base)
+//	cleanup := f.Scheduler(&cfg.Common)
+//	f.String("region", "override region", &cfg.Region)
+//	if err := f.Load(args, &cfg, stdout); err != nil {
+//		return err // a ConfigError, or ErrCheckedOnly after --check-config
+//	}
 package daemon
 
 import (
@@ -13,8 +26,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/netconfig"
 )
 
 // ConfigError marks a failure caused by configuration: exit code 2.
@@ -27,7 +42,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func ExitCode(err error) int {
 	var ce *ConfigError
 	switch {
-	case err == nil, errors.Is(err, context.Canceled):
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrCheckedOnly):
 		return 0
 	case errors.As(err, &ce), errors.Is(err, flag.ErrHelp):
 		return 2
@@ -36,79 +51,98 @@ func ExitCode(err error) int {
 	}
 }
 
-// Flags are the flags every scheduler daemon takes. Flags override the file.
-type Flags struct {
-	Config        string
-	CheckConfig   bool
-	Cleanup       bool
-	logLevel      string
-	logFormat     string
-	adminListen   string
-	etcdEndpoints string
-	instanceID    string
+// Config is a daemon's configuration as Load handles it: a pointer to the
+// struct the file decodes into, which validates itself.
+type Config interface {
+	Validate() error
 }
 
-// Register defines the common flags on fs.
-func Register(fs *flag.FlagSet) *Flags {
-	f := &Flags{}
-	fs.StringVar(&f.Config, "config", "", "configuration file (YAML)")
-	fs.BoolVar(&f.CheckConfig, "check-config", false, "validate the configuration, print every problem, and exit (2 when invalid)")
-	fs.BoolVar(&f.Cleanup, "cleanup", false, "remove the Anycast interface a crashed run left behind (anycast.interface), and exit")
-	fs.StringVar(&f.logLevel, "log-level", "", "override log.level (debug, info, warn, error)")
-	fs.StringVar(&f.logFormat, "log-format", "", "override log.format (text, json)")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "override admin.listen")
-	fs.StringVar(&f.etcdEndpoints, "etcd-endpoints", "", "override etcd.endpoints (comma-separated URLs)")
-	fs.StringVar(&f.instanceID, "instance-id", "", "override instance_id")
+// Flags is a daemon's command line: the flags every daemon takes and the
+// overrides the daemon adds. An override flag that is given replaces the
+// value it names after the config file is read, whatever the file says.
+type Flags struct {
+	Config      string // --config FILE
+	CheckConfig bool   // --check-config
+
+	fs      *flag.FlagSet
+	applies map[string]func() // by flag name: set the value the flag overrides
+}
+
+// New defines the flags every daemon takes on a new flag set named name,
+// writing usage and parse errors to output: --config, --check-config, and
+// the overrides of base (--log-level, --log-format, --admin-listen,
+// --etcd-endpoints).
+func New(name string, output io.Writer, base *config.Base) *Flags {
+	f := &Flags{fs: flag.NewFlagSet(name, flag.ContinueOnError), applies: map[string]func(){}}
+	f.fs.SetOutput(output)
+	f.fs.StringVar(&f.Config, "config", "", "configuration file (YAML)")
+	f.fs.BoolVar(&f.CheckConfig, "check-config", false, "validate the configuration, print every problem, and exit (2 when invalid)")
+	f.String("log-level", "override log.level (debug, info, warn, error)", &base.Log.Level)
+	f.String("log-format", "override log.format (text, json)", &base.Log.Format)
+	f.String("admin-listen", "override admin.listen", &base.Admin.Listen)
+	f.List("etcd-endpoints", "override etcd.endpoints (comma-separated URLs)", &base.Etcd.Endpoints)
 	return f
 }
 
-// Load parses args, reads the config file over the defaults in cfg, and
-// applies the flags that were set. apply is called for daemon-specific flags.
-func Load(fs *flag.FlagSet, f *Flags, args []string, c *config.Common, cfg any, apply func(set map[string]bool)) error {
-	if err := fs.Parse(args); err != nil {
+// Scheduler defines the flags both schedulers add: --instance-id (an
+// override) and --cleanup, whose value it returns (an action the main
+// takes once the configuration is valid).
+func (f *Flags) Scheduler(c *config.Common) (cleanup *bool) {
+	f.String("instance-id", "override instance_id", &c.InstanceID)
+	return f.fs.Bool("cleanup", false, "remove the Anycast interface a crashed run left behind (anycast.interface), and exit")
+}
+
+// String defines an override of *dst.
+func (f *Flags) String(name, usage string, dst *string) {
+	v := f.fs.String(name, "", usage)
+	f.applies[name] = func() { *dst = *v }
+}
+
+// List defines an override of *dst given as comma-separated values (empty
+// ones dropped).
+func (f *Flags) List(name, usage string, dst *[]string) {
+	v := f.fs.String(name, "", usage)
+	f.applies[name] = func() {
+		*dst = nil
+		for e := range strings.SplitSeq(*v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				*dst = append(*dst, e)
+			}
+		}
+	}
+}
+
+// Duration defines an override of *dst.
+func (f *Flags) Duration(name, usage string, dst *time.Duration) {
+	v := f.fs.Duration(name, 0, usage)
+	f.applies[name] = func() { *dst = *v }
+}
+
+// Load parses args, decodes the --config file over the defaults already in
+// cfg, applies the override flags that were given, and validates cfg. Every
+// failure is a ConfigError: a bad flag, a stray argument, an unreadable or
+// undecodable file (unknown keys included), and every validation problem,
+// each with its key path. With --check-config a valid configuration is
+// reported on stdout and Load returns ErrCheckedOnly.
+func (f *Flags) Load(args []string, cfg Config, stdout io.Writer) error {
+	if err := f.fs.Parse(args); err != nil {
 		return &ConfigError{err}
 	}
-	if fs.NArg() > 0 {
-		return &ConfigError{fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	if f.fs.NArg() > 0 {
+		return &ConfigError{fmt.Errorf("unexpected arguments: %s", strings.Join(f.fs.Args(), " "))}
 	}
 	if f.Config != "" {
 		if err := config.LoadFile(f.Config, cfg); err != nil {
 			return &ConfigError{err}
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if set["log-level"] {
-		c.Log.Level = f.logLevel
-	}
-	if set["log-format"] {
-		c.Log.Format = f.logFormat
-	}
-	if set["admin-listen"] {
-		c.Admin.Listen = f.adminListen
-	}
-	if set["etcd-endpoints"] {
-		c.Etcd.Endpoints = nil
-		for e := range strings.SplitSeq(f.etcdEndpoints, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				c.Etcd.Endpoints = append(c.Etcd.Endpoints, e)
-			}
+	f.fs.Visit(func(fl *flag.Flag) {
+		if apply, ok := f.applies[fl.Name]; ok {
+			apply()
 		}
-	}
-	if set["instance-id"] {
-		c.InstanceID = f.instanceID
-	}
-	if apply != nil {
-		apply(set)
-	}
-	return nil
-}
-
-// Validated runs validate; on failure it prints every problem and returns a
-// ConfigError. With --check-config it reports success and returns errStop.
-func Validated(f *Flags, validate func() error, stdout io.Writer) error {
-	if err := validate(); err != nil {
-		return &ConfigError{fmt.Errorf("invalid configuration:\n%w", err)}
+	})
+	if err := cfg.Validate(); err != nil {
+		return &ConfigError{fmt.Errorf("config: invalid:\n%w", err)}
 	}
 	if f.CheckConfig {
 		fmt.Fprintln(stdout, "configuration OK")
@@ -117,7 +151,8 @@ func Validated(f *Flags, validate func() error, stdout io.Writer) error {
 	return nil
 }
 
-// ErrCheckedOnly ends a --check-config run successfully.
+// ErrCheckedOnly ends a run early and successfully: after --check-config,
+// or an action such as --cleanup.
 var ErrCheckedOnly = errors.New("configuration checked")
 
 // SignalContext is cancelled by SIGINT or SIGTERM. After the first signal the
@@ -131,17 +166,29 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 	return ctx, stop
 }
 
-// Main runs run and exits with its code, printing a runtime error once.
+// Main runs run and exits with its code, printing an error once, prefixed
+// with the daemon's name.
 func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
 	ctx, stop := SignalContext(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if errors.Is(err, ErrCheckedOnly) {
-		os.Exit(0)
-	}
 	code := ExitCode(err)
 	if code != 0 && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
 	os.Exit(code)
+}
+
+// Cleanup is a scheduler's --cleanup: it removes the Anycast interface and
+// the service address on lo that a crashed run left behind, says so, and
+// returns ErrCheckedOnly to end the run.
+func Cleanup(iface string, stdout io.Writer) error {
+	if err := netconfig.Cleanup(iface); err != nil {
+		return err
+	}
+	if err := netconfig.CleanupLocal(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed %s (if it existed)\n", iface)
+	return ErrCheckedOnly
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,15 +65,7 @@ const testRevision = 42
 
 func compile(t testing.TB, doc []byte) *topology.Snapshot {
 	t.Helper()
-	top, err := topology.Parse(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.Compile(top, testRevision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
+	return fixture.CompileYAML(t, string(doc), testRevision)
 }
 
 func engineFunc(e *steer.Engine) EngineFunc { return func() *steer.Engine { return e } }
@@ -535,6 +529,9 @@ func start(t *testing.T, s *Server) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, pc, ln) }()
+	// Serving on both sockets before the first query: a query is then
+	// answered at the first attempt, or the test fails.
+	wait.For(t, "the server listening", wait.DefaultTimeout, s.Listening)
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -551,17 +548,12 @@ func start(t *testing.T, s *Server) string {
 
 func exchange(t *testing.T, network, addr string, m *dns.Msg) *dns.Msg {
 	t.Helper()
-	c := &dns.Client{Net: network, Timeout: 3 * time.Second}
-	var err error
-	for range 3 { // the server goroutines may not be reading yet
-		var r *dns.Msg
-		if r, _, err = c.Exchange(m, addr); err == nil {
-			return r
-		}
-		time.Sleep(50 * time.Millisecond)
+	c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s exchange: %v", network, err)
 	}
-	t.Fatalf("%s exchange: %v", network, err)
-	return nil
+	return r
 }
 
 func TestServe(t *testing.T) {
@@ -589,12 +581,16 @@ func TestServeRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	send := func(t *testing.T, wire []byte) *dns.Msg {
+	// send returns the reply, or nil when none came within the wait: long
+	// for an expected answer, short where silence is what is tested (a
+	// reply later than that would go unnoticed, never fail the test).
+	const answerWait, silenceWait = 5 * time.Second, 300 * time.Millisecond
+	send := func(t *testing.T, wire []byte, within time.Duration) *dns.Msg {
 		t.Helper()
 		if _, err := conn.Write(wire); err != nil {
 			t.Fatal(err)
 		}
-		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		conn.SetReadDeadline(time.Now().Add(within))
 		buf := make([]byte, 65535)
 		n, err := conn.Read(buf)
 		if err != nil {
@@ -617,11 +613,10 @@ func TestServeRaw(t *testing.T) {
 		}
 		return wire
 	}
-	// Make sure the server is up before testing for silence.
-	if r := send(t, pack(query("live.iptv.example.", dns.TypeA))); r == nil {
-		if r = send(t, pack(query("live.iptv.example.", dns.TypeA))); r == nil {
-			t.Fatal("server does not answer")
-		}
+	// The server answers (start waited for it to listen): silence below is
+	// the server's choice.
+	if r := send(t, pack(query("live.iptv.example.", dns.TypeA)), answerWait); r == nil {
+		t.Fatal("server does not answer")
 	}
 
 	t.Run("ECS prefix 33: FORMERR", func(t *testing.T) {
@@ -631,14 +626,14 @@ func TestServeRaw(t *testing.T) {
 			t.Fatal("ECS option not found in the packet")
 		}
 		wire[i+6] = 33
-		r := send(t, wire)
+		r := send(t, wire, answerWait)
 		if r == nil || r.Rcode != dns.RcodeFormatError {
 			t.Fatalf("got %v, want FORMERR", r)
 		}
 	})
 	t.Run("garbage after header: FORMERR", func(t *testing.T) {
 		wire := pack(query("live.iptv.example.", dns.TypeA))
-		r := send(t, append(wire[:14], 0xff, 0xff, 0xff))
+		r := send(t, append(wire[:14], 0xff, 0xff, 0xff), answerWait)
 		if r == nil || r.Rcode != dns.RcodeFormatError {
 			t.Fatalf("got %v, want FORMERR", r)
 		}
@@ -646,12 +641,12 @@ func TestServeRaw(t *testing.T) {
 	t.Run("response: dropped", func(t *testing.T) {
 		m := query("live.iptv.example.", dns.TypeA)
 		m.Response = true
-		if r := send(t, pack(m)); r != nil {
+		if r := send(t, pack(m), silenceWait); r != nil {
 			t.Fatalf("answered a response: %v", r)
 		}
 	})
 	t.Run("shorter than a header: dropped", func(t *testing.T) {
-		if r := send(t, []byte{1, 2, 3}); r != nil {
+		if r := send(t, []byte{1, 2, 3}, silenceWait); r != nil {
 			t.Fatalf("answered garbage: %v", r)
 		}
 	})
@@ -662,7 +657,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	time.Sleep(100 * time.Millisecond)
+	wait.For(t, "Run listening", wait.DefaultTimeout, s.Listening)
 	cancel()
 	select {
 	case err := <-done:
@@ -795,14 +790,7 @@ func TestSnapshotSwap(t *testing.T) {
 	if r := ask("live.iptv.example."); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("before: %v", r)
 	}
-	top, err := topology.Parse([]byte(strings.Replace(testTopology, "[live.iptv.example]", "[tv.iptv.example]", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.Compile(top, testRevision+1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := fixture.CompileYAML(t, strings.Replace(testTopology, "[live.iptv.example]", "[tv.iptv.example]", 1), testRevision+1)
 	cur.Store(steer.New(snap, steer.Options{}))
 	if r := ask("live.iptv.example."); r.Rcode != dns.RcodeRefused {
 		t.Fatalf("old name after the swap: %v", r)

@@ -71,7 +71,38 @@ type CheckerOptions struct {
 	// Registerer for the checker's metrics; nil: not registered. Several
 	// checkers may share one registerer (the collectors are shared).
 	Registerer prometheus.Registerer
+	// Clock schedules the probes and stamps the reports (At, Since, the
+	// refresh); nil: the real clock. Tests drive a fake one. A probe's
+	// Timeout and the probe duration metric are I/O time and stay real.
+	Clock Clock
 }
+
+// Clock is the checker's time source.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that fires once, d from now (time.NewTimer).
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is what the checker uses of a timer, with time.Timer's semantics
+// (Go 1.23 and later: after Reset or Stop no stale value is received).
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+// realClock is the time package.
+type realClock struct{}
+
+func (realClock) Now() time.Time                 { return time.Now() }
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTimer) Stop()                 { r.t.Stop() }
 
 // Thresholds of the report rule (see Checker).
 const (
@@ -126,7 +157,8 @@ type Checker struct {
 	prober TargetProber
 	log    *slog.Logger
 	m      *checkerMetrics
-	epoch  time.Time // phases are counted from here (monotonic)
+	clock  Clock
+	epoch  time.Time // phases are counted from here (monotonic on the real clock)
 
 	mu       sync.Mutex
 	targets  map[string]Target        // desired set
@@ -166,7 +198,8 @@ func NewChecker(opts CheckerOptions, prober TargetProber, logger *slog.Logger) (
 		prober:   prober,
 		log:      logger.With("checker", opts.ID),
 		m:        m,
-		epoch:    time.Now(),
+		clock:    opts.Clock,
+		epoch:    opts.Clock.Now(),
 		targets:  map[string]Target{},
 		loops:    map[string]*targetLoop{},
 		stopping: map[string]chan struct{}{},
@@ -218,6 +251,9 @@ func (o *CheckerOptions) defaults() error {
 	}
 	if o.RTTMinChange == 0 {
 		o.RTTMinChange = time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
 	}
 	return nil
 }
@@ -348,25 +384,28 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 	name := l.target.Load().Server
 	offset := phaseOffset(c.opts.ID, name, c.opts.Interval)
 	tr := newTracker(&c.opts)
-	timer := time.NewTimer(time.Until(c.nextSlot(time.Now(), offset)))
+	now := c.clock.Now()
+	timer := c.clock.NewTimer(c.nextSlot(now, offset).Sub(now))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-timer.C():
 		}
 		t := *l.target.Load()
-		start := time.Now()
+		start := c.clock.Now()
+		began := time.Now() // the probe's I/O time, for the metric
 		pctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 		res := c.prober.Probe(pctx, t)
 		cancel()
-		now := time.Now()
+		took := time.Since(began)
+		now := c.clock.Now()
 		if ctx.Err() != nil {
 			return
 		}
 		if res.Kind != KindCanceled { // says nothing about the server
-			c.m.duration.Observe(now.Sub(start).Seconds())
+			c.m.duration.Observe(took.Seconds())
 			if res.Kind != "" {
 				c.m.errors.WithLabelValues(res.Kind).Inc()
 			}
@@ -394,7 +433,7 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 			}
 			next = c.nextSlot(after, offset)
 		}
-		timer.Reset(time.Until(next))
+		timer.Reset(next.Sub(c.clock.Now()))
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/testbed/fakeclock"
+	"github.com/anysched/anysched/internal/testbed/port"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -253,36 +256,44 @@ func TestPhaseOffset(t *testing.T) {
 	}
 }
 
-// ---- the checker against real servers ----
+// ---- the checker's loops, on a fake clock ----
+
+// The checker's loops run on a fake clock: the test moves time from one due
+// probe to the next (clocked.step), so it counts probes, intervals and
+// refreshes exactly, however loaded the machine. The probes themselves are
+// real (HTTP or TCP against a local server) or scripted.
+
+// fakeClock adapts fakeclock.Clock to Clock.
+type fakeClock struct{ *fakeclock.Clock }
+
+func (f fakeClock) NewTimer(d time.Duration) Timer { return f.Clock.NewTimer(d) }
+
+// t0 is where the fake clocks start.
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 // reports collects a checker's reports.
 type reports struct {
 	mu      sync.Mutex
 	all     []Report
 	removed []string
-	ch      chan struct{}
 }
-
-func newReports() *reports { return &reports{ch: make(chan struct{}, 1)} }
 
 func (r *reports) add(rep Report) {
 	r.mu.Lock()
 	r.all = append(r.all, rep)
 	r.mu.Unlock()
-	select {
-	case r.ch <- struct{}{}:
-	default:
-	}
 }
 
 func (r *reports) remove(server string) {
 	r.mu.Lock()
 	r.removed = append(r.removed, server)
 	r.mu.Unlock()
-	select {
-	case r.ch <- struct{}{}:
-	default:
-	}
+}
+
+func (r *reports) removals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.removed)
 }
 
 func (r *reports) list(server string) []Report {
@@ -297,44 +308,31 @@ func (r *reports) list(server string) []Report {
 	return out
 }
 
-// wait returns the first report after the first `skip` reports of server
-// that satisfies ok.
-func (r *reports) wait(t testing.TB, server string, skip int, timeout time.Duration, ok func(Report) bool) Report {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		for _, rep := range r.list(server)[min(skip, len(r.list(server))):] {
-			if ok(rep) {
-				return rep
-			}
-		}
-		select {
-		case <-r.ch:
-		case <-deadline:
-			t.Fatalf("%s: no matching report within %v; got %+v", server, timeout, r.list(server))
-		}
-	}
-}
-
 func isUp(r Report) bool   { return r.Up }
 func isDown(r Report) bool { return !r.Up }
 
-// startChecker runs a checker until the test ends.
-func startChecker(t *testing.T, opts CheckerOptions, targets ...Target) (*Checker, *reports) {
+// clocked is a checker running on a fake clock until the test ends.
+type clocked struct {
+	*Checker
+	clk *fakeclock.Clock
+	rs  *reports
+}
+
+// startClocked runs a checker on a fake clock; a nil prober is the real
+// one, with a Timeout (real time) no loaded machine reaches on loopback.
+func startClocked(t *testing.T, opts CheckerOptions, prober TargetProber, targets ...Target) *clocked {
 	t.Helper()
-	rs := newReports()
-	opts.OnReport = rs.add
-	opts.OnRemove = rs.remove
+	c := &clocked{clk: fakeclock.New(t0), rs: &reports{}}
+	opts.Clock = fakeClock{c.clk}
+	opts.OnReport, opts.OnRemove = c.rs.add, c.rs.remove
 	if opts.ID == "" {
 		opts.ID = "test-agent"
 	}
 	if opts.Timeout == 0 {
-		// Generous: the default (Interval/4) of the short test intervals
-		// would fail healthy probes on a loaded machine under -race.
-		opts.Timeout = time.Second
+		opts.Timeout = 5 * time.Second
 	}
-	c, err := NewChecker(opts, nil, nil)
-	if err != nil {
+	var err error
+	if c.Checker, err = NewChecker(opts, prober, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.SetTargets(targets)
@@ -348,12 +346,88 @@ func startChecker(t *testing.T, opts CheckerOptions, targets ...Target) (*Checke
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Error("Run did not return")
 		}
 	})
-	return c, rs
+	return c
 }
+
+// settle waits until n probe loops wait on their timers: every probe the
+// last step started is done and reported.
+func (c *clocked) settle(t *testing.T, n int) {
+	t.Helper()
+	wait.For(t, fmt.Sprintf("%d probe loops idle", n), wait.DefaultTimeout, func() bool { return c.clk.Armed() == n })
+}
+
+// step waits until n probe loops are idle, then moves the clock to the next
+// due probe and returns the new time.
+func (c *clocked) step(t *testing.T, n int) time.Time {
+	t.Helper()
+	return c.clk.Step(t, n)
+}
+
+// until steps a checker of n loops until server has a report satisfying ok
+// among those after the first skip, and returns it; at most maxSteps steps.
+func (c *clocked) until(t *testing.T, n int, server string, skip, maxSteps int, ok func(Report) bool) Report {
+	t.Helper()
+	for range maxSteps {
+		c.step(t, n)
+		c.settle(t, n)
+		if reps := c.rs.list(server); len(reps) > skip {
+			for _, r := range reps[skip:] {
+				if ok(r) {
+					return r
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: no matching report within %d probes; got %+v", server, maxSteps, c.rs.list(server))
+	return Report{}
+}
+
+// script is a TargetProber answering from a function; it records when (on
+// the fake clock) each server was probed.
+type script struct {
+	clk    *fakeclock.Clock
+	answer func(ctx context.Context, t Target, n int) Result // n: the server's probe count, from 1
+
+	mu     sync.Mutex
+	probes map[string][]time.Time
+}
+
+func (s *script) Probe(ctx context.Context, t Target) Result {
+	s.mu.Lock()
+	if s.probes == nil {
+		s.probes = map[string][]time.Time{}
+	}
+	s.probes[t.Server] = append(s.probes[t.Server], s.clk.Now())
+	n := len(s.probes[t.Server])
+	s.mu.Unlock()
+	return s.answer(ctx, t, n)
+}
+
+func (s *script) times(server string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.probes[server])
+}
+
+func (s *script) count(server string) int { return len(s.times(server)) }
+
+// startScripted runs a checker on a fake clock with a scripted prober.
+func startScripted(t *testing.T, opts CheckerOptions, answer func(context.Context, Target, int) Result, targets ...Target) (*clocked, *script) {
+	t.Helper()
+	p := &script{answer: answer}
+	c := startClocked(t, opts, p, targets...)
+	p.clk = c.clk
+	return c, p
+}
+
+var (
+	okResult      = Result{OK: true, RTT: time.Millisecond}
+	refusedResult = Result{Kind: KindRefused, Err: "refused: connection refused"}
+)
 
 // modeServer answers according to its mode; it counts requests.
 type modeServer struct {
@@ -379,49 +453,53 @@ func (s *modeServer) handler() http.Handler {
 
 func okHandler(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, stubBody) }
 
+// TestCheckerDetectsDeathAndRevival: a real server killed is down within
+// Interval + (Fall-1) fast re-probes, and back after Rise probes once it
+// listens again on the same port.
 func TestCheckerDetectsDeathAndRevival(t *testing.T) {
-	opts := CheckerOptions{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 2, Fall: 2}
-	srv := newModeServer(t, okHandler)
-	_, rs := startChecker(t, opts, Target{Server: "edge-1", URL: srv.URL + "/nginx_status"})
+	opts := CheckerOptions{Interval: time.Second, Rise: 2, Fall: 2}
+	held := port.Hold(t) // the port stays ours while the server is dead
+	var requests atomic.Int64
+	serve := func() (kill func()) {
+		ln, err := held.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			okHandler(w, r)
+		})}
+		go srv.Serve(ln)
+		return func() { srv.Close() }
+	}
+	kill := serve()
+	c := startClocked(t, opts, nil, Target{Server: "edge-1", URL: "http://" + held.Addr() + "/nginx_status"})
 
-	up := rs.wait(t, "edge-1", 0, 2*time.Second, isUp)
-	if up.Load.Connections != 291 || up.Checker != "test-agent" {
+	up := c.until(t, 1, "edge-1", 0, 1, isUp) // the first success decides
+	if up.Load.Connections != 291 || up.Checker != "test-agent" || !up.At.After(t0) {
 		t.Fatalf("first report %+v", up)
 	}
 
-	addr := srv.Listener.Addr().String()
-	nUp := len(rs.list("edge-1"))
-	killed := time.Now()
-	srv.Close()
-	down := rs.wait(t, "edge-1", nUp, 2*time.Second, isDown)
+	kill()
+	killed := c.clk.Now()
+	down := c.until(t, 1, "edge-1", len(c.rs.list("edge-1")), 10, isDown)
 	took := down.At.Sub(killed)
-	fast := opts.Interval / 4
-	bound := opts.Interval + fast*time.Duration(opts.Fall-1) + opts.Timeout
+	o := c.Options()
+	bound := o.Interval + o.FastInterval*time.Duration(o.Fall-1)
 	t.Logf("down %v after the kill (bound %v): %s", took, bound, down.Reason)
-	if took > bound+150*time.Millisecond { // slack for a loaded machine under -race
-		t.Errorf("down after %v, want within %v", took, bound)
+	if took <= 0 || took > bound {
+		t.Errorf("down %v after the kill, want within %v", took, bound)
 	}
 	if !strings.HasPrefix(down.Reason, "refused") {
 		t.Errorf("reason %q", down.Reason)
 	}
 
-	// Back on the same port.
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var revived atomic.Int64
-	srv2 := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		revived.Add(1)
-		okHandler(w, r)
-	}))
-	srv2.Listener.Close()
-	srv2.Listener = ln
-	srv2.Start()
-	defer srv2.Close()
-	nDown := len(rs.list("edge-1"))
-	back := rs.wait(t, "edge-1", nDown, 2*time.Second, isUp)
-	if n := revived.Load(); n < int64(opts.Rise) {
+	// Back on the same port: up after exactly Rise successful probes.
+	kill = serve()
+	defer kill()
+	n0 := requests.Load()
+	back := c.until(t, 1, "edge-1", len(c.rs.list("edge-1")), 10, isUp)
+	if n := requests.Load() - n0; n != int64(opts.Rise) {
 		t.Errorf("up after %d successful probes, want %d", n, opts.Rise)
 	}
 	if !back.Since.After(down.Since) {
@@ -430,27 +508,28 @@ func TestCheckerDetectsDeathAndRevival(t *testing.T) {
 }
 
 func TestCheckerFlappingHoldsVerdict(t *testing.T) {
-	var n atomic.Int64
-	srv := newModeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1)%2 == 0 { // 1st answer fine, 2nd fails, ...
-			w.WriteHeader(http.StatusInternalServerError)
-		}
-	})
-	_, rs := startChecker(t, CheckerOptions{Interval: 20 * time.Millisecond, Rise: 3, Fall: 3, RTTMinChange: time.Hour},
-		Target{Server: "flappy", URL: srv.URL})
-	deadline := time.Now().Add(3 * time.Second)
-	for srv.requests.Load() < 30 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// 1st answer fine, 2nd fails, ...
+	c, p := startScripted(t, CheckerOptions{Interval: time.Second, Rise: 3, Fall: 3, RTTMinChange: time.Hour},
+		func(_ context.Context, _ Target, n int) Result {
+			if n%2 == 0 {
+				return Result{Kind: KindStatus, Err: "status: 500"}
+			}
+			return okResult
+		}, Target{Server: "flappy"})
+	for range 30 {
+		c.step(t, 1)
 	}
-	if srv.requests.Load() < 30 {
-		t.Fatalf("only %d probes", srv.requests.Load())
+	c.settle(t, 1)
+	if n := p.count("flappy"); n != 30 {
+		t.Fatalf("%d probes in 30 steps", n)
 	}
-	for _, r := range rs.list("flappy") {
+	reps := c.rs.list("flappy")
+	for _, r := range reps {
 		if !r.Up {
-			t.Fatalf("flapping server went down: %+v", rs.list("flappy"))
+			t.Fatalf("flapping server went down: %+v", reps)
 		}
 	}
-	if reps := rs.list("flappy"); len(reps) == 0 || reps[len(reps)-1].Loss < 0.3 {
+	if len(reps) == 0 || reps[len(reps)-1].Loss < 0.3 {
 		t.Fatalf("reports %+v: loss not reported", reps)
 	}
 }
@@ -462,58 +541,54 @@ func TestCheckerBandwidthThreshold(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"cpu": 0.3, "bandwidth_mbps": %d, "connections": 40}`, bw.Load())
 	})
-	_, rs := startChecker(t, CheckerOptions{Interval: 20 * time.Millisecond, Rise: 2, Fall: 2},
+	c := startClocked(t, CheckerOptions{Interval: time.Second, Rise: 2, Fall: 2}, nil,
 		Target{Server: "edge-bw", URL: srv.URL + "/stats", CapacityMbps: 1000})
-	r := rs.wait(t, "edge-bw", 0, 2*time.Second, isUp)
+	r := c.until(t, 1, "edge-bw", 0, 1, isUp)
 	if r.Load.BandwidthMbps != 500 || r.Load.CPU != 0.3 {
 		t.Fatalf("load %+v", r.Load)
 	}
 	bw.Store(950)
-	r = rs.wait(t, "edge-bw", 0, 2*time.Second, isDown)
+	n0 := srv.requests.Load()
+	r = c.until(t, 1, "edge-bw", 0, 10, isDown)
 	if r.Reason != "bandwidth 95% of capacity" || r.Load.BandwidthMbps != 950 {
 		t.Fatalf("down report %+v", r)
 	}
-	n := len(rs.list("edge-bw"))
+	if n := srv.requests.Load() - n0; n != 2 {
+		t.Errorf("down after %d overloaded answers, want Fall = 2", n)
+	}
+	n := len(c.rs.list("edge-bw"))
 	bw.Store(880)
-	r = rs.wait(t, "edge-bw", n, 2*time.Second, isUp)
+	r = c.until(t, 1, "edge-bw", n, 10, isUp)
 	if r.Reason != "" {
 		t.Fatalf("up report %+v", r)
 	}
 }
 
+// TestCheckerSpreadsProbes: each target's probes fall on its own phase of
+// the interval, so the first probes of many targets are spread out.
 func TestCheckerSpreadsProbes(t *testing.T) {
 	const n = 10
 	const iv = 200 * time.Millisecond
-	var mu sync.Mutex
-	first := map[string]time.Time{}
-	srv := newModeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		if _, ok := first[r.URL.Path]; !ok {
-			first[r.URL.Path] = time.Now()
-		}
-		mu.Unlock()
-	})
 	var targets []Target
 	for i := range n {
-		targets = append(targets, Target{Server: fmt.Sprintf("edge-%d", i), URL: fmt.Sprintf("%s/edge-%d", srv.URL, i)})
+		targets = append(targets, Target{Server: fmt.Sprintf("edge-%d", i)})
 	}
-	startChecker(t, CheckerOptions{Interval: iv, RTTMinChange: time.Hour}, targets...)
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		mu.Lock()
-		got := len(first)
-		mu.Unlock()
-		if got == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d targets probed", got, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	c, p := startScripted(t, CheckerOptions{Interval: iv, RTTMinChange: time.Hour},
+		func(context.Context, Target, int) Result { return okResult }, targets...)
+	for c.clk.Now().Before(t0.Add(2 * iv)) { // two intervals
+		c.step(t, n)
 	}
+	c.settle(t, n)
 	var times []time.Time
-	for _, ts := range first {
-		times = append(times, ts)
+	for _, tg := range targets {
+		ts := p.times(tg.Server)
+		if len(ts) < 2 {
+			t.Fatalf("%s probed %d times in two intervals", tg.Server, len(ts))
+		}
+		if want := t0.Add(phaseOffset("test-agent", tg.Server, iv)); !ts[0].Equal(want) || ts[1].Sub(ts[0]) != iv {
+			t.Fatalf("%s probed at +%v, +%v; want +%v and an interval later", tg.Server, ts[0].Sub(t0), ts[1].Sub(t0), want.Sub(t0))
+		}
+		times = append(times, ts[0])
 	}
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	spread := times[n-1].Sub(times[0])
@@ -532,63 +607,77 @@ func TestCheckerSpreadsProbes(t *testing.T) {
 	}
 }
 
+// TestCheckerSlowServerDoesNotDelayOthers: while one target's probe hangs,
+// the other is probed on time, and the hanging one is not probed again
+// (probes of one target never overlap).
 func TestCheckerSlowServerDoesNotDelayOthers(t *testing.T) {
-	slow := newModeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
+	release := make(chan struct{})
+	c, p := startScripted(t, CheckerOptions{Interval: time.Second, Timeout: time.Hour, RTTMinChange: time.Hour},
+		func(ctx context.Context, tg Target, _ int) Result {
+			if tg.Server != "slow" {
+				return okResult
+			}
+			select { // hangs until released (the real timeout is an hour)
+			case <-release:
+				return Result{Kind: KindTimeout, Err: "timeout: no answer"}
+			case <-ctx.Done():
+				return Result{Kind: KindCanceled, Err: "canceled"}
+			}
+		}, Target{Server: "slow"}, Target{Server: "fast"})
+	// Step until the slow probe hangs (its loop then waits on no timer).
+	for p.count("slow") == 0 {
+		wait.For(t, "both loops idle, or the slow probe started", wait.DefaultTimeout, func() bool {
+			return c.clk.Armed() == 2 || (p.count("slow") == 1 && c.clk.Armed() == 1)
+		})
+		if p.count("slow") == 0 {
+			c.clk.AdvanceToNext()
 		}
-	})
-	fast := newModeServer(t, okHandler)
-	opts := CheckerOptions{Interval: 40 * time.Millisecond, Timeout: 300 * time.Millisecond, RTTMinChange: time.Hour}
-	_, rs := startChecker(t, opts,
-		Target{Server: "slow", URL: slow.URL},
-		Target{Server: "fast", URL: fast.URL})
-	rs.wait(t, "fast", 0, 2*time.Second, isUp)
-	n0 := fast.requests.Load()
-	time.Sleep(800 * time.Millisecond)
-	got := fast.requests.Load() - n0
-	t.Logf("fast: %d probes in 800ms; slow: %d", got, slow.requests.Load())
-	if got < 10 { // 20 expected
-		t.Fatalf("fast target probed %d times in 800ms at a 40ms interval", got)
 	}
-	if s := slow.requests.Load(); s > 5 {
+	fast0, from := p.count("fast"), c.clk.Now()
+	for range 20 {
+		c.step(t, 1)
+	}
+	c.settle(t, 1)
+	got, in := p.count("fast")-fast0, c.clk.Now().Sub(from)
+	t.Logf("fast: %d probes in %v while the slow probe hangs", got, in)
+	if got != 20 || in > 20*time.Second {
+		t.Fatalf("fast target probed %d times in %v at a 1s interval", got, in)
+	}
+	if s := p.count("slow"); s != 1 {
 		t.Fatalf("slow target probed %d times: probes overlap", s)
 	}
-	rs.wait(t, "slow", 0, 2*time.Second, func(r Report) bool { return !r.Up && strings.HasPrefix(r.Reason, "timeout") })
+	close(release)
+	c.until(t, 2, "slow", 0, 10, func(r Report) bool { return !r.Up && strings.HasPrefix(r.Reason, "timeout") })
 }
 
 func TestCheckerSetTargetsWhileRunning(t *testing.T) {
-	a := newModeServer(t, okHandler)
-	b := newModeServer(t, okHandler)
-	opts := CheckerOptions{Interval: 20 * time.Millisecond, RTTMinChange: time.Hour}
-	c, rs := startChecker(t, opts, Target{Server: "a", URL: a.URL})
-	rs.wait(t, "a", 0, 2*time.Second, isUp)
+	c, p := startScripted(t, CheckerOptions{Interval: time.Second, RTTMinChange: time.Hour},
+		func(_ context.Context, tg Target, _ int) Result {
+			if tg.URL == "dead" {
+				return refusedResult
+			}
+			return okResult
+		}, Target{Server: "a", URL: "ok"})
+	c.until(t, 1, "a", 0, 1, isUp)
 
-	c.SetTargets([]Target{{Server: "a", URL: a.URL}, {Server: "b", URL: b.URL}})
-	rs.wait(t, "b", 0, 2*time.Second, isUp)
+	c.SetTargets([]Target{{Server: "a", URL: "ok"}, {Server: "b", URL: "ok"}})
+	c.until(t, 2, "b", 0, 2, isUp)
 	if cur := c.Current(); len(cur) != 2 || cur[0].Server != "a" || cur[1].Server != "b" {
 		t.Fatalf("Current %+v", cur)
 	}
 
-	c.SetTargets([]Target{{Server: "b", URL: b.URL}})
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		rs.mu.Lock()
-		removed := slices.Clone(rs.removed)
-		rs.mu.Unlock()
-		if slices.Equal(removed, []string{"a"}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OnRemove calls %v", removed)
-		}
-		time.Sleep(5 * time.Millisecond)
+	c.SetTargets([]Target{{Server: "b", URL: "ok"}})
+	wait.For(t, "OnRemove(a)", wait.DefaultTimeout, func() bool { return len(c.rs.removals()) > 0 })
+	if got := c.rs.removals(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("OnRemove calls %v", got)
 	}
-	na, nreq := len(rs.list("a")), a.requests.Load()
-	time.Sleep(100 * time.Millisecond)
-	if len(rs.list("a")) != na || a.requests.Load() != nreq {
-		t.Fatal("a removed target is still probed")
+	na, pa, pb := len(c.rs.list("a")), p.count("a"), p.count("b")
+	for range 5 { // five intervals: b is probed, a is not
+		c.step(t, 1)
+	}
+	c.settle(t, 1)
+	if len(c.rs.list("a")) != na || p.count("a") != pa || p.count("b") != pb+5 {
+		t.Fatalf("after a's removal, 5 steps probed a %d and b %d times", p.count("a")-pa, p.count("b")-pb)
 	}
 	if cur := c.Current(); len(cur) != 1 || cur[0].Server != "b" {
 		t.Fatalf("Current %+v", cur)
@@ -596,45 +685,50 @@ func TestCheckerSetTargetsWhileRunning(t *testing.T) {
 
 	// A kept target takes its new URL and keeps its state: b goes down
 	// through the usual Fall, not through "unknown".
-	nb := len(rs.list("b"))
-	c.SetTargets([]Target{{Server: "b", URL: "http://" + closedAddr(t).String() + "/"}})
-	r := rs.wait(t, "b", nb, 2*time.Second, isDown)
+	nb := len(c.rs.list("b"))
+	c.SetTargets([]Target{{Server: "b", URL: "dead"}})
+	r := c.until(t, 1, "b", nb, 10, isDown)
 	if !strings.HasPrefix(r.Reason, "refused") {
 		t.Fatalf("b: %+v", r)
 	}
 
 	// Re-adding a removed server starts it afresh.
-	c.SetTargets([]Target{{Server: "a", URL: a.URL}})
-	rs.wait(t, "a", na, 2*time.Second, isUp)
+	c.SetTargets([]Target{{Server: "a", URL: "ok"}})
+	wait.For(t, "OnRemove(b)", wait.DefaultTimeout, func() bool { return len(c.rs.removals()) == 2 })
+	c.until(t, 1, "a", na, 1, isUp)
 }
 
+// TestCheckerReportSuppression: nothing changed, nothing reported until
+// RefreshInterval has passed; a load change is reported at the next probe.
 func TestCheckerReportSuppression(t *testing.T) {
 	var conns atomic.Int64
 	conns.Store(100)
-	srv := newModeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"cpu": 0.2, "bandwidth_mbps": 300, "connections": %d}`, conns.Load())
-	})
-	const refresh = 600 * time.Millisecond
-	_, rs := startChecker(t, CheckerOptions{Interval: 20 * time.Millisecond, RefreshInterval: refresh, RTTMinChange: time.Hour},
-		Target{Server: "steady", URL: srv.URL})
-	first := rs.wait(t, "steady", 0, 2*time.Second, isUp)
-	n0 := srv.requests.Load()
-	time.Sleep(refresh / 2)
-	if reps := rs.list("steady"); len(reps) != 1 {
+	const refresh = 30 * time.Second
+	opts := CheckerOptions{Interval: time.Second, RefreshInterval: refresh, RTTMinChange: time.Hour}
+	c, p := startScripted(t, opts, func(context.Context, Target, int) Result {
+		r := okResult
+		r.HasLoad, r.Load = true, Load{CPU: 0.2, BandwidthMbps: 300, Connections: int(conns.Load())}
+		return r
+	}, Target{Server: "steady"})
+	first := c.until(t, 1, "steady", 0, 1, isUp)
+	for range 15 { // half the refresh interval
+		c.step(t, 1)
+	}
+	c.settle(t, 1)
+	if reps := c.rs.list("steady"); len(reps) != 1 {
 		t.Fatalf("%d reports while nothing changed: %+v", len(reps), reps)
 	}
-	if probes := srv.requests.Load() - n0; probes < 5 {
-		t.Fatalf("only %d probes", probes)
+	if probes := p.count("steady"); probes != 16 {
+		t.Fatalf("%d probes in 16 steps", probes)
 	}
-	second := rs.wait(t, "steady", 1, 2*time.Second, isUp)
-	if gap := second.At.Sub(first.At); gap < refresh || gap > refresh+200*time.Millisecond {
+	second := c.until(t, 1, "steady", 1, 30, isUp)
+	if gap := second.At.Sub(first.At); gap != refresh {
 		t.Fatalf("refresh after %v, want %v", gap, refresh)
 	}
 	conns.Store(150)
-	changed := rs.wait(t, "steady", 2, time.Second, func(r Report) bool { return r.Load.Connections == 150 })
-	if changed.At.Sub(second.At) > refresh/2 {
-		t.Fatalf("load change reported only after %v", changed.At.Sub(second.At))
+	changed := c.until(t, 1, "steady", 2, 1, func(r Report) bool { return r.Load.Connections == 150 })
+	if d := changed.At.Sub(second.At); d != opts.Interval {
+		t.Fatalf("load change reported %v after the last report, want at the next probe (%v)", d, opts.Interval)
 	}
 }
 
@@ -653,26 +747,25 @@ func TestCheckerTCPTarget(t *testing.T) {
 		}
 	}()
 	ap := netip.MustParseAddrPort(ln.Addr().String())
-	_, rs := startChecker(t, CheckerOptions{Interval: 30 * time.Millisecond}, Target{Server: "tcp", Address: ap})
-	if r := rs.wait(t, "tcp", 0, 2*time.Second, isUp); r.RTT <= 0 {
+	c := startClocked(t, CheckerOptions{Interval: time.Second}, nil, Target{Server: "tcp", Address: ap})
+	if r := c.until(t, 1, "tcp", 0, 1, isUp); r.RTT <= 0 {
 		t.Fatalf("%+v", r)
 	}
 	ln.Close()
-	rs.wait(t, "tcp", 0, 2*time.Second, isDown)
+	c.until(t, 1, "tcp", 0, 10, isDown)
 }
 
 func TestCheckerMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	srv := newModeServer(t, okHandler)
-	opts := CheckerOptions{Interval: 20 * time.Millisecond, Registerer: reg, RTTMinChange: time.Hour}
-	_, rs := startChecker(t, opts, Target{Server: "m", URL: srv.URL})
+	c := startClocked(t, CheckerOptions{Interval: time.Second, Registerer: reg, RTTMinChange: time.Hour}, nil, Target{Server: "m", URL: srv.URL})
 	// A second checker in the same process shares the collectors.
 	if _, err := NewChecker(CheckerOptions{Registerer: reg}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	rs.wait(t, "m", 0, 2*time.Second, isUp)
+	c.until(t, 1, "m", 0, 1, isUp)
 	srv.mode.Store(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
-	rs.wait(t, "m", 0, 2*time.Second, isDown)
+	c.until(t, 1, "m", 0, 10, isDown)
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -693,8 +786,9 @@ func TestCheckerMetrics(t *testing.T) {
 			}
 		}
 	}
-	if got["anysched_health_probe_duration_seconds"] < 3 ||
-		got["anysched_health_probe_errors_total{kind=status}"] < 2 ||
+	// One success, then Fall (2) failures: three probes.
+	if got["anysched_health_probe_duration_seconds"] != 3 ||
+		got["anysched_health_probe_errors_total{kind=status}"] != 2 ||
 		got["anysched_health_verdict_changes_total{to=down}"] != 1 ||
 		got["anysched_health_verdict_changes_total{to=up}"] != 0 { // the first verdict is not a change
 		t.Fatalf("metrics %v", got)
@@ -711,27 +805,28 @@ func TestCheckerMetrics(t *testing.T) {
 }
 
 func TestCheckerRun(t *testing.T) {
-	srv := newModeServer(t, okHandler)
+	clk := fakeclock.New(t0)
 	var after atomic.Bool
 	var calls atomic.Int64
-	c, err := NewChecker(CheckerOptions{ID: "x", Interval: 10 * time.Millisecond, RefreshInterval: time.Millisecond,
+	p := &script{clk: clk, answer: func(context.Context, Target, int) Result { return okResult }}
+	c, err := NewChecker(CheckerOptions{ID: "x", Interval: time.Second, RefreshInterval: time.Millisecond, Clock: fakeClock{clk},
 		OnReport: func(Report) {
 			calls.Add(1)
 			if after.Load() {
 				t.Error("report after Run returned")
 			}
-		}}, nil, nil)
+		}}, p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetTargets([]Target{{Server: "a", URL: srv.URL}, {Server: ""}})
+	c.SetTargets([]Target{{Server: "a"}, {Server: ""}}) // the nameless one is ignored
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	deadline := time.Now().Add(2 * time.Second)
-	for calls.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	for range 3 { // a report per probe (RefreshInterval 1ms)
+		clk.Step(t, 1)
 	}
+	wait.For(t, "3 reports", wait.DefaultTimeout, func() bool { return calls.Load() == 3 })
 	if err := c.Run(ctx); err == nil {
 		t.Fatal("a second Run was accepted")
 	}
@@ -740,15 +835,23 @@ func TestCheckerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	after.Store(true)
-	time.Sleep(50 * time.Millisecond)
-	if calls.Load() < 3 {
-		t.Fatalf("%d reports", calls.Load())
+	// Run has returned: no loop is left waiting to probe.
+	if n := clk.Armed(); n != 0 {
+		t.Fatalf("%d probe loops still waiting after Run returned", n)
 	}
+
 	// Runs again after a stop.
-	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	after.Store(false)
-	if err := c.Run(ctx); err != nil {
+	go func() { done <- c.Run(ctx) }()
+	clk.Step(t, 1)
+	wait.For(t, "a report from the second Run", wait.DefaultTimeout, func() bool { return calls.Load() == 4 })
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if p.count("a") != 4 || p.count("") != 0 {
+		t.Fatalf("probes: a %d, nameless %d", p.count("a"), p.count(""))
 	}
 }

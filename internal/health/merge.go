@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,8 +38,8 @@ type MergerOptions struct {
 	PanicThreshold float64
 }
 
-// Merger follows health reports, checker liveness and drains in etcd and
-// computes availability. It never blocks the hot path: Compute is called off
+// Merger follows health reports and checker liveness in etcd and computes
+// availability, with the operator's drains (internal/opstate) applied. It never blocks the hot path: Compute is called off
 // it, when the scheduler rebuilds its routing tables.
 type Merger struct {
 	Client  *clientv3.Client
@@ -53,20 +54,16 @@ type Merger struct {
 	reports  map[string]map[string]Report // server -> checker -> report
 	lost     map[string]lostVerdict       // server -> last verdict after its checkers vanished
 	checkers map[string]CheckerInfo
-	drains   map[string]Drain     // kind/name -> drain
-	balance  []byte               // the balance policy configuration document
-	drills   map[string]time.Time // region -> withdrawn until
-	failOpen map[string]bool      // servers already reported as failed open
+	failOpen map[string]bool // servers already reported as failed open
 
-	synced atomic.Bool // the first full list of health, drains and drills is in
+	synced atomic.Bool // the first full list of verdicts is in
 
 	failOpenGauge prometheus.Gauge
 	checkerGauge  *prometheus.GaugeVec
 }
 
-// Synced reports whether the merger has read the province's health,
-// drains and drills at least once since it started: before that, Compute
-// knows no drain, and a scheduler must not answer from it.
+// Synced reports whether the merger has read the province's verdicts at
+// least once since it started.
 func (m *Merger) Synced() bool { return m.synced.Load() }
 
 type lostVerdict struct {
@@ -85,9 +82,6 @@ func (m *Merger) Register(reg prometheus.Registerer) {
 func (m *Merger) reset() {
 	m.reports = map[string]map[string]Report{}
 	m.checkers = map[string]CheckerInfo{}
-	m.drains = map[string]Drain{}
-	m.balance = nil
-	m.drills = map[string]time.Time{}
 	if m.lost == nil {
 		m.lost = map[string]lostVerdict{}
 	}
@@ -98,47 +92,23 @@ func (m *Merger) reset() {
 
 // Run follows etcd until ctx ends. On any watch failure it lists everything
 // again, so it converges after an outage; while etcd is unreachable the last
-// known state stays in use.
+// known verdicts stay in use.
 func (m *Merger) Run(ctx context.Context) error {
-	log := m.Logger.With("component", "health-merger")
-	tick := time.NewTicker(time.Second) // grace periods expire with time, not events
-	defer tick.Stop()
-	failing := false
-	for {
-		err := m.follow(ctx, tick.C)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !failing {
-			log.Warn("lost the health feed; keeping the last known verdicts", "err", err)
-		}
-		failing = true
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(500 * time.Millisecond):
-		}
+	f := &opstate.Feed{
+		Client: m.Client, Prefix: m.Prefix, Keys: []string{opstate.PrefixHealth, opstate.PrefixCheckers},
+		Logger: m.Logger.With("component", "health-merger"),
+		Listed: m.listed, Updated: m.updated, Changed: m.changed,
+		Tick: time.Second, // grace periods expire with time, not events
 	}
+	return f.Run(ctx)
 }
 
-func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	var resps [5]*clientv3.GetResponse
-	var err error
-	for i, sub := range []string{"health/", "checkers/", "drain/", "balance/config", "drill/"} {
-		if resps[i], err = m.Client.Get(lctx, m.Prefix+sub, clientv3.WithPrefix()); err != nil {
-			cancel()
-			return err
-		}
-	}
-	cancel()
+func (m *Merger) listed(kvs []opstate.KV) {
 	m.mu.Lock()
 	before := m.reports
 	m.reset()
-	for _, r := range resps {
-		for _, kv := range r.Kvs {
-			m.apply(string(kv.Key), kv.Value, false)
-		}
+	for _, kv := range kvs {
+		m.apply(kv)
 	}
 	// Servers whose reports vanished while we were not watching.
 	for s, byChecker := range before {
@@ -148,53 +118,28 @@ func (m *Merger) follow(ctx context.Context, tick <-chan time.Time) error {
 	}
 	m.mu.Unlock()
 	m.synced.Store(true)
-	m.changed()
-	rev := resps[0].Header.Revision
-	for _, r := range resps[1:] {
-		rev = min(rev, r.Header.Revision)
-	}
-	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer wcancel()
-	wch := m.Client.Watch(wctx, m.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case resp, ok := <-wch:
-			if !ok {
-				return fmt.Errorf("watch closed")
-			}
-			if err := resp.Err(); err != nil {
-				return err
-			}
-			touched := false
-			m.mu.Lock()
-			for _, ev := range resp.Events {
-				touched = m.apply(string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete) || touched
-			}
-			m.mu.Unlock()
-			if touched {
-				m.changed()
-			}
-		case <-tick:
-			m.changed() // cheap: the scheduler recomputes only if the result differs
-		}
-	}
 }
 
-// apply records one key; it reports whether it concerned health at all.
-func (m *Merger) apply(key string, val []byte, deleted bool) bool {
-	rest, ok := strings.CutPrefix(key, m.Prefix)
-	if !ok {
-		return false
+func (m *Merger) updated(kvs []opstate.KV) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	touched := false
+	for _, kv := range kvs {
+		touched = m.apply(kv) || touched
 	}
+	return touched
+}
+
+// apply records one key (relative to the prefix); it reports whether it
+// concerned health at all.
+func (m *Merger) apply(kv opstate.KV) bool {
 	switch {
-	case strings.HasPrefix(rest, "health/"):
-		server, checker, ok := strings.Cut(strings.TrimPrefix(rest, "health/"), "/")
+	case strings.HasPrefix(kv.Key, opstate.PrefixHealth):
+		server, checker, ok := strings.Cut(strings.TrimPrefix(kv.Key, opstate.PrefixHealth), "/")
 		if !ok {
 			return false
 		}
-		if deleted {
+		if kv.Deleted {
 			if prev, had := m.reports[server][checker]; had {
 				delete(m.reports[server], checker)
 				if len(m.reports[server]) == 0 {
@@ -205,7 +150,7 @@ func (m *Merger) apply(key string, val []byte, deleted bool) bool {
 			return true
 		}
 		var r Report
-		if json.Unmarshal(val, &r) != nil {
+		if json.Unmarshal(kv.Value, &r) != nil {
 			return false
 		}
 		if m.reports[server] == nil {
@@ -215,44 +160,15 @@ func (m *Merger) apply(key string, val []byte, deleted bool) bool {
 		delete(m.lost, server)
 		delete(m.failOpen, server)
 		return true
-	case strings.HasPrefix(rest, "checkers/"):
-		id := strings.TrimPrefix(rest, "checkers/")
-		if deleted {
+	case strings.HasPrefix(kv.Key, opstate.PrefixCheckers):
+		id := strings.TrimPrefix(kv.Key, opstate.PrefixCheckers)
+		if kv.Deleted {
 			delete(m.checkers, id)
 			return true
 		}
 		var ci CheckerInfo
-		if json.Unmarshal(val, &ci) == nil {
+		if json.Unmarshal(kv.Value, &ci) == nil {
 			m.checkers[id] = ci
-		}
-		return true
-	case strings.HasPrefix(rest, "drill/"):
-		region := strings.TrimPrefix(rest, "drill/")
-		if deleted {
-			delete(m.drills, region)
-			return true
-		}
-		var d Drill
-		if json.Unmarshal(val, &d) == nil {
-			m.drills[region] = d.Until
-		}
-		return true
-	case rest == "balance/config":
-		if deleted {
-			m.balance = nil
-		} else {
-			m.balance = append([]byte(nil), val...)
-		}
-		return true
-	case strings.HasPrefix(rest, "drain/"):
-		k := strings.TrimPrefix(rest, "drain/")
-		if deleted {
-			delete(m.drains, k)
-			return true
-		}
-		var d Drain
-		if json.Unmarshal(val, &d) == nil {
-			m.drains[k] = d
 		}
 		return true
 	}
@@ -306,8 +222,6 @@ type Availability struct {
 	Drained   []bool
 	Panic     []bool // by node: health ignored for it
 	Checkers  []CheckerInfo
-	// BalanceConfig is the stored balance policy document (nil: defaults).
-	BalanceConfig []byte
 }
 
 // Figures are what checkers measured on one server.
@@ -319,8 +233,10 @@ type Figures struct {
 	Measured bool
 }
 
-// Compute merges everything known into per-server availability for snap.
-func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
+// Compute merges everything known into per-server availability for snap;
+// drained[i] says why server i is drained by an operator ("" when it is not,
+// nil when nothing is drained: see opstate.Watcher.DrainReasons).
+func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *Availability {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.reports == nil {
@@ -356,9 +272,9 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 		if !up {
 			a.Why[i] = reason
 		}
-		if d, drained := m.drainOf(snap, int32(i)); drained {
+		if drained != nil && drained[i] != "" {
 			a.Drained[i] = true
-			a.Why[i] = "drained: " + d
+			a.Why[i] = "drained: " + drained[i]
 		}
 	}
 	if m.failOpenGauge != nil {
@@ -379,7 +295,6 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 			}
 		}
 	}
-	a.BalanceConfig = m.balance
 	perRegion := map[string]int{}
 	for _, rv := range snap.Regions {
 		perRegion[rv.Name] = 0
@@ -394,42 +309,4 @@ func (m *Merger) Compute(snap *topology.Snapshot) *Availability {
 		}
 	}
 	return a
-}
-
-// drainOf says whether server i is drained directly, by its node or by its region.
-func (m *Merger) drainOf(snap *topology.Snapshot, i int32) (string, bool) {
-	sv := snap.Servers[i]
-	for _, k := range [...]string{
-		DrainServer + "/" + sv.Name,
-		DrainNode + "/" + snap.Nodes[sv.Node].Name,
-		DrainRegion + "/" + snap.Regions[sv.Region].Name,
-	} {
-		if d, ok := m.drains[k]; ok {
-			r := d.Kind + " " + d.Name
-			if d.Reason != "" {
-				r += " (" + d.Reason + ")"
-			}
-			return r, true
-		}
-	}
-	return "", false
-}
-
-// DrillUntil says until when a failover drill keeps region's route withdrawn
-// (zero: no drill).
-func (m *Merger) DrillUntil(region string) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.drills[region]
-}
-
-// Drains lists the current drains.
-func (m *Merger) Drains() []Drain {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Drain, 0, len(m.drains))
-	for _, d := range m.drains {
-		out = append(out, d)
-	}
-	return out
 }

@@ -2,8 +2,8 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,24 +12,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anysched/anysched/internal/testbed/port"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
-// startNginx runs a real nginx on a free loopback port, confined to a temp
-// dir, and returns its base URL and process. The test is skipped when the
-// nginx binary is absent (.ci/run installs Debian's).
-func startNginx(t *testing.T) (string, *exec.Cmd) {
+// startNginx runs a real nginx on a loopback port held for the test,
+// confined to a temp dir, and returns its base URL and a function that kills
+// it and waits for it to exit. The test is skipped when the nginx binary is
+// absent (.ci/run installs Debian's).
+func startNginx(t *testing.T) (string, func()) {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		t.Skip("nginx not installed (apt-get install nginx)")
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// nginx cannot be asked which port it bound: it listens on a port this
+	// test holds (reuseport: SO_REUSEPORT, as the holding socket), which no
+	// other process can take, before nginx starts or after it is killed.
+	addr := port.Hold(t).Addr()
 
 	// master_process off: one process, so that killing it really closes the
 	// port (a killed master would leave its workers serving).
@@ -46,7 +48,7 @@ http {
     uwsgi_temp_path %[1]s/uwsgi;
     scgi_temp_path %[1]s/scgi;
     server {
-        listen %[2]s;
+        listen %[2]s reuseport;
         location /nginx_status { stub_status; }
         location /health { return 200 "ok"; }
     }
@@ -69,9 +71,12 @@ http {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	kill := func() {
 		cmd.Process.Kill()
 		<-exited
+	}
+	t.Cleanup(func() {
+		kill()
 		if t.Failed() {
 			if b, err := os.ReadFile(filepath.Join(dir, "error.log")); err == nil {
 				t.Logf("nginx error.log:\n%s", b)
@@ -80,22 +85,20 @@ http {
 	})
 
 	base := "http://" + addr
-	p := &Prober{Timeout: 500 * time.Millisecond}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if res := p.Probe(context.Background(), Target{URL: base + "/health"}); res.OK {
-			return base, cmd
-		}
+	p := &Prober{Timeout: time.Second}
+	wait.ForErr(t, "nginx listening", wait.DefaultTimeout, func() error {
 		select {
 		case <-exited:
 			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 			t.Fatalf("nginx exited: %v\n%s", cmd.ProcessState, b)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nginx did not start listening")
+		if res := p.Probe(context.Background(), Target{URL: base + "/health"}); !res.OK {
+			return errors.New(res.Err)
 		}
-	}
+		return nil
+	})
+	return base, kill
 }
 
 // nginxHasErrorLogFlag reports whether nginx knows -e (1.19.5 and later).
@@ -113,7 +116,7 @@ func nginxHasErrorLogFlag(bin string) bool {
 }
 
 func TestNginxEndToEnd(t *testing.T) {
-	base, cmd := startNginx(t)
+	base, kill := startNginx(t)
 
 	p := &Prober{Timeout: time.Second}
 	res := p.Probe(context.Background(), Target{URL: base + "/health"})
@@ -129,25 +132,25 @@ func TestNginxEndToEnd(t *testing.T) {
 		t.Fatalf("/nope: %+v", res)
 	}
 
-	opts := CheckerOptions{Interval: 100 * time.Millisecond, Timeout: 200 * time.Millisecond, Rise: 2, Fall: 2}
-	_, rs := startChecker(t, opts, Target{Server: "nginx-1", URL: base + "/nginx_status", CapacityMbps: 10000})
-	up := rs.wait(t, "nginx-1", 0, 3*time.Second, isUp)
+	// The checker's clock is a fake one: detection is counted in intervals,
+	// exactly, whatever the machine's load; the probes are real.
+	c := startClocked(t, CheckerOptions{Interval: time.Second, Rise: 2, Fall: 2}, nil,
+		Target{Server: "nginx-1", URL: base + "/nginx_status", CapacityMbps: 10000})
+	up := c.until(t, 1, "nginx-1", 0, 1, isUp)
 	if up.Load.Connections < 1 || up.Load.Requests < 1 || up.RTT <= 0 || up.Reason != "" {
 		t.Fatalf("up report %+v", up)
 	}
 	t.Logf("up: rtt %v, load %+v", up.RTT, up.Load)
 
-	nUp := len(rs.list("nginx-1"))
-	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	down := rs.wait(t, "nginx-1", nUp, 3*time.Second, isDown)
+	kill() // and gone: the port refuses from now on
+	killed := c.clk.Now()
+	down := c.until(t, 1, "nginx-1", len(c.rs.list("nginx-1")), 10, isDown)
 	took := down.At.Sub(killed)
-	bound := opts.Interval + opts.Interval/4*time.Duration(opts.Fall-1) + opts.Timeout
+	o := c.Options()
+	bound := o.Interval + o.FastInterval*time.Duration(o.Fall-1)
 	t.Logf("down %v after the kill (bound %v): %s", took, bound, down.Reason)
-	if took > bound+150*time.Millisecond {
-		t.Errorf("down after %v, want within %v", took, bound)
+	if took <= 0 || took > bound {
+		t.Errorf("down %v after the kill, want within %v", took, bound)
 	}
 	if !strings.HasPrefix(down.Reason, KindRefused) {
 		t.Errorf("reason %q", down.Reason)

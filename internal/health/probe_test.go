@@ -11,20 +11,18 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anysched/anysched/internal/testbed/port"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 const stubBody = "Active connections: 291 \nserver accepts handled requests\n 16630948 16630948 31070465 \nReading: 6 Writing: 179 Waiting: 106 \n"
 
-// closedAddr returns a loopback address nothing listens on.
+// closedAddr returns a loopback address nothing listens on, held for the
+// test so that nothing starts listening there either.
 func closedAddr(t testing.TB) netip.AddrPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap := netip.MustParseAddrPort(ln.Addr().String())
-	ln.Close()
-	return ap
+	return port.Hold(t).AddrPort()
 }
 
 func TestProbeHTTP(t *testing.T) {
@@ -122,8 +120,13 @@ func TestProbeHTTP(t *testing.T) {
 func TestProbeFailures(t *testing.T) {
 	// A server that answers too late, one that sends headers then stalls.
 	release := make(chan struct{})
+	slowEntered := make(chan struct{}, 10)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slowEntered <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -185,9 +188,14 @@ func TestProbeFailures(t *testing.T) {
 		}
 	})
 	t.Run("canceled", func(t *testing.T) {
+		// Cancelled once the server holds the request; no timeout could
+		// come first.
+		for len(slowEntered) > 0 {
+			<-slowEntered
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(30*time.Millisecond, cancel)
-		res := p.Probe(ctx, Target{URL: srv.URL + "/slow"})
+		go func() { <-slowEntered; cancel() }()
+		res := (&Prober{Timeout: time.Hour}).Probe(ctx, Target{URL: srv.URL + "/slow"})
 		if res.OK || res.Kind != KindCanceled {
 			t.Fatalf("got %+v", res)
 		}
@@ -217,10 +225,7 @@ func TestProbeTCP(t *testing.T) {
 		t.Fatalf("got %+v", res)
 	}
 	// The probe closes its connection: the listener saw it arrive.
-	deadline := time.Now().Add(2 * time.Second)
-	for accepted.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "the probe's connection accepted", wait.DefaultTimeout, func() bool { return accepted.Load() > 0 })
 	if accepted.Load() != 1 {
 		t.Fatalf("accepted %d connections", accepted.Load())
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/opstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,10 +20,10 @@ import (
 //	checkers/<checker>         CheckerInfo, under the same lease: the checker is alive
 //	drain/<kind>/<name>        an operator's drain (no lease: it survives restarts)
 func reportKey(prefix, server, checker string) string {
-	return prefix + "health/" + server + "/" + checker
+	return prefix + opstate.PrefixHealth + server + "/" + checker
 }
 
-func checkerKey(prefix, checker string) string { return prefix + "checkers/" + checker }
+func checkerKey(prefix, checker string) string { return prefix + opstate.PrefixCheckers + checker }
 
 // CheckerInfo says a checker is alive (its key lives under its lease).
 type CheckerInfo struct {

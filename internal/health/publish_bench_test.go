@@ -11,6 +11,7 @@ import (
 
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -49,9 +50,15 @@ func BenchmarkPublishSteadyState(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		go c.Run(ctx)
 		go pub.Run(ctx)
-		time.Sleep(5 * time.Second) // first verdicts: one write per server
+		// First verdicts: one write per server, within the first interval
+		// (and the publisher's flush).
+		wait.For(b, "every server's first verdict written", time.Minute, func() bool {
+			return metricValue(b, reg, "anysched_health_publish_writes_total") >= float64(len(targets))
+		})
 		writes0, probes0 := metricValue(b, reg, "anysched_health_publish_writes_total"), prober.probes.Load()
-		const window = 60 * time.Second // covers one 30 s refresh of every server
+		// What is measured: the write rate over a fixed stretch of real
+		// time, covering one 30 s refresh of every server.
+		const window = 60 * time.Second
 		time.Sleep(window)
 		writes, probes := metricValue(b, reg, "anysched_health_publish_writes_total")-writes0, prober.probes.Load()-probes0
 		cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -70,15 +71,7 @@ const (
 
 func compile(t testing.TB, doc []byte) *topology.Snapshot {
 	t.Helper()
-	top, err := topology.Parse(doc)
-	if err != nil {
-		t.Fatalf("parse topology: %v", err)
-	}
-	snap, err := topology.Compile(top, 1)
-	if err != nil {
-		t.Fatalf("compile topology: %v", err)
-	}
-	return snap
+	return fixture.CompileYAML(t, string(doc), 1)
 }
 
 // engines of the test topology, by what is available.

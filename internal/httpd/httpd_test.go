@@ -20,6 +20,7 @@ import (
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -329,13 +330,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Addr() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no address after 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "Run reporting its address", wait.DefaultTimeout, func() bool { return s.Addr() != nil })
 	base := "http://" + s.Addr().String()
 	keepAlive := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	hr, _ := http.NewRequest("GET", base+"/cctv1/index.m3u8", nil)

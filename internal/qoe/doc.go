@@ -26,7 +26,7 @@
 // # Parameters and defaults (Params, DefaultParams, DefaultLadder)
 //
 // Units: seconds, kbps, compute units ("vCPU"). Every default and the reason
-// for it (the seed's parameter table is lost, so most are our choices) are
+// for it (the paper's parameter table is not in our copy, so most are our choices) are
 // in docs/design.md, "Model parameters and their defaults", with a link to
 // the sensitivity table in docs/benchmarks.md.
 //

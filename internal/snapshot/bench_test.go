@@ -10,12 +10,13 @@ import (
 	"github.com/anysched/anysched/internal/snapshot"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 func benchProvinces() [2]*topology.Topology {
-	a, c := topogen.ProvinceScale(nil), topogen.ProvinceScale(nil)
+	a, c := fixture.Scale(), fixture.Scale()
 	c.Nodes[0].Servers[0].Weight = 7
 	return [2]*topology.Topology{a, c}
 }
@@ -45,8 +46,10 @@ func benchApply(b *testing.B, follow bool) {
 			b.Fatal(err)
 		}
 		i++
-		for follow && (s.Snapshot() == nil || s.Snapshot().Revision != res.Revision) {
-			time.Sleep(100 * time.Microsecond)
+		if follow {
+			wait.ForEvery(b, "the applied revision swapped in", time.Minute, 100*time.Microsecond, func() bool {
+				return s.Snapshot() != nil && s.Snapshot().Revision == res.Revision
+			})
 		}
 	}
 }

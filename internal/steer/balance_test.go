@@ -9,21 +9,14 @@ import (
 
 	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
 )
 
 // withSelection compiles the test province with the live service selecting by sel.
 func withSelection(t *testing.T, sel string) *topology.Snapshot {
 	t.Helper()
-	tp, err := topology.Parse([]byte(strings.Replace(doc, "bitrates_kbps: [730, 2000, 6000]", "bitrates_kbps: [730, 2000, 6000]\n    selection: "+sel, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := topology.Compile(tp, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fixture.CompileYAML(t, strings.Replace(doc, "bitrates_kbps: [730, 2000, 6000]", "bitrates_kbps: [730, 2000, 6000]\n    selection: "+sel, 1), 1)
 }
 
 func table(t *testing.T, s *topology.Snapshot, cfg ...balance.Config) *balance.Table {

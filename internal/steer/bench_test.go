@@ -2,21 +2,12 @@ package steer_test
 
 import (
 	"net/netip"
-	"sync"
 	"testing"
 
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
-
-var province = sync.OnceValue(func() *topology.Snapshot {
-	s, err := topology.Compile(topogen.ProvinceScale(nil), 1)
-	if err != nil {
-		panic(err)
-	}
-	return s
-})
 
 // clients spreads requests over every zone of the province.
 func clients(s *topology.Snapshot, n int) []netip.Addr {
@@ -35,7 +26,7 @@ func clients(s *topology.Snapshot, n int) []netip.Addr {
 // regions, 200 nodes, 10,000 servers, 100,000 networks). Target: < 2 µs and
 // <= 2 allocations.
 func BenchmarkDecide(b *testing.B) {
-	s := province()
+	s := fixture.ScaleSnapshot(b)
 	e := steer.New(s, steer.Options{DefaultRegion: s.Regions[0].Name})
 	cs := clients(s, 4096)
 	b.ReportAllocs()
@@ -52,7 +43,7 @@ func BenchmarkDecide(b *testing.B) {
 // BenchmarkDecide_Baseline: only the two lookups any router must do (client
 // address in the CIDR table, hostname in the service map), no choosing.
 func BenchmarkDecide_Baseline(b *testing.B) {
-	s := province()
+	s := fixture.ScaleSnapshot(b)
 	cs := clients(s, 4096)
 	b.ReportAllocs()
 	i := 0
@@ -69,7 +60,7 @@ func BenchmarkDecide_Baseline(b *testing.B) {
 
 // BenchmarkDecideFallback: the client's region has no available server.
 func BenchmarkDecideFallback(b *testing.B) {
-	s := province()
+	s := fixture.ScaleSnapshot(b)
 	first := s.Regions[0].Name
 	e := steer.New(s, steer.Options{Available: func(i int32) bool { return s.Regions[s.Servers[i].Region].Name != first }})
 	z, _ := s.Zone(first + "-z1")
@@ -85,7 +76,7 @@ func BenchmarkDecideFallback(b *testing.B) {
 // BenchmarkNewEngine: rebuilding the routing tables for the province (done
 // off the hot path on every snapshot or availability change).
 func BenchmarkNewEngine(b *testing.B) {
-	s := province()
+	s := fixture.ScaleSnapshot(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		steer.New(s, steer.Options{})

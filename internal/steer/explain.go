@@ -34,10 +34,11 @@ type Explanation struct {
 	Candidates []Candidate       `json:"candidates"`
 }
 
-// Explain decides req and says why, listing the servers of every region the
-// decision considered.
+// Explain decides req as Decide would now and says why, listing the servers
+// of every region the decision considered. It leaves the balance policies'
+// state as it found it.
 func (e *Engine) Explain(req Request) Explanation {
-	d := e.Decide(req)
+	d := e.decide(req, true)
 	x := Explanation{Decision: d, Result: d.Result.String(), Reason: d.Reason, Names: e.Names(&d)}
 	s := e.snap
 	if d.Service < 0 {
@@ -72,17 +73,17 @@ func (e *Engine) Explain(req Request) Explanation {
 		}
 	}
 	policy := ""
-	if d.Service >= 0 && e.selection[d.Service] == balance.SelectQoE {
+	if d.Service >= 0 && e.selection[d.Service] == topology.SelectQoE {
 		x.Steps = append(x.Steps, "selection qoe: the city's scheduler replaces server and bitrate with its QoE plan's (see its /debug/alloc); shown is the nearest answer it starts from")
-	} else if d.Service >= 0 && e.selection[d.Service] != balance.SelectNearest && e.balance != nil {
-		policy = e.selection[d.Service].String()
+	} else if d.Service >= 0 && e.selection[d.Service] != topology.SelectNearest && e.balance != nil {
+		policy = string(e.selection[d.Service])
 	}
 	scores := map[int32]string{}
 	if d.Region >= 0 && policy != "" {
 		x.Steps = append(x.Steps, fmt.Sprintf("in-node policy %s picked the server", policy))
 		sel := e.selection[d.Service]
 		var key uint64
-		if sel == balance.SelectCHash {
+		if sel == topology.SelectCHash {
 			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
 		}
 		bx := e.balance.Explain(sel, d.Node, key, addrHash(req.Client))

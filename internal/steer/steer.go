@@ -109,19 +109,18 @@ type Engine struct {
 	// uniform[n]: every server of node n has the same weight, so rendezvous
 	// hashing needs no logarithm.
 	uniform   []bool
-	templates []template // by service
 	why       func(int32) string
 	balance   *balance.Table
-	selection []balance.Selection // by service
+	selection []topology.Selection // by service
 }
 
 // New builds an engine. It is the slow part (sorting nodes per zone); call it
 // off the hot path when the snapshot or availability changes.
 func New(snap *topology.Snapshot, o Options) *Engine {
 	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why, balance: o.Balance}
-	e.selection = make([]balance.Selection, len(snap.Services))
+	e.selection = make([]topology.Selection, len(snap.Services))
 	for i, sv := range snap.Services {
-		e.selection[i], _ = balance.ParseSelection(sv.Selection) // validated with the topology
+		e.selection[i] = sv.Selection
 	}
 	if len(snap.Regions) > 0 {
 		e.defaultRegion = 0
@@ -203,10 +202,6 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 		})
 		e.regionsByRegion[r] = order
 	}
-	e.templates = make([]template, len(snap.Services))
-	for i, s := range snap.Services {
-		e.templates[i] = compileTemplate(s.URLTemplate)
-	}
 	return e
 }
 
@@ -246,7 +241,13 @@ func (e *Engine) AnyAvailable() bool {
 func (e *Engine) Available(server int32) bool { return e.avail[server] }
 
 // Decide routes one request.
-func (e *Engine) Decide(req Request) Decision {
+func (e *Engine) Decide(req Request) Decision { return e.decide(req, false) }
+
+// decide routes one request; dry decides without counting the pick in the
+// balance policies' state (swrr's rotation, chash's bounded loads, p2c's
+// in-flight counts), so that explaining a decision does not change the
+// next STB's.
+func (e *Engine) decide(req Request, dry bool) Decision {
 	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1}
 	svc, ok := e.snap.ServiceByHost(req.Host)
 	if !ok {
@@ -269,7 +270,7 @@ func (e *Engine) Decide(req Request) Decision {
 		return d
 	}
 	if e.regionAvail[d.ClientRegion] > 0 {
-		e.pickInRegion(&d, d.ClientRegion, order, loc, &req)
+		e.pickInRegion(&d, d.ClientRegion, order, loc, &req, dry)
 		return d
 	}
 	// The client's region has nothing: its fallbacks in order, then every
@@ -277,14 +278,14 @@ func (e *Engine) Decide(req Request) Decision {
 	for _, r := range e.snap.Regions[d.ClientRegion].Fallback {
 		if e.regionAvail[r] > 0 {
 			d.Result = ResultFallback
-			e.pickInRegion(&d, r, nil, loc, &req)
+			e.pickInRegion(&d, r, nil, loc, &req, dry)
 			return d
 		}
 	}
 	for _, r := range e.regionsByRegion[d.ClientRegion] {
 		if e.regionAvail[r] > 0 {
 			d.Result = ResultFallback
-			e.pickInRegion(&d, r, nil, loc, &req)
+			e.pickInRegion(&d, r, nil, loc, &req, dry)
 			return d
 		}
 	}
@@ -294,7 +295,7 @@ func (e *Engine) Decide(req Request) Decision {
 
 // pickInRegion chooses the nearest node with an available server (order, if
 // given, is the region's nodes sorted by distance from loc), then the server.
-func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topology.Location, req *Request) {
+func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topology.Location, req *Request, dry bool) {
 	d.Region = region
 	best := int32(-1)
 	if order != nil {
@@ -316,12 +317,18 @@ func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topo
 		}
 	}
 	d.Node = best
-	if sel := e.selection[d.Service]; sel != balance.SelectNearest && e.balance != nil {
+	if sel := e.selection[d.Service]; sel != topology.SelectNearest && e.balance != nil {
 		var key uint64
-		if sel == balance.SelectCHash {
+		if sel == topology.SelectCHash {
 			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
 		}
-		if s := e.balance.Pick(sel, best, key, addrHash(req.Client)); s >= 0 && e.avail[s] {
+		var s int32
+		if dry {
+			s = e.balance.Explain(sel, best, key, addrHash(req.Client)).Pick
+		} else {
+			s = e.balance.Pick(sel, best, key, addrHash(req.Client))
+		}
+		if s >= 0 && e.avail[s] {
 			d.Server = s
 			return
 		}
@@ -410,7 +417,7 @@ func (e *Engine) Elsewhere(d *Decision, req Request) {
 			return false
 		}
 		d.Result = ResultFallback
-		e.pickInRegion(d, r, nil, loc, &req)
+		e.pickInRegion(d, r, nil, loc, &req, false)
 		return true
 	}
 	for _, r := range e.snap.Regions[d.ClientRegion].Fallback {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -55,15 +56,7 @@ services:
 
 func snapshot(t testing.TB) *topology.Snapshot {
 	t.Helper()
-	tp, err := topology.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := topology.Compile(tp, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fixture.CompileYAML(t, doc, 1)
 }
 
 func down(s *topology.Snapshot, names ...string) func(int32) bool {

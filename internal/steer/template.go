@@ -3,38 +3,9 @@ package steer
 import (
 	"strconv"
 	"strings"
+
+	"github.com/anysched/anysched/internal/topology"
 )
-
-// A template is a service's url_template split into literal text and fields,
-// so that rendering a redirect is appends into a reused buffer.
-type template []segment
-
-type segment struct {
-	lit   string
-	field string // empty for a literal
-}
-
-func compileTemplate(tpl string) template {
-	var t template
-	for tpl != "" {
-		i := strings.IndexByte(tpl, '{')
-		if i < 0 {
-			t = append(t, segment{lit: tpl})
-			break
-		}
-		if i > 0 {
-			t = append(t, segment{lit: tpl[:i]})
-		}
-		end := strings.IndexByte(tpl[i:], '}')
-		if end < 0 { // validation forbids this; keep the rest literally
-			t = append(t, segment{lit: tpl[i:]})
-			break
-		}
-		t = append(t, segment{field: tpl[i+1 : i+end]})
-		tpl = tpl[i+end+1:]
-	}
-	return t
-}
 
 // Channel is the content key of a request path: its first segment
 // (/cctv1/index.m3u8 -> cctv1), or "" for "/".
@@ -47,23 +18,22 @@ func Channel(path string) string {
 }
 
 // AppendLocation appends the redirect URL of decision d for a request path
-// and raw query to dst. Fields: {server} host:port, {host} host only, {port},
-// {channel} the first path segment, {path} the path without its leading
-// slash, {query} the raw query string (for tokens the edge checks), {bitrate}
-// kbps, {service}, {region} the server's region. Path and query are inserted
-// as the STB sent them (already escaped on the wire).
+// and raw query to dst, rendering the service's template as compiled with
+// the topology (topology.Placeholder says what each placeholder stands
+// for). Path and query are inserted as the STB sent them (already escaped on
+// the wire); {query} carries tokens the edge checks.
 func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []byte {
 	if d.Server < 0 || d.Service < 0 {
 		return dst
 	}
 	srv := &e.snap.Servers[d.Server]
-	for _, seg := range e.templates[d.Service] {
-		switch seg.field {
-		case "":
-			dst = append(dst, seg.lit...)
-		case "server":
+	for _, part := range e.snap.Services[d.Service].Template {
+		switch part.Field {
+		case topology.Literal:
+			dst = append(dst, part.Text...)
+		case topology.PlaceServer:
 			dst = srv.Addr.AppendTo(dst)
-		case "host":
+		case topology.PlaceHost:
 			if srv.Addr.Addr().Is6() {
 				dst = append(dst, '[')
 				dst = srv.Addr.Addr().AppendTo(dst)
@@ -71,19 +41,19 @@ func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []b
 			} else {
 				dst = srv.Addr.Addr().AppendTo(dst)
 			}
-		case "port":
+		case topology.PlacePort:
 			dst = strconv.AppendUint(dst, uint64(srv.Addr.Port()), 10)
-		case "channel":
+		case topology.PlaceChannel:
 			dst = append(dst, Channel(path)...)
-		case "path":
+		case topology.PlacePath:
 			dst = append(dst, strings.TrimPrefix(path, "/")...)
-		case "query":
+		case topology.PlaceQuery:
 			dst = append(dst, query...)
-		case "bitrate":
+		case topology.PlaceBitrate:
 			dst = strconv.AppendInt(dst, int64(d.BitrateKbps), 10)
-		case "service":
+		case topology.PlaceService:
 			dst = append(dst, e.snap.Services[d.Service].Name...)
-		case "region":
+		case topology.PlaceRegion:
 			dst = append(dst, e.snap.Regions[srv.Region].Name...)
 		}
 	}

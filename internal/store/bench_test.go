@@ -9,14 +9,14 @@ import (
 
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // provinces returns two different province-scale documents (10,000 servers,
 // 100,000 networks), so that every apply in a loop changes the topology.
 func provinces(b *testing.B) [2]*topology.Topology {
-	a, c := topogen.ProvinceScale(nil), topogen.ProvinceScale(nil)
+	a, c := fixture.Scale(), fixture.Scale()
 	c.Nodes[0].Servers[0].Weight = 7
 	return [2]*topology.Topology{a, c}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/opstate"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -48,7 +49,9 @@ type ClaimBoard struct {
 	lease clientv3.LeaseID
 }
 
-func (b *ClaimBoard) prefix() string { return b.Store.prefix + "alloc/claims/" + b.Region + "/" }
+func (b *ClaimBoard) prefix() string {
+	return b.Store.prefix + opstate.PrefixAllocClaims + b.Region + "/"
+}
 
 // Peers returns every other instance's claims in the region and the store
 // revision they were read at.

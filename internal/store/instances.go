@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/anysched/anysched/internal/opstate"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -61,11 +62,11 @@ type Peer struct {
 	State   string `json:"state"`
 }
 
-func (s *Store) instanceKey(id string) string { return s.prefix + "instances/" + id }
+func (s *Store) instanceKey(id string) string { return s.prefix + opstate.PrefixInstances + id }
 
 // Instances lists the registered scheduler instances, by role, region, id.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
-	resp, err := s.cli.Get(ctx, s.prefix+"instances/", clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, s.prefix+opstate.PrefixInstances, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/topology"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -63,9 +64,11 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
 // CurrentKey is the key schedulers watch.
-func (s *Store) CurrentKey() string { return s.prefix + "topology/current" }
+func (s *Store) CurrentKey() string { return s.prefix + opstate.KeyTopologyCurrent }
 
-func (s *Store) blobPrefix(digest string) string { return s.prefix + "topology/blobs/" + digest + "/" }
+func (s *Store) blobPrefix(digest string) string {
+	return s.prefix + opstate.PrefixTopologyBlobs + digest + "/"
+}
 
 // pointer is the value of topology/current.
 type pointer struct {
@@ -185,7 +188,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 // Readers fetch at the pointer's revision, so a reader in flight still
 // finds deleted chunks until etcd compacts.
 func (s *Store) collect(ctx context.Context, keep ...string) {
-	root := s.prefix + "topology/blobs/"
+	root := s.prefix + opstate.PrefixTopologyBlobs
 	resp, err := s.cli.Get(ctx, root, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		s.log.Warn("listing old topology chunks failed; they stay until the next apply", "err", err)

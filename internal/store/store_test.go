@@ -12,21 +12,12 @@ import (
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/testbed/testcerts"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-func sample(t testing.TB, weight int) *topology.Topology {
-	t.Helper()
-	tp := topogen.Province(topogen.Cities(nil, 4), topogen.Options{NodesPerRegion: 2, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 2, FallbackPerRegion: 1})
-	tp.Nodes[0].Servers[0].Weight = weight
-	if err := topology.Validate(tp); err != nil {
-		t.Fatal(err)
-	}
-	return tp
-}
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -40,7 +31,7 @@ func TestApplyAndReadBack(t *testing.T) {
 	if _, err := st.Current(c); !errors.Is(err, store.ErrNoTopology) {
 		t.Fatalf("Current on an empty store: %v, want ErrNoTopology", err)
 	}
-	tp := sample(t, 100)
+	tp := fixture.Weighted(t, 100)
 	res, err := st.Apply(c, tp, store.ApplyOptions{})
 	if err != nil || !res.Changed || res.Revision == 0 {
 		t.Fatalf("Apply = %+v, %v", res, err)
@@ -61,7 +52,7 @@ func TestApplyAndReadBack(t *testing.T) {
 	}
 
 	// The same document again changes nothing, not even the revision.
-	again, err := st.Apply(c, sample(t, 100), store.ApplyOptions{})
+	again, err := st.Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{})
 	if err != nil || again.Changed || again.Revision != res.Revision {
 		t.Fatalf("re-apply = %+v, %v; want unchanged at %d", again, err, res.Revision)
 	}
@@ -70,17 +61,17 @@ func TestApplyAndReadBack(t *testing.T) {
 func TestStaleRevisionRefused(t *testing.T) {
 	st := etcdtest.Start(t).Store()
 	c := ctx(t)
-	r1, err := st.Apply(c, sample(t, 100), store.ApplyOptions{})
+	r1, err := st.Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two operators both fetched r1; the first applies.
-	r2, err := st.Apply(c, sample(t, 200), store.ApplyOptions{BaseRevision: r1.Revision})
+	r2, err := st.Apply(c, fixture.Weighted(t, 200), store.ApplyOptions{BaseRevision: r1.Revision})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The second one's edit is based on r1: refused, nothing written.
-	_, err = st.Apply(c, sample(t, 300), store.ApplyOptions{BaseRevision: r1.Revision})
+	_, err = st.Apply(c, fixture.Weighted(t, 300), store.ApplyOptions{BaseRevision: r1.Revision})
 	var stale *store.StaleError
 	if !errors.As(err, &stale) || stale.Base != r1.Revision || stale.Current != r2.Revision {
 		t.Fatalf("stale apply: %v, want StaleError{%d, %d}", err, r1.Revision, r2.Revision)
@@ -90,7 +81,7 @@ func TestStaleRevisionRefused(t *testing.T) {
 		t.Fatalf("after a refused apply the store holds rev %d weight %d, want rev %d weight 200", cur.Revision, cur.Topology.Nodes[0].Servers[0].Weight, r2.Revision)
 	}
 	// Forced, it goes through.
-	r3, err := st.Apply(c, sample(t, 300), store.ApplyOptions{BaseRevision: r1.Revision, Force: true})
+	r3, err := st.Apply(c, fixture.Weighted(t, 300), store.ApplyOptions{BaseRevision: r1.Revision, Force: true})
 	if err != nil || !r3.Changed || r3.Revision <= r2.Revision {
 		t.Fatalf("forced apply = %+v, %v", r3, err)
 	}
@@ -99,7 +90,7 @@ func TestStaleRevisionRefused(t *testing.T) {
 func TestConcurrentAppliesOneWinsPerRevision(t *testing.T) {
 	st := etcdtest.Start(t).Store()
 	c := ctx(t)
-	base, err := st.Apply(c, sample(t, 100), store.ApplyOptions{})
+	base, err := st.Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +100,7 @@ func TestConcurrentAppliesOneWinsPerRevision(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, results[i] = st.Apply(c, sample(t, 101+i), store.ApplyOptions{BaseRevision: base.Revision})
+			_, results[i] = st.Apply(c, fixture.Weighted(t, 101+i), store.ApplyOptions{BaseRevision: base.Revision})
 		}()
 	}
 	wg.Wait()
@@ -140,8 +131,8 @@ func TestLargeApplyIsAtomic(t *testing.T) {
 	st := e.Store()
 	st.ChunkSize = 32 << 10 // generated documents compress very well; force many chunks
 	c := ctx(t)
-	a := topogen.ProvinceScale(nil)
-	b := topogen.ProvinceScale(nil)
+	a := fixture.Scale()
+	b := fixture.Scale()
 	b.Zones = b.Zones[:len(b.Zones)/2] // half the networks: a reader mixing chunks would notice
 	docs := map[string]topology.Counts{}
 	for _, tp := range []*topology.Topology{a, b} {
@@ -235,7 +226,7 @@ func TestOldChunkSetsCollected(t *testing.T) {
 	st := e.Store()
 	c := ctx(t)
 	for w := 100; w < 105; w++ {
-		if _, err := st.Apply(c, sample(t, w), store.ApplyOptions{}); err != nil {
+		if _, err := st.Apply(c, fixture.Weighted(t, w), store.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,15 +254,13 @@ func TestRegistrationLivesWithItsProcess(t *testing.T) {
 	}}
 	go func() { done <- reg.Run(rctx) }()
 	var ins []store.Instance
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	wait.For(t, "the instance registered", wait.DefaultTimeout, func() bool {
 		var err error
 		if ins, err = st.Instances(c); err != nil {
 			t.Fatal(err)
 		}
-		if len(ins) == 1 {
-			break
-		}
-	}
+		return len(ins) == 1
+	})
 	if len(ins) != 1 || ins[0].ID != "hefei-1" || ins[0].Region != "hefei" || ins[0].SnapshotRevision != 7 || ins[0].UpdatedAt.IsZero() {
 		t.Fatalf("instances = %+v", ins)
 	}
@@ -299,20 +288,13 @@ func TestRegistrationExpiresWhenProcessDies(t *testing.T) {
 	if ins, _ := st.Instances(c); len(ins) != 1 {
 		t.Fatalf("instances = %+v", ins)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "a dead instance's record expiring with its 2s lease", wait.DefaultTimeout, func() bool {
 		ins, err := st.Instances(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ins) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a dead instance's record did not expire with its lease")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(ins) == 0
+	})
 }
 
 // TestClientTLS runs etcd requiring client certificates: the store connects
@@ -330,7 +312,7 @@ func TestClientTLS(t *testing.T) {
 		defer cli.Close()
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_, err = store.New(cli, "/anysched/", e.Logger).Apply(c, sample(t, 100), store.ApplyOptions{})
+		_, err = store.New(cli, "/anysched/", e.Logger).Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{})
 		return err
 	}
 	if err := connect(config.ClientTLS{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}); err != nil {

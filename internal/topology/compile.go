@@ -13,13 +13,6 @@ import (
 	"github.com/gaissmai/bart"
 )
 
-// Selections lists the server-selection policies this version implements;
-// "qoe" is the live QoE allocation (internal/allocator).
-var selections = []string{"nearest", "swrr", "chash", "p2c", "qoe"}
-
-// URL template placeholders a service may use.
-var templateFields = []string{"server", "host", "port", "channel", "path", "query", "bitrate", "service", "region"}
-
 // Validate checks the meaning of a decoded document and returns every problem,
 // each naming its field path. It builds the same structures Compile does, so a
 // document that validates always compiles.
@@ -134,7 +127,9 @@ func (c *compiler) regions() {
 	s.Regions = make([]RegionView, len(c.t.Regions))
 	for i, r := range c.t.Regions {
 		p := fmt.Sprintf("regions[%d]", i)
-		if c.name(p+".name", r.Name) {
+		if r.Name == CenterName {
+			c.add(p+".name", "%q is reserved for the central scheduler", r.Name)
+		} else if c.name(p+".name", r.Name) {
 			if j, dup := s.regionIdx[r.Name]; dup {
 				c.add(p+".name", "duplicate region %q (first at regions[%d])", r.Name, j)
 			} else {
@@ -409,7 +404,7 @@ func (c *compiler) services() {
 				s.serviceIdx[sv.Name] = int32(i)
 			}
 		}
-		view := ServiceView{Name: sv.Name, URLTemplate: sv.URLTemplate, BitratesKbps: sv.BitratesKbps, Selection: sv.Selection}
+		view := ServiceView{Name: sv.Name, URLTemplate: sv.URLTemplate, BitratesKbps: sv.BitratesKbps}
 		if len(sv.Hostnames) == 0 {
 			c.add(p+".hostnames", "at least one hostname is required")
 		}
@@ -427,7 +422,7 @@ func (c *compiler) services() {
 			s.hostIdx[norm] = int32(i)
 			view.Hostnames = append(view.Hostnames, norm)
 		}
-		c.urlTemplate(p+".url_template", sv.URLTemplate)
+		view.Template = c.urlTemplate(p+".url_template", sv.URLTemplate)
 		if len(sv.BitratesKbps) == 0 {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}
@@ -438,10 +433,10 @@ func (c *compiler) services() {
 				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d is not above the previous %d: the ladder must be strictly ascending", b, sv.BitratesKbps[j-1])
 			}
 		}
-		if view.Selection == "" {
-			view.Selection = DefaultSelection
-		} else if !slices.Contains(selections, view.Selection) {
-			c.add(p+".selection", "%q is not supported (supported: %s)", view.Selection, strings.Join(selections, ", "))
+		if sel, err := ParseSelection(string(sv.Selection)); err != nil {
+			c.add(p+".selection", "%v", err)
+		} else {
+			view.Selection = sel
 		}
 		s.Services[i] = view
 	}
@@ -458,50 +453,34 @@ func (c *compiler) services() {
 	}
 }
 
-func (c *compiler) urlTemplate(path, tpl string) {
+// urlTemplate checks a url_template and compiles it (nil when invalid).
+func (c *compiler) urlTemplate(path, tpl string) Template {
 	if tpl == "" {
 		c.add(path, "required")
-		return
+		return nil
 	}
+	ok := true
 	if !strings.HasPrefix(tpl, "http://") && !strings.HasPrefix(tpl, "https://") {
 		c.add(path, "must start with http:// or https://: %q", tpl)
+		ok = false
 	}
-	fields, err := TemplateFields(tpl)
+	t, unknown, err := parseTemplate(tpl)
 	if err != nil {
 		c.add(path, "%v", err)
-		return
+		return nil
 	}
-	if !slices.Contains(fields, "server") && !slices.Contains(fields, "host") {
+	if !t.Has(PlaceServer) && !t.Has(PlaceHost) {
 		c.add(path, "must contain {server} or {host}: %q", tpl)
+		ok = false
 	}
-	for _, f := range fields {
-		if !slices.Contains(templateFields, f) {
-			c.add(path, "unknown placeholder {%s} (known: %s)", f, strings.Join(templateFields, ", "))
-		}
+	for _, name := range unknown {
+		c.add(path, "%v", unknownPlaceholder(name))
+		ok = false
 	}
-}
-
-// TemplateFields lists the {placeholders} of a URL template in order.
-func TemplateFields(tpl string) ([]string, error) {
-	var out []string
-	for i := 0; i < len(tpl); i++ {
-		switch tpl[i] {
-		case '{':
-			end := strings.IndexByte(tpl[i:], '}')
-			if end < 0 {
-				return nil, fmt.Errorf("unclosed '{' at offset %d", i)
-			}
-			name := tpl[i+1 : i+end]
-			if name == "" || strings.ContainsAny(name, "{ ") {
-				return nil, fmt.Errorf("malformed placeholder at offset %d", i)
-			}
-			out = append(out, name)
-			i += end
-		case '}':
-			return nil, fmt.Errorf("unmatched '}' at offset %d", i)
-		}
+	if !ok {
+		return nil
 	}
-	return out, nil
+	return t
 }
 
 // NormalizeHost lowercases a DNS name and drops a trailing dot; ok is false

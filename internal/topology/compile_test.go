@@ -209,6 +209,7 @@ func TestBadDocuments(t *testing.T) {
 		{name: "unknown placeholder", edits: []edit{{"{bitrate}/index", "{bitrate}/{quality}/index"}}, path: "services[0].url_template", msg: "unknown placeholder {quality}"},
 		{name: "unclosed placeholder", edits: []edit{{"{bitrate}/index", "{bitrate/index"}}, path: "services[0].url_template", msg: "unclosed '{'"},
 		{name: "url_template not http", edits: []edit{{`"http://{server}/live/`, `"rtsp://{server}/live/`}}, path: "services[0].url_template", msg: "must start with http:// or https://"},
+		{name: "region named center", edits: []edit{{hefeiRegion, hefeiRegion + "  - name: center\n    location: {lat: 31.9, lon: 117.3}\n"}}, path: "regions[1].name", msg: `"center" is reserved for the central scheduler`},
 		{name: "unsupported selection", edits: []edit{{"selection: nearest", "selection: roundrobin"}}, path: "services[0].selection", msg: `"roundrobin" is not supported (supported: nearest, swrr, chash, p2c, qoe)`},
 		{name: "unknown default service", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  default_service: vod"}}, path: "anycast.default_service", msg: `unknown service "vod"`},
 		{name: "no services", doc: validDoc[:strings.Index(validDoc, "services:")], path: "services", msg: "at least one service is required"},

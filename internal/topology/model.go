@@ -42,6 +42,10 @@ type Location struct {
 	Lon float64 `yaml:"lon" json:"lon"`
 }
 
+// CenterName is how drills, instance ids and status name the central
+// scheduler; no region may take it.
+const CenterName = "center"
+
 // Region is one city with its own regional scheduler.
 type Region struct {
 	Name     string    `yaml:"name" json:"name"`
@@ -91,18 +95,15 @@ type Zone struct {
 
 // Service is a delivery service STBs ask for by hostname.
 type Service struct {
-	Name         string   `yaml:"name" json:"name"`
-	Hostnames    []string `yaml:"hostnames" json:"hostnames"`
-	URLTemplate  string   `yaml:"url_template" json:"url_template"`
-	BitratesKbps []int    `yaml:"bitrates_kbps" json:"bitrates_kbps"`
-	Selection    string   `yaml:"selection,omitempty" json:"selection,omitempty"`
+	Name         string    `yaml:"name" json:"name"`
+	Hostnames    []string  `yaml:"hostnames" json:"hostnames"`
+	URLTemplate  string    `yaml:"url_template" json:"url_template"`
+	BitratesKbps []int     `yaml:"bitrates_kbps" json:"bitrates_kbps"`
+	Selection    Selection `yaml:"selection,omitempty" json:"selection,omitempty"` // empty: DefaultSelection
 }
 
 // DefaultWeight is a server's weight when the document gives none.
 const DefaultWeight = 100
-
-// DefaultSelection is the policy of a service that names none.
-const DefaultSelection = "nearest"
 
 // Decode reads a topology document strictly: unknown keys, wrong kinds and
 // bad scalars are all reported with their field paths. It does not validate
@@ -151,10 +152,10 @@ func DecodeJSON(data []byte) (*Topology, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(t); err != nil {
-		return nil, fmt.Errorf("decode stored topology: %w", err)
+		return nil, fmt.Errorf("topology: decode stored document: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decode stored topology: data after the document")
+		return nil, errors.New("topology: decode stored document: data after the document")
 	}
 	return t, nil
 }

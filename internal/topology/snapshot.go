@@ -67,13 +67,15 @@ type ZoneView struct {
 	Networks []netip.Prefix
 }
 
-// ServiceView is a delivery service with normalised hostnames.
+// ServiceView is a delivery service with normalised hostnames, its URL
+// template compiled and its selection defaulted.
 type ServiceView struct {
 	Name         string
 	Hostnames    []string
 	URLTemplate  string
+	Template     Template // URLTemplate compiled
 	BitratesKbps []int
-	Selection    string
+	Selection    Selection // never empty
 }
 
 // Counts summarises a snapshot's size.

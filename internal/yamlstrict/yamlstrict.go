@@ -4,10 +4,16 @@
 //
 // yaml.v3's own KnownFields mode stops at the first problem and names only a
 // line, which is not enough for a 10,000-server topology.
+//
+// A field whose type implements encoding.TextUnmarshaler (netip.Addr,
+// netip.Prefix, a typed name) is written as one scalar and parsed by its
+// UnmarshalText: its error is reported like any other bad value, with the
+// field path and line.
 package yamlstrict
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -124,8 +130,9 @@ func Decode(data []byte, out any) error {
 const maxDepth = 64
 
 var (
-	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-	durationType    = reflect.TypeFor[time.Duration]()
+	unmarshalerType     = reflect.TypeFor[yaml.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	durationType        = reflect.TypeFor[time.Duration]()
 )
 
 // dropNulls removes `key: ~` pairs from mappings, so that an explicit null
@@ -167,6 +174,14 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		probe(n, t, path, errs)
+		return
+	}
+	if isText(t) {
+		if n.Kind != yaml.ScalarNode {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a single value, found " + kindName(n)})
+			return
+		}
 		probe(n, t, path, errs)
 		return
 	}
@@ -220,8 +235,19 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 	}
 }
 
+// isText reports whether values of t decode from a scalar through
+// UnmarshalText (yaml.v3 prefers it to the kind's own decoding).
+func isText(t reflect.Type) bool { return reflect.PointerTo(t).Implements(textUnmarshalerType) }
+
 // probe decodes a scalar into a throwaway value of the field's type.
 func probe(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+	if isText(t) {
+		// UnmarshalText sees the scalar's text whatever its YAML tag.
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "invalid value: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+		}
+		return
+	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		// yaml.v3 truncates 1.5 into an int field without a word.

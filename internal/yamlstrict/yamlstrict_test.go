@@ -3,6 +3,8 @@ package yamlstrict_test
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +290,67 @@ func TestWrongKinds(t *testing.T) {
 func TestUnmarshalerIsProbed(t *testing.T) {
 	_, errs := decode(t, "level: medium\n")
 	expect(t, errs, `level: invalid value: level "medium" is neither low nor high`)
+}
+
+// code is a number written as "A-B" (a TextUnmarshaler over an integer kind).
+type code uint32
+
+func (c *code) UnmarshalText(b []byte) error {
+	hi, lo, ok := strings.Cut(string(b), "-")
+	h, err1 := strconv.ParseUint(hi, 10, 16)
+	l, err2 := strconv.ParseUint(lo, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return fmt.Errorf("%q is not A-B", b)
+	}
+	*c = code(h<<16 | l)
+	return nil
+}
+
+type texts struct {
+	Addr   netip.Addr            `yaml:"addr"`
+	Prefix netip.Prefix          `yaml:"prefix"`
+	Peers  []netip.Addr          `yaml:"peers"`
+	Codes  []code                `yaml:"codes"`
+	ByAddr map[netip.Addr]string `yaml:"by_addr"`
+	Ptr    *netip.Addr           `yaml:"ptr"`
+}
+
+// TestTextUnmarshalers: fields with an UnmarshalText (netip types, typed
+// names) decode from one scalar; their parse errors carry path and line.
+func TestTextUnmarshalers(t *testing.T) {
+	var v texts
+	err := yamlstrict.Decode([]byte("addr: 10.0.0.1\nprefix: 10.0.0.0/26\npeers: [192.0.2.1, \"2001:db8::1\"]\ncodes: [65101-100]\nby_addr: {10.1.0.1: a}\nptr: ::1\n"), &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Addr != netip.MustParseAddr("10.0.0.1") || v.Prefix != netip.MustParsePrefix("10.0.0.0/26") || len(v.Peers) != 2 || v.Peers[1] != netip.MustParseAddr("2001:db8::1") ||
+		len(v.Codes) != 1 || v.Codes[0] != 65101<<16|100 || v.ByAddr[netip.MustParseAddr("10.1.0.1")] != "a" || v.Ptr == nil || *v.Ptr != netip.IPv6Loopback() {
+		t.Fatalf("decoded %+v", v)
+	}
+
+	doc := "addr: 10.0.0.300\nprefix: 10.0.0.0\npeers: [192.0.2.1, nowhere]\ncodes: [65101-100, 7]\nby_addr: {x: a}\nptr: {a: 1}\n"
+	err = yamlstrict.Decode([]byte(doc), &v)
+	errs, ok := yamlstrict.AsErrors(err)
+	if !ok {
+		t.Fatalf("Decode = %v, want field errors", err)
+	}
+	expect(t, errs,
+		`addr: invalid value: ParseAddr("10.0.0.300")`,
+		`prefix: invalid value: netip.ParsePrefix("10.0.0.0"): no '/'`,
+		`peers[1]: invalid value: ParseAddr("nowhere")`,
+		`codes[1]: invalid value: "7" is not A-B`,
+		`by_addr.x: invalid value: ParseAddr("x")`,
+		"ptr: expected a single value, found a mapping",
+	)
+	for i, line := range []int{1, 2, 3, 4, 5, 6} {
+		if errs[i].Line != line {
+			t.Errorf("%s: line %d, want %d", errs[i].Path, errs[i].Line, line)
+		}
+	}
+	// An integer kind with UnmarshalText is not held to whole numbers.
+	if err := yamlstrict.Decode([]byte("codes: [1.5]\n"), &v); err == nil || !strings.Contains(err.Error(), `codes[0]: invalid value: "1.5" is not A-B (line 1)`) {
+		t.Errorf("fractional text value: %v", err)
+	}
 }
 
 func TestDocumentLevel(t *testing.T) {

@@ -5,9 +5,10 @@ package bgptest
 
 import (
 	"context"
-	"net"
+	"net/netip"
 	"testing"
 
+	testport "github.com/anysched/anysched/internal/testbed/port"
 	api "github.com/osrg/gobgp/v3/api"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
@@ -30,17 +31,24 @@ type Route struct {
 // New starts a router with asn that accepts a session from 127.0.0.1 with peerASN.
 func New(t testing.TB, asn, peerASN uint32, password string) *Router {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	srv := server.NewBgpServer(server.LoggerOption(nopLogger{}))
 	go srv.Serve()
+	t.Cleanup(func() { _ = srv.StopBgp(context.Background(), &api.StopBgpRequest{}); srv.Stop() })
 	ctx := context.Background()
-	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: "10.255.0.1", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}}); err != nil {
-		t.Fatal(err)
+	// GoBGP takes a port number (0 means "do not listen") and does not say
+	// which port it bound, so it cannot bind :0 and be asked. Pick ports
+	// that were free a moment ago; if another process took one in between,
+	// the listen fails with EADDRINUSE and nothing was started: try another.
+	var port uint16
+	for attempt := 1; ; attempt++ {
+		port = netip.MustParseAddrPort(testport.Pick(t, 1)[0]).Port()
+		err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: "10.255.0.1", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}})
+		if err == nil {
+			break
+		}
+		if !testport.InUse(err) || attempt == 5 {
+			t.Fatalf("bgptest: start on 127.0.0.1:%d: %v", port, err)
+		}
 	}
 	if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
 		Conf:      &api.PeerConf{NeighborAddress: "127.0.0.1", PeerAsn: peerASN, AuthPassword: password},
@@ -49,8 +57,7 @@ func New(t testing.TB, asn, peerASN uint32, password string) *Router {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.StopBgp(context.Background(), &api.StopBgpRequest{}); srv.Stop() })
-	return &Router{srv: srv, Port: port}
+	return &Router{srv: srv, Port: int(port)}
 }
 
 // Routes lists the IPv4 unicast routes learned.

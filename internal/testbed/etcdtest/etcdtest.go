@@ -1,88 +1,146 @@
 // Package etcdtest runs a real single-node etcd (the embed package) on
-// loopback ports in a test's temporary directory, and can stop and restart it
-// to inject a store outage.
+// loopback in a test's temporary directory, and can stop and restart it to
+// inject a store outage.
+//
+// Ports: the client and peer ports are held for the whole test (package
+// port: bound on 127.0.0.1:0 by the kernel, read back, never released until
+// the test ends) and etcd listens on them with SO_REUSEPORT. So no other
+// test on the machine can be handed them, and Restart comes back on the same
+// endpoint, which the clients made before the outage keep dialing. This is
+// why the server is configured here rather than through
+// store.StartEmbedded: the daemon's wrapper neither takes socket options
+// nor reports the addresses it bound.
 package etcdtest
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/port"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap/zapcore"
 )
 
 // Etcd is a test etcd server.
 type Etcd struct {
-	t       testing.TB
-	cfg     config.Embedded
-	opts    store.EmbeddedOptions
-	emb     *store.Embedded
+	t      testing.TB
+	dir    string
+	opts   store.EmbeddedOptions
+	client *port.Held
+	peer   *port.Held
+	etcd   *embed.Etcd
+
 	Logger  *slog.Logger
 	Prefix  string
 	Running bool
 }
 
 // FreePort returns a loopback host:port that was free a moment ago.
+//
+// Deprecated: another process (or the next FreePort call) may take the port
+// before it is bound; that is how two daemons of one test ended up on the
+// same port. Bind 127.0.0.1:0 and read the address back, or hold the port
+// for the whole test (port.Hold) when a server must come back on it.
 func FreePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return port.Pick(t, 1)[0]
 }
 
 // Start runs etcd until the test ends.
 func Start(t testing.TB) *Etcd { return StartWith(t, store.EmbeddedOptions{}) }
 
-// StartWith runs etcd with extra options (e.g. client TLS).
+// StartWith runs etcd with extra options: client TLS. It is always a
+// single-node cluster (InitialCluster must be empty).
 func StartWith(t testing.TB, opts store.EmbeddedOptions) *Etcd {
 	t.Helper()
+	if opts.InitialCluster != "" {
+		t.Fatal("etcdtest: a single-node etcd; start cluster members with store.StartEmbedded")
+	}
 	e := &Etcd{
-		t: t, opts: opts, Prefix: "/anysched/",
+		t: t, dir: t.TempDir(), opts: opts, Prefix: "/anysched/",
+		client: port.Hold(t), peer: port.Hold(t),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		cfg: config.Embedded{
-			Dir: t.TempDir(), Name: "test",
-			ClientListen: FreePort(t), PeerListen: FreePort(t),
-		},
 	}
 	e.startNow()
-	t.Cleanup(e.Stop)
+	t.Cleanup(e.Stop) // before the ports are released (cleanups run last-in first-out)
 	return e
+}
+
+func (e *Etcd) config() *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = "test", e.dir
+	scheme := "http"
+	if !e.opts.ClientTLS.Empty() {
+		scheme = "https"
+		cfg.ClientTLSInfo = e.opts.ClientTLS
+	}
+	cu := url.URL{Scheme: scheme, Host: e.client.Addr()}
+	pu := url.URL{Scheme: "http", Host: e.peer.Addr()}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // listen on the held ports
+	// As store.StartEmbedded: an hour of history, for readers fetching
+	// chunks at the pointer's revision.
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "1h"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLogger(e.Logger.With("component", "etcd"), zapcore.WarnLevel))
+	return cfg
 }
 
 func (e *Etcd) startNow() {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	emb, err := store.StartEmbedded(ctx, e.cfg, e.opts, e.Logger)
+	emb, err := embed.StartEtcd(e.config())
 	if err != nil {
-		e.t.Fatalf("start etcd: %v", err)
+		e.t.Fatalf("start etcd in %s: %v", e.dir, err)
 	}
-	e.emb, e.Running = emb, true
+	select {
+	case <-emb.Server.ReadyNotify():
+	case err := <-emb.Err():
+		emb.Close()
+		e.t.Fatalf("etcd in %s: %v", e.dir, err)
+	case <-time.After(60 * time.Second):
+		emb.Close()
+		e.t.Fatalf("etcd in %s: not ready after 60s", e.dir)
+	}
+	// The listeners etcd reports are the held ports (read back, not assumed).
+	if got := emb.Clients[0].Addr().String(); got != e.client.Addr() {
+		emb.Close()
+		e.t.Fatalf("etcd listens for clients on %s, not on the held %s", got, e.client.Addr())
+	}
+	if got := emb.Peers[0].Listener.Addr().String(); got != e.peer.Addr() {
+		emb.Close()
+		e.t.Fatalf("etcd listens for peers on %s, not on the held %s", got, e.peer.Addr())
+	}
+	e.etcd, e.Running = emb, true
 }
 
-// Endpoint is the client URL.
+// Endpoint is the client URL; it stays the same across Stop and Restart.
 func (e *Etcd) Endpoint() string {
 	scheme := "http"
 	if !e.opts.ClientTLS.Empty() {
 		scheme = "https"
 	}
-	return fmt.Sprintf("%s://%s", scheme, e.cfg.ClientListen)
+	return fmt.Sprintf("%s://%s", scheme, e.client.Addr())
 }
 
-// Stop stops the server (idempotent).
+// ClientAddr is the client listener's host:port.
+func (e *Etcd) ClientAddr() string { return e.client.Addr() }
+
+// Stop stops the server (idempotent). Its ports stay held: clients get
+// "connection refused" until Restart.
 func (e *Etcd) Stop() {
 	if e.Running {
-		e.emb.Close()
+		e.etcd.Close()
 		e.Running = false
 	}
 }

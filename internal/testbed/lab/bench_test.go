@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/testbed/lab"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 // BenchmarkPrivilegedConvergence measures, in the namespace province, over
@@ -47,15 +48,14 @@ func convergence(b *testing.B, runs int) {
 		p.Wait(5 * time.Second)
 		restart()
 
-		stop := make(chan struct{})
-		st := loop(l, 0, stop, 0)
-		time.Sleep(300 * time.Millisecond)
+		begin := time.Now()
+		st := loop(b, l, 0, 0)
+		st.waitAnswers(b, city, 3, begin, wait.DefaultTimeout)
 		p = l.Proc(city)
 		p.Signal(syscall.SIGTERM)
 		p.Wait(15 * time.Second)
-		time.Sleep(300 * time.Millisecond)
-		close(stop)
-		st.wg.Wait()
+		st.waitAnswers(b, lab.CenterID, 3, begin, wait.DefaultTimeout)
+		st.stop()
 		n, r, f := st.counts()
 		failed, retried, total = failed+int64(f), retried+int64(r), total+int64(n)
 		restart()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/testbed/lab"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
@@ -32,19 +33,27 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	ctx := context.Background()
 	membersRunning := func(limit time.Duration) {
 		t.Helper()
-		var ms []string
-		for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			ms = ms[:0]
+		wait.ForErr(t, "every etcd member running", limit, func() error {
+			var ms []string
 			for _, m := range l.EtcdMembers(ctx) {
 				if !m.Running || m.Error != "" {
 					ms = append(ms, fmt.Sprintf("%s %+v", m.Name, m))
 				}
 			}
-			if len(ms) == 0 {
-				return
+			if len(ms) > 0 {
+				return fmt.Errorf("not running: %v", ms)
+			}
+			return nil
+		})
+	}
+	stopped := func() int {
+		n := 0
+		for _, m := range l.EtcdMembers(ctx) {
+			if !m.Running {
+				n++
 			}
 		}
-		t.Fatalf("etcd members not running: %v", ms)
+		return n
 	}
 	membersRunning(5 * time.Second)
 	weight := 100
@@ -67,10 +76,9 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	}
 
 	// STBs of both cities ask all along.
-	stop := make(chan struct{})
 	var loops []*loopStats
 	for i := range cities {
-		loops = append(loops, loop(l, i, stop, 20*time.Millisecond))
+		loops = append(loops, loop(t, l, i, 20*time.Millisecond))
 	}
 
 	// One member, the leader: the others elect a new one, the quorum
@@ -80,7 +88,7 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		done := make(chan error, 1)
 		var out bytesBuf
 		at := time.Now()
-		args := append([]string{"drill", "etcd-loss", "--members", members, "--duration", "4s"}, extra...)
+		args := append([]string{"drill", "etcd-loss", "--members", members, "--duration", "6s"}, extra...)
 		go func() { done <- runCtl(prefix, &out, args...) }()
 		if during != nil {
 			during()
@@ -92,20 +100,27 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		return out.String(), at
 	}
 	report, _ := drill("1", func() {
-		// The others elect a leader first (a second or two): the apply may
-		// have to wait for that.
-		time.Sleep(time.Second)
+		// Once the drill has stopped the member: the others elect a leader
+		// first (a second or two), the apply may have to wait for that, but
+		// it goes through before the member is back.
+		wait.For(t, "the drill stopping a member", wait.DefaultTimeout, func() bool { return stopped() == 1 })
 		at := time.Now()
+		tries := 0
 		var err error
-		for tries := 1; ; tries++ {
+		wait.Until(wait.DefaultTimeout, func() bool {
+			tries++
 			if err = apply(); err == nil {
-				t.Logf("topology applied with 2 of 3 members running (+%s into the drill, %d tries)", time.Since(at).Round(time.Millisecond)+time.Second, tries)
-				break
+				return true
 			}
-			if time.Since(at) > 2500*time.Millisecond {
-				t.Errorf("apply with 2 of 3 members: %v", err)
-				break
-			}
+			return stopped() == 0 // back: too late
+		})
+		switch {
+		case err != nil:
+			t.Errorf("apply with 2 of 3 members: %v (%d tries)", err, tries)
+		case stopped() == 0:
+			t.Errorf("the apply went through only as the stopped member came back (+%s, %d tries)", time.Since(at).Round(time.Millisecond), tries)
+		default:
+			t.Logf("topology applied with 2 of 3 members running (+%s after the stop, %d tries)", time.Since(at).Round(time.Millisecond), tries)
 		}
 	}, "--leader")
 	var stoppedLeader, leader string
@@ -126,10 +141,9 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	}
 	downAt, backAt := reportAt(report, "store unreachable"), reportAt(report, "store back")
 	membersRunning(20 * time.Second)
-	close(stop)
 	var total, failed, inOutage int
 	for c, st := range loops {
-		st.wg.Wait()
+		st.stop()
 		for _, a := range st.answers {
 			total++
 			if !a.ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/anysched/anysched/internal/ctl"
 	"github.com/anysched/anysched/internal/testbed/edge"
 	"github.com/anysched/anysched/internal/testbed/lab"
+	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 // province brings up a lab with the real daemons, built from this tree.
@@ -35,7 +36,8 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		}
 	}
 	bin := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", bin+"/", "../../central-scheduler", "../../regional-scheduler", "../../deploy/lab").CombinedOutput()
+	// By import path: this package's place in the tree is no business of the build.
+	out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/anysched/anysched/central-scheduler", "github.com/anysched/anysched/regional-scheduler", "github.com/anysched/anysched/deploy/lab").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -59,22 +61,18 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 			}
 		}
 	})
-	// Apply the topology through the center's admin API.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// Apply the topology through the center's admin API (once it listens).
+	wait.ForErr(t, "apply", 30*time.Second, func() error {
 		var b bytesBuf
 		err := exec.Command("ip", "netns", "exec", prefix+"-ctr", "true").Run()
 		if err == nil {
 			err = runCtl(prefix, &b, "apply", "-f", filepath.Join(dir, "topology.yaml"))
 		}
-		if err == nil {
-			break
+		if err != nil {
+			return fmt.Errorf("%v %s", err, b.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("apply: %v %s", err, b.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	return l
 }
 
@@ -134,26 +132,25 @@ func splitLines(s string) []string {
 // answeredBy waits until city i's STBs are answered by want; it returns how long that took.
 func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for time.Since(start) < limit {
+	return wait.ForErr(t, fmt.Sprintf("city %d answered by %s", i, want), limit, func() error {
 		inst, code, err := l.Probe(context.Background(), i)
 		if err == nil && code == 302 && inst == want {
-			return time.Since(start)
+			return nil
 		}
-		last = fmt.Sprintf("%q %d %v", inst, code, err)
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("city %d: not answered by %s within %s (last: %s)", i, want, limit, last)
-	return 0
+		return fmt.Errorf("last answer %q %d %v", inst, code, err)
+	})
 }
 
-// loopStats is what loop's STB saw; read it after wg.Wait.
+// loopStats is what loop's STB saw; read answers after stop (or through
+// answeredSince while it runs).
 type loopStats struct {
 	wg      sync.WaitGroup
+	quit    chan struct{}
+	once    sync.Once
 	mu      sync.Mutex
 	errs    []string     // the first attempts that failed, up to 5
 	answers []loopAnswer // every request, in order
+	bounded bool         // stopped by its own bounds, not by stop
 }
 
 // loopAnswer is one request of loop's STB, after its retry if it needed one.
@@ -171,18 +168,34 @@ type loopAnswer struct {
 // change of route should catch at most a couple.
 const flipAllowance = 2
 
-// loop sends requests from city i until stop is closed, one at a time with
-// pause between them, each retried once after 100 ms as an STB would.
-func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats {
-	st := &loopStats{}
+// A loop's bounds: no test needs more, and a test that fails before it
+// stops its loop must not leave one running.
+const (
+	loopMaxRequests = 20_000
+	loopMaxDuration = 3 * time.Minute
+)
+
+// loop sends requests from city i until stop is called (at the latest when
+// the test ends, or at its bounds), one at a time with pause between them,
+// each retried once after 100 ms as an STB would.
+func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
+	st := &loopStats{quit: make(chan struct{})}
+	t.Cleanup(st.stop)
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
-		for {
+		bound := time.Now().Add(loopMaxDuration)
+		for n := 0; ; n++ {
 			select {
-			case <-stop:
+			case <-st.quit:
 				return
 			default:
+			}
+			if n == loopMaxRequests || time.Now().After(bound) {
+				st.mu.Lock()
+				st.bounded = true
+				st.mu.Unlock()
+				return
 			}
 			asked := time.Now()
 			inst, code, err := l.Request(context.Background(), i)
@@ -193,16 +206,43 @@ func loop(l *lab.Lab, i int, stop chan struct{}, pause time.Duration) *loopStats
 					st.errs = append(st.errs, fmt.Sprintf("%s: %d %v", time.Now().Format("15:04:05.000"), code, err))
 				}
 				st.mu.Unlock()
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // an STB's retry delay, not a wait
 				inst, code, err = l.Request(context.Background(), i)
 			}
 			st.mu.Lock()
 			st.answers = append(st.answers, loopAnswer{time.Now(), inst, err == nil && code == 302, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
 			st.mu.Unlock()
-			time.Sleep(pause)
+			time.Sleep(pause) // the load's pace, not a wait
 		}
 	}()
 	return st
+}
+
+// stop ends the loop and waits for its last request.
+func (st *loopStats) stop() {
+	st.once.Do(func() { close(st.quit) })
+	st.wg.Wait()
+}
+
+// answeredSince is how many of the loop's requests inst has answered since
+// from, so far (while the loop runs).
+func (st *loopStats) answeredSince(inst string, from time.Time) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := 0
+	for _, a := range st.answers {
+		if a.ok && a.inst == inst && !a.at.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitAnswers waits until inst has answered n of the loop's requests since
+// from.
+func (st *loopStats) waitAnswers(t testing.TB, inst string, n int, from time.Time, limit time.Duration) {
+	t.Helper()
+	wait.For(t, fmt.Sprintf("%d answers by %s", n, inst), limit, func() bool { return st.answeredSince(inst, from) >= n })
 }
 
 // counts: requests, those that needed their retry, those that failed after it.
@@ -231,9 +271,12 @@ func (st *loopStats) answeredBy(inst string) int {
 }
 
 // check fails t if a request failed after its retry, or more than one
-// route change's worth needed the retry.
+// route change's worth needed the retry, or the loop ran into its bounds.
 func (st *loopStats) check(t *testing.T, what string) {
 	t.Helper()
+	if st.bounded {
+		t.Errorf("%s: the request loop stopped at its bounds (%d requests, %s)", what, loopMaxRequests, loopMaxDuration)
+	}
 	total, retried, failed := st.counts()
 	t.Logf("%s: %d requests, %d needed their retry %v, %d failed", what, total, retried, st.errs, failed)
 	if failed != 0 || retried > flipAllowance {
@@ -280,17 +323,16 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 	answeredBy(t, l, 1, lab.PrimaryID("wuhu"), 30*time.Second)
 
 	// SIGTERM under load: GRACEFUL_SHUTDOWN, withdraw, drain: no STB request fails.
-	stop := make(chan struct{})
-	st := loop(l, 2, stop, 0)
-	time.Sleep(500 * time.Millisecond)
+	begin := time.Now()
+	st := loop(t, l, 2, 0)
+	st.waitAnswers(t, lab.PrimaryID("bengbu"), 5, begin, wait.DefaultTimeout)
 	p = l.Proc(lab.PrimaryID("bengbu"))
 	p.Signal(syscall.SIGTERM)
 	if !p.Wait(15 * time.Second) {
 		t.Fatal("bengbu's scheduler did not stop within 15s")
 	}
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	st.wg.Wait()
+	st.waitAnswers(t, lab.CenterID, 5, begin, wait.DefaultTimeout)
+	st.stop()
 	st.check(t, "SIGTERM of bengbu's scheduler under load")
 	if st.answeredBy(lab.CenterID) == 0 {
 		t.Error("the center never took over bengbu's STBs")
@@ -303,27 +345,45 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 	if err := runCtl("asf", &out, "drain", "region", "hefei"); err != nil {
 		t.Fatalf("drain: %v %s", err, out.String())
 	}
-	time.Sleep(time.Second)
-	if inst, code, _ := l.Request(context.Background(), 0); inst != lab.PrimaryID("hefei") || code != 302 {
-		t.Fatalf("hefei drained: answered by %q (%d), want hefei's scheduler redirecting to a fallback region", inst, code)
+	// The drain in force at hefei's scheduler: its STBs go to a fallback
+	// region's servers.
+	var hefeiServers []string
+	for _, n := range l.Topo.Nodes {
+		for _, sv := range n.Servers {
+			if n.Region == "hefei" {
+				hefeiServers = append(hefeiServers, sv.Address)
+			}
+		}
+	}
+	wait.ForErr(t, "hefei's STBs redirected to a fallback region", wait.DefaultTimeout, func() error {
+		loc, err := l.Redirect(context.Background(), 0)
+		if err == nil && (loc == "" || containsAny(loc, hefeiServers...)) {
+			err = fmt.Errorf("redirected to %q", loc)
+		}
+		return err
+	})
+	// And hefei keeps its route. A withdrawal would follow within the
+	// announce check's fall (2 x 100 ms) and a BGP update: hefei's
+	// scheduler must answer every request for a second after that (part
+	// of what is tested: a withdrawal that does not happen has no event).
+	for n, from := 0, time.Now(); n < 5 || (time.Since(from) < time.Second && n < 200); n++ {
+		if inst, code, err := l.Request(context.Background(), 0); inst != lab.PrimaryID("hefei") || code != 302 {
+			t.Fatalf("hefei drained, request %d: answered by %q (%d, %v), want hefei's scheduler redirecting to a fallback region", n, inst, code, err)
+		}
 	}
 	for _, c := range cities[1:] {
 		if err := runCtl("asf", &out, "drain", "region", c); err != nil {
 			t.Fatalf("drain: %v %s", err, out.String())
 		}
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	wait.ForErr(t, "hefei withdrawing with nothing to serve", 15*time.Second, func() error {
 		out = bytesBuf{}
 		runCtl("asf", &out, "status")
-		if containsAll(out.String(), "hefei-1", "withdrawn: no available server in any region") {
-			break
+		if !containsAll(out.String(), "hefei-1", "withdrawn: no available server in any region") {
+			return fmt.Errorf("status:\n%s", out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hefei did not withdraw with nothing to serve:\n%s", out.String())
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, c := range cities {
 		runCtl("asf", &out, "undrain", "region", c)
 	}
@@ -337,21 +397,18 @@ func TestPrivilegedPrimaryStandby(t *testing.T) {
 	l := province(t, "asp", []string{"hefei"}, map[int]bool{0: true})
 	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 60*time.Second)
 	// Both sessions up and both announcing.
-	deadline := time.Now().Add(20 * time.Second)
-	for out := l.Birdc("r1", "show", "route", "for", "198.18.0.1", "all"); !(containsAll(out, "10.1.2.2", "10.1.3.2")); out = l.Birdc("r1", "show", "route", "for", "198.18.0.1", "all") {
-		if time.Now().After(deadline) {
-			t.Fatalf("router does not see both schedulers' routes:\n%s", out)
+	wait.ForErr(t, "the router seeing both schedulers' routes", 20*time.Second, func() error {
+		if out := l.Birdc("r1", "show", "route", "for", "198.18.0.1", "all"); !containsAll(out, "10.1.2.2", "10.1.3.2") {
+			return fmt.Errorf("\n%s", out)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	stop := make(chan struct{})
-	st := loop(l, 0, stop, 0)
+		return nil
+	})
+	st := loop(t, l, 0, 0)
 	p := l.Proc(lab.PrimaryID("hefei"))
 	p.Signal(syscall.SIGTERM)
 	p.Wait(15 * time.Second)
 	answeredBy(t, l, 0, lab.StandbyID("hefei"), 10*time.Second)
-	close(stop)
-	st.wg.Wait()
+	st.stop()
 	st.check(t, "primary stop")
 	if st.answeredBy(lab.StandbyID("hefei")) == 0 {
 		t.Error("primary stop: the standby answered nothing")
@@ -372,6 +429,16 @@ func reportAt(report, what string) float64 {
 		}
 	}
 	return at
+}
+
+// containsAny reports whether s contains one of subs.
+func containsAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsAll(s string, subs ...string) bool {
@@ -402,16 +469,15 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	}
 	// Planned stop: the address goes, OSPF withdraws, the drain covers
 	// the convergence: no request fails.
-	stop := make(chan struct{})
-	st := loop(l, 0, stop, 0)
-	time.Sleep(300 * time.Millisecond)
+	begin := time.Now()
+	st := loop(t, l, 0, 0)
+	st.waitAnswers(t, lab.PrimaryID("hefei"), 3, begin, wait.DefaultTimeout)
 	p := l.Proc(lab.PrimaryID("hefei"))
 	p.Signal(syscall.SIGTERM)
 	if !p.Wait(20 * time.Second) {
 		t.Fatal("hefei's scheduler did not stop")
 	}
-	close(stop)
-	st.wg.Wait()
+	st.stop()
 	st.check(t, "SIGTERM (OSPF)")
 	if st.answeredBy(lab.CenterID) == 0 {
 		t.Error("planned stop in OSPF mode: the center never answered")
@@ -442,17 +508,15 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	for i, c := range cities {
 		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
 	}
-	stop := make(chan struct{})
-	st := loop(l, 1, stop, 20*time.Millisecond)
-	time.Sleep(time.Second)
+	st := loop(t, l, 1, 20*time.Millisecond)
+	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
 	start := time.Now()
 	var out bytesBuf
 	if err := runCtl("asd", &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
 		t.Fatalf("drill: %v\n%s", err, out.String())
 	}
-	time.Sleep(time.Second)
-	close(stop)
-	st.wg.Wait()
+	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it
+	st.stop()
 	t.Logf("drill report:\n%s", out.String())
 
 	withdrawAt, backAt := reportAt(out.String(), "withdrew its route"), reportAt(out.String(), "announces again")
@@ -558,29 +622,19 @@ func edgesAndHealth(t *testing.T, l *lab.Lab) {
 	p := l.Proc(victim)
 	p.Signal(syscall.SIGKILL)
 	p.Wait(5 * time.Second)
-	start := time.Now()
-	for {
-		loc, _ := l.Redirect(context.Background(), 0)
-		if loc != "" && !containsAll(loc, victim[len("edge-1-"):]+":8080") {
-			break
+	victimAddr := victim[len("edge-1-"):] + ":8080"
+	d := wait.ForErr(t, "the dead edge out of the answers", 10*time.Second, func() error {
+		if loc, _ := l.Redirect(context.Background(), 0); loc == "" || containsAll(loc, victimAddr) {
+			return fmt.Errorf("redirected to %q", loc)
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("still redirected to the dead edge: %q", loc)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("dead edge out of the answers after %s", time.Since(start).Round(time.Millisecond))
+		return nil
+	})
+	t.Logf("dead edge out of the answers after %s", d.Round(time.Millisecond))
 	if err := l.Restart(victim); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if loc, _ := l.Redirect(context.Background(), 0); containsAll(loc, victim[len("edge-1-"):]+":8080") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted edge did not get its STBs back")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.For(t, "the restarted edge getting its STBs back", 15*time.Second, func() bool {
+		loc, _ := l.Redirect(context.Background(), 0)
+		return containsAll(loc, victimAddr)
+	})
 }

@@ -234,15 +234,27 @@ func TestRetries(t *testing.T) {
 // A play cut short by the run's time bound is neither a success nor an
 // edge failure.
 func TestTimeBoundIsNotAFailure(t *testing.T) {
+	// The first segments are served at once (some plays complete); later
+	// ones hang until the run's bound cancels them: the bound falls inside
+	// a play, whatever the machine's speed.
+	var segments atomic.Int64
+	release := make(chan struct{})
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, ".m3u8") {
 			io.WriteString(w, "#EXTM3U\n#EXTINF:2,\ns1.ts\n#EXTINF:2,\ns2.ts\n")
 			return
 		}
-		time.Sleep(150 * time.Millisecond) // slow segments: the bound falls inside a play
+		if segments.Add(1) > 8 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+			}
+		}
 		io.WriteString(w, "segment")
 	}))
 	defer edge.Close()
+	defer close(release) // before Close, which waits for the handlers
 	sched := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", edge.URL+"/live/index.m3u8")
 		w.WriteHeader(http.StatusFound)
@@ -258,6 +270,9 @@ func TestTimeBoundIsNotAFailure(t *testing.T) {
 	c := rep.PerCity["hefei"]
 	if c.EdgeFailures != 0 || c.Failures != 0 || c.Requests == 0 || c.Requests >= 1000 {
 		t.Fatalf("stats %+v", c)
+	}
+	if segments.Load() <= 8 {
+		t.Fatalf("no play was cut short: %d segment requests", segments.Load())
 	}
 }
 

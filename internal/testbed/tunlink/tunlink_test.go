@@ -60,8 +60,10 @@ func TestPrivilegedDelayedLink(t *testing.T) {
 		}
 		lo, hi := float64(fast.Microseconds())/1000, float64(slow.Microseconds())/1000
 		t.Logf("delay %s: TCP connect round trips %.2f-%.2f ms", tc.delay, lo, hi)
-		if lo < tc.min || hi > tc.max {
-			t.Errorf("delay %s: round trips %.1f-%.1f ms, want within [%.0f, %.0f]", tc.delay, lo, hi, tc.min, tc.max)
+		// The fastest connect says what the link adds; the slowest also
+		// says how busy the machine was (the link forwards in user space).
+		if lo < tc.min || lo > tc.max {
+			t.Errorf("delay %s: fastest round trip %.1f ms, want within [%.0f, %.0f]", tc.delay, lo, tc.min, tc.max)
 		}
 		if l.Packets.Load() < 10 {
 			t.Errorf("forwarded %d packets for 5 connections", l.Packets.Load())

@@ -18,12 +18,19 @@ const Interval = 10 * time.Millisecond
 // fails the test with what when timeout passes first.
 func For(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
 	t.Helper()
+	return ForEvery(t, what, timeout, Interval, cond)
+}
+
+// ForEvery is For polling every interval instead of Interval: for a
+// benchmark that times what it waits for (10 ms would be the measurement).
+func ForEvery(t testing.TB, what string, timeout, interval time.Duration, cond func() bool) time.Duration {
+	t.Helper()
 	start := time.Now()
 	for !cond() {
 		if time.Since(start) > timeout {
 			t.Fatalf("%s: not within %s", what, timeout)
 		}
-		time.Sleep(Interval)
+		time.Sleep(interval)
 	}
 	return time.Since(start)
 }
@@ -47,7 +54,13 @@ func ForErr(t testing.TB, what string, timeout time.Duration, cond func() error)
 
 // Until is For without a test: it reports whether cond held before timeout.
 func Until(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(Interval) {
+	return UntilEvery(timeout, Interval, cond)
+}
+
+// UntilEvery is Until polling every interval: for a condition that is
+// costly to ask (one that runs a process).
+func UntilEvery(timeout, interval time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(interval) {
 		if time.Now().After(deadline) {
 			return false
 		}

@@ -1,0 +1,153 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checker is the healthcheck daemon's command line, as its main builds it.
+func checker(args ...string) (config.Checker, string, error) {
+	cfg := config.DefaultChecker()
+	var out, errb bytes.Buffer
+	f := daemon.New("healthcheck", &errb, &cfg.Base)
+	f.String("region", "override region", &cfg.Region)
+	f.String("checker-id", "override checker_id", &cfg.CheckerID)
+	f.Duration("interval", "override interval", &cfg.Interval)
+	f.Duration("timeout", "override timeout", &cfg.Timeout)
+	err := f.Load(args, &cfg, &out)
+	return cfg, out.String() + errb.String(), err
+}
+
+// regional is the regional scheduler's command line, as its main builds it.
+func regional(args ...string) (config.Regional, bool, error) {
+	cfg := config.DefaultRegional()
+	var out bytes.Buffer
+	f := daemon.New("regional-scheduler", &out, &cfg.Base)
+	cleanup := f.Scheduler(&cfg.Common)
+	f.String("region", "override region", &cfg.Region)
+	err := f.Load(args, &cfg, &out)
+	return cfg, *cleanup, err
+}
+
+// TestLayers: defaults, then the file, then the flags that were given.
+func TestLayers(t *testing.T) {
+	file := write(t, "region: hefei\nchecker_id: from-file\netcd:\n  endpoints: [http://10.0.0.1:2379]\nlog:\n  level: warn\ninterval: 2s\n")
+	cfg, _, err := checker("--config", file, "--checker-id", "from-flag", "--etcd-endpoints", "http://a:2379, ,http://b:2379", "--log-format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "hefei" || cfg.Log.Level != "warn" || cfg.Interval != 2*time.Second {
+		t.Errorf("file values lost: %+v", cfg)
+	}
+	if cfg.CheckerID != "from-flag" || cfg.Log.Format != "json" || !slices.Equal(cfg.Etcd.Endpoints, []string{"http://a:2379", "http://b:2379"}) {
+		t.Errorf("flags not applied over the file: %+v", cfg)
+	}
+	if cfg.Timeout != config.DefaultCheck().Timeout || cfg.Admin.Listen != config.DefaultChecker().Admin.Listen {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+	// An override given empty empties the value (and validation says so).
+	if _, _, err := checker("--config", file, "--region", ""); err == nil || !strings.Contains(err.Error(), "region: required") {
+		t.Errorf("empty --region: %v", err)
+	}
+
+	r, cleanup, err := regional("--config", write(t, "etcd:\n  endpoints: [http://10.0.0.1:2379]\n"), "--region", "wuhu", "--instance-id", "wuhu-9", "--admin-listen", "127.0.0.1:9999", "--cleanup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Region != "wuhu" || r.InstanceID != "wuhu-9" || r.Admin.Listen != "127.0.0.1:9999" || !cleanup {
+		t.Errorf("scheduler flags: %+v, cleanup %v", r, cleanup)
+	}
+}
+
+// TestConfigErrors: every way a command line or file can be wrong exits 2,
+// naming what is wrong.
+func TestConfigErrors(t *testing.T) {
+	good := write(t, "region: hefei\netcd:\n  endpoints: [http://10.0.0.1:2379]\n")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"stray argument", []string{"--config", good, "extra", "--log-level", "debug"}, []string{"unexpected arguments: extra --log-level debug"}},
+		{"unknown flag", []string{"--bogus"}, []string{"flag provided but not defined: -bogus"}},
+		{"scheduler flag on the checker", []string{"--instance-id", "x"}, []string{"flag provided but not defined: -instance-id"}},
+		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, []string{"config: open ", "no such file"}},
+		{"unknown key", []string{"--config", write(t, "region: hefei\nintervall: 1s\n")}, []string{"config: ", `intervall: unknown field (did you mean "interval"?) (line 2)`}},
+		{"invalid", []string{"--config", good, "--log-level", "loud", "--admin-listen", "nowhere"}, []string{"config: invalid:\n", `log.level: "loud" is not one of`, `admin.listen: not host:port: "nowhere"`}},
+		{"interval below timeout", []string{"--config", good, "--interval", "200ms"}, []string{"timeout: 250ms must be at most interval 200ms"}},
+		{"bad duration", []string{"--interval", "soon"}, []string{`invalid value "soon" for flag -interval`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, out, err := checker(tt.args...)
+			if code := daemon.ExitCode(err); code != 2 {
+				t.Fatalf("exit code %d (err %v), want 2", code, err)
+			}
+			var ce *daemon.ConfigError
+			if !errors.As(err, &ce) {
+				t.Errorf("%T is not a ConfigError", err)
+			}
+			text := out + err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("output lacks %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+	// --interval with a --timeout that fits is fine: nothing is adjusted behind the operator's back.
+	cfg, _, err := checker("--config", good, "--interval", "200ms", "--timeout", "100ms")
+	if err != nil || cfg.Interval != 200*time.Millisecond || cfg.Timeout != 100*time.Millisecond {
+		t.Errorf("interval and timeout: %+v, %v", cfg.Check, err)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	_, out, err := checker("--config", write(t, "region: hefei\netcd:\n  endpoints: [http://10.0.0.1:2379]\n"), "--check-config")
+	if !errors.Is(err, daemon.ErrCheckedOnly) || daemon.ExitCode(err) != 0 || !strings.Contains(out, "configuration OK") {
+		t.Fatalf("--check-config: %v, code %d, output %q", err, daemon.ExitCode(err), out)
+	}
+	_, out, err = checker("--check-config")
+	if daemon.ExitCode(err) != 2 || strings.Contains(out, "configuration OK") {
+		t.Fatalf("--check-config of an invalid configuration: %v, output %q", err, out)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{context.Canceled, 0},
+		{daemon.ErrCheckedOnly, 0},
+		{&daemon.ConfigError{Err: errors.New("x")}, 2},
+		{fmt.Errorf("wrapped: %w", &daemon.ConfigError{Err: errors.New("x")}), 2},
+		{&daemon.ConfigError{Err: flag.ErrHelp}, 2},
+		{errors.New("runtime"), 1},
+	} {
+		if got := daemon.ExitCode(tt.err); got != tt.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package opstate
+
+// The province's etcd key layout. Every key the system reads or writes sits
+// under the configured prefix (etcd.prefix, default "/anysched/") and is
+// listed here, with who writes it, so that an operator granting etcd roles
+// or reading `etcdctl get --prefix` has one place to look.
+const (
+	// KeyTopologyCurrent points at the topology in force (revision and
+	// digest). Written by the central scheduler's admin API (schedctl
+	// apply), in one transaction with its blobs.
+	KeyTopologyCurrent = "topology/current"
+	// PrefixTopologyBlobs holds topology documents by digest, gzipped in
+	// chunks: topology/blobs/<digest>/<n>. Written with KeyTopologyCurrent.
+	PrefixTopologyBlobs = "topology/blobs/"
+	// PrefixInstances holds each scheduler's registration
+	// (instances/<instance-id>), written by the scheduler itself under its
+	// lease: role, region, snapshot revision, announce state, QoE summary.
+	PrefixInstances = "instances/"
+	// PrefixHealth holds the checkers' verdicts: health/<server>/<checker-id>,
+	// written by each health checker under its lease.
+	PrefixHealth = "health/"
+	// PrefixCheckers holds each live checker's description
+	// (checkers/<checker-id>), written by the checker under its lease.
+	PrefixCheckers = "checkers/"
+	// PrefixDrain holds operator drains: drain/<kind>/<name>. Written by the
+	// admin API (schedctl drain, undrain); kept until undrained.
+	PrefixDrain = "drain/"
+	// PrefixDrill holds failover drills in force: drill/<target> where the
+	// target is a region or "center". Written by the admin API (schedctl
+	// drill) under a lease that outlives the drill by a few seconds.
+	PrefixDrill = "drill/"
+	// KeyBalance is the in-node balance policy document (YAML), written by
+	// operators with etcdctl (docs/operations.md); absent means defaults.
+	KeyBalance = "balance/config"
+	// PrefixAllocClaims holds the QoE allocation's capacity claims:
+	// alloc/claims/<region>/<instance-id>, written by each regional
+	// scheduler of the region under its lease.
+	PrefixAllocClaims = "alloc/claims/"
+)
+
+// Keys lists every key and prefix above, for tests and tooling.
+var Keys = []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims}
