@@ -74,7 +74,7 @@ func TestLiveAllocation(t *testing.T) {
 		rc := regionalConfig(t, centerConfig(t), "hefei")
 		rc.InstanceID = fmt.Sprintf("hefei-%d", i+1)
 		rc.Etcd.Endpoints = []string{e.Endpoint()}
-		rc.HTTP.Listen = etcdtest.FreePort(t)
+		rc.HTTP.Listen = anyPort
 		rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 		rc.Alloc.Period = time.Second
 		rc.Alloc.Auth = "required"
@@ -82,8 +82,8 @@ func TestLiveAllocation(t *testing.T) {
 		if err := rc.Validate(); err != nil {
 			t.Fatal(err)
 		}
+		runRegional(t, &rc) // sets the bound addresses
 		cfgs = append(cfgs, rc)
-		daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
 	}
 	key := token.Key{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
@@ -205,14 +205,14 @@ func TestLiveAllocation(t *testing.T) {
 	// city: it checks tokens by the same rules and gives the viewer's rung.
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
-	cc.HTTP.Listen = etcdtest.FreePort(t)
+	cc.HTTP.Listen = anyPort
 	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	cc.Alloc.Auth = "required"
 	cc.Alloc.Keys = []config.TokenKey{{ID: "k1", SecretFile: secret}}
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	waitUp(t, "center answers", func() bool {
 		code, _ := get(cc.HTTP.Listen, "100.64.0.1", tok("probe"))
 		return code == http.StatusFound

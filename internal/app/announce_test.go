@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/announce"
-	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/testbed/bgptest"
-	"github.com/anysched/anysched/internal/testbed/etcdtest"
 )
 
 func bgpAnnounce(r *bgptest.Router, asn uint32) config.Announce {
@@ -33,17 +30,17 @@ func bgpAnnounce(r *bgptest.Router, asn uint32) config.Announce {
 func TestAnnouncementFollowsReadiness(t *testing.T) {
 	router := bgptest.New(t, 65000, 65101, "")
 	cc := centerConfig(t)
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 
 	rc := regionalConfig(t, cc, "hefei")
-	rc.HTTP.Listen = etcdtest.FreePort(t)
+	rc.HTTP.Listen = anyPort
 	rc.Announce = bgpAnnounce(router, 65101)
 	rc.Anycast.ManageAddress = false // no root: the address is the host's business here
 	if err := rc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	stop := daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+	stop := runRegional(t, &rc)
 	time.Sleep(500 * time.Millisecond)
 	if rs := router.Routes(t); len(rs) != 0 {
 		t.Fatalf("announced before any topology: %v", rs)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -18,7 +19,7 @@ import (
 )
 
 // RunCenter runs the central scheduler until ctx ends.
-func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
+func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...Option) error {
 	log = log.With("role", RoleCentral)
 	endpoints := c.Etcd.Endpoints
 	var emb *store.Embedded
@@ -52,9 +53,18 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
+	l, err := s.listen()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", c.GRPC.Listen)
 	if err != nil {
+		s.bound.close()
 		return fmt.Errorf("grpc listener: %w", err)
+	}
+	l.GRPC = ln.Addr().String()
+	if emb != nil {
+		l.Etcd = strings.TrimPrefix(strings.TrimPrefix(emb.ClientURL, "http://"), "https://")
 	}
 	log.Info("central scheduler starting", "id", s.ID, "version", version.String(), "grpc", ln.Addr().String(), "etcd", endpoints, "embedded_etcd", emb != nil)
 	serveGRPC := func(ctx context.Context) error {
@@ -91,6 +101,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger) error {
 			}
 		})
 	}
+	collect(opts).listening(l)
 	return s.runServing(ctx, comps...)
 }
 

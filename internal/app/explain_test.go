@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/wait"
@@ -58,14 +57,14 @@ func TestExplainAgreesWithSTBs(t *testing.T) {
 	e := etcdtest.Start(t)
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
-	cc.HTTP.Listen = etcdtest.FreePort(t)
+	cc.HTTP.Listen = anyPort
 	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	rc := regionalConfig(t, cc, tp.Regions[0].Name)
 	rc.Etcd.Endpoints = []string{e.Endpoint()}
-	rc.HTTP.Listen = etcdtest.FreePort(t)
+	rc.HTTP.Listen = anyPort
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
-	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+	runRegional(t, &rc)
 	wait.ForErr(t, "center admin API", 30*time.Second, func() error { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err })
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", path); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)

@@ -1,9 +1,7 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,21 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/port"
 	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
 // edge is a real HTTP server on loopback standing in for a media server: it
-// answers /health, and can be killed and brought back on the same port.
+// answers /health, and can be killed and brought back on the same port,
+// which the test holds meanwhile (testbed/port) so nobody else takes it.
 type edge struct {
 	addr string
+	port *port.Held
 	srv  *http.Server
 }
 
 func newEdge(t testing.TB) *edge {
-	e := &edge{addr: etcdtest.FreePort(t)}
+	h := port.Hold(t)
+	e := &edge{addr: h.Addr(), port: h}
 	e.start(t)
 	t.Cleanup(e.kill)
 	return e
@@ -34,14 +34,7 @@ func newEdge(t testing.TB) *edge {
 
 func (e *edge) start(t testing.TB) {
 	t.Helper()
-	var ln net.Listener
-	var err error
-	for range 50 { // the port may linger a moment after a kill
-		if ln, err = net.Listen("tcp", e.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ln, err := e.port.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +88,13 @@ type province struct {
 // healthcheck daemon (interval as given), and applies the topology.
 func startHealthProvince(t testing.TB, edges []*edge, interval time.Duration, embedded bool) *province {
 	cc := centerConfig(t)
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", healthTopology(t, edges)); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	rc := regionalConfig(t, cc, "hefei")
-	rc.HTTP.Listen = etcdtest.FreePort(t)
+	rc.HTTP.Listen = anyPort
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	check := config.DefaultCheck()
 	check.Interval, check.Timeout = interval, interval/2
@@ -116,12 +109,12 @@ func startHealthProvince(t testing.TB, edges []*edge, interval time.Duration, em
 		if err := hc.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		daemon(t, func(ctx context.Context) error { return app.RunHealthcheck(ctx, hc, quiet) })
+		runHealthcheck(t, &hc)
 	}
 	if err := rc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+	runRegional(t, &rc)
 	p := &province{t: t, center: cc, rc: rc}
 	waitUp(t, "checker alive and all edges up", func() bool {
 		out, err := schedctl(t, cc.GRPC.Listen, "status", "-o", "json")
@@ -216,8 +209,8 @@ func TestDrainMovesSTBsAndPersists(t *testing.T) {
 	}
 	// A regional scheduler started now (a restart) reads the drain back.
 	rc2 := regionalConfig(t, p.center, "hefei")
-	rc2.InstanceID, rc2.HTTP.Listen, rc2.HTTP.TrustedProxies = "hefei-2", etcdtest.FreePort(t), []config.Network{config.MustParseNetwork("127.0.0.1")}
-	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc2, quiet) })
+	rc2.InstanceID, rc2.HTTP.Listen, rc2.HTTP.TrustedProxies = "hefei-2", anyPort, []config.Network{config.MustParseNetwork("127.0.0.1")}
+	runRegional(t, &rc2)
 	p2 := &province{t: t, center: p.center, rc: rc2}
 	waitUp(t, "restarted scheduler answers", func() bool { tgt := p2.target(clients[victim]); return tgt != "" && !strings.HasPrefix(tgt, "error") })
 	if tgt := p2.target(clients[victim]); tgt == victim {

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 
 	"github.com/anysched/anysched/internal/config"
@@ -23,7 +25,7 @@ func checkerOptions(c config.Check) health.CheckerOptions {
 // RunHealthcheck runs the healthcheck daemon: it follows the topology (with
 // its own disk cache, so it knows what to probe while etcd is down), probes
 // its region's servers and publishes verdicts.
-func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger) error {
+func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opts ...Option) error {
 	id := c.CheckerID
 	if id == "" {
 		id, _ = os.Hostname()
@@ -47,8 +49,19 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger) err
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
 	admin := &obs.Admin{Addr: c.Admin.Listen, Gatherer: reg, Logger: log.With("component", "admin"), Ready: syncer.Ready}
+	serveAdmin := admin.Run
+	var l Listeners
+	if c.Admin.Listen != "" {
+		ln, err := net.Listen("tcp", c.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		l.Admin = ln.Addr().String()
+		serveAdmin = func(ctx context.Context) error { return admin.Serve(ctx, ln) }
+	}
 	log.Info("healthcheck starting", "version", version.String(), "region", c.Region, "interval", c.Interval, "etcd", c.Etcd.Endpoints)
-	return runAll(ctx, syncer.Run, admin.Run, agent.Run)
+	collect(opts).listening(l)
+	return runAll(ctx, syncer.Run, serveAdmin, agent.Run)
 }
 
 // embeddedAgent returns the checker a small site runs inside its regional

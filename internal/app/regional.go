@@ -18,7 +18,7 @@ import (
 )
 
 // RunRegional runs a city scheduler until ctx ends.
-func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error {
+func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts ...Option) error {
 	log = log.With("role", RoleRegional, "region", c.Region)
 	cli, err := store.Connect(c.Etcd, c.Etcd.Endpoints, log)
 	if err != nil {
@@ -45,7 +45,12 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger) error
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
+	l, err := s.listen()
+	if err != nil {
+		return err
+	}
 	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil, "announce", c.Announce.Mode)
+	collect(opts).listening(l)
 	return s.runServing(ctx, comps...)
 }
 

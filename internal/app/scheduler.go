@@ -82,6 +82,8 @@ type Scheduler struct {
 	kick         chan struct{}              // refresh the registration now
 	allocator    *allocator.Allocator       // regional schedulers only
 	qoe          httpd.Allocator            // the allocator (city) or the token gate (center)
+	bound        bound                      // the sockets, bound before serving
+	listeners    Listeners                  // their addresses
 	httpServer   *httpd.Server              // nil without http.listen
 	dnsServer    *dnsd.Server               // nil without dns.listen
 	swapHooks    []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
@@ -200,7 +202,7 @@ func (s *Scheduler) Ready() error {
 func (s *Scheduler) instance() store.Instance {
 	in := store.Instance{
 		ID: s.ID, Role: s.Role, Region: s.Region, Version: version.String(),
-		AdminAddress: s.Admin.Addr, StartedAt: s.started, SnapshotAge: s.Syncer.Age().Seconds(),
+		AdminAddress: s.listeners.Admin, StartedAt: s.started, SnapshotAge: s.Syncer.Age().Seconds(),
 	}
 	in.Hostname, _ = os.Hostname()
 	var peers []announce.PeerStatus
@@ -239,10 +241,11 @@ func (s *Scheduler) traffic() []store.RegionTraffic {
 	return out
 }
 
-// components returns the shared components' run functions.
+// components returns the shared components' run functions; s.listen has
+// bound their sockets.
 func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
-	comps := []func(context.Context) error{s.Syncer.Run, s.Admin.Run, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace}
+	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace}
 	if c := s.common.HTTP; c.Listen != "" {
 		hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID}
 		if s.qoe != nil {
@@ -250,12 +253,12 @@ func (s *Scheduler) components() []func(context.Context) error {
 		}
 		h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
 		s.httpServer = h
-		comps = append(comps, h.Run)
+		comps = append(comps, func(ctx context.Context) error { return h.Serve(ctx, s.bound.http) })
 	}
 	if c := s.common.DNS; c.Listen != "" {
 		d := dnsd.New(dnsd.Config{Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
 		s.dnsServer = d
-		comps = append(comps, d.Run)
+		comps = append(comps, func(ctx context.Context) error { return d.Serve(ctx, s.bound.dnsUDP, s.bound.dnsTCP) })
 	}
 	return comps
 }

@@ -33,9 +33,9 @@ func centerConfig(t testing.TB) config.Center {
 	dir := t.TempDir()
 	c := config.DefaultCenter()
 	c.InstanceID = "center"
-	c.Etcd.Embedded = config.Embedded{Dir: filepath.Join(dir, "etcd"), Name: "center", ClientListen: etcdtest.FreePort(t), PeerListen: etcdtest.FreePort(t)}
-	c.GRPC.Listen = etcdtest.FreePort(t)
-	c.Admin.Listen = etcdtest.FreePort(t)
+	c.Etcd.Embedded = config.Embedded{Dir: filepath.Join(dir, "etcd"), Name: "center", ClientListen: anyPort, PeerListen: anyPort}
+	c.GRPC.Listen = anyPort
+	c.Admin.Listen = anyPort
 	c.Snapshot.CacheFile = filepath.Join(dir, "snapshot.cache")
 	c.Snapshot.ConfirmInterval = 200 * time.Millisecond
 	c.AccessLog.Enabled = false // keep test output readable
@@ -50,7 +50,7 @@ func regionalConfig(t testing.TB, c config.Center, region string) config.Regiona
 	r.InstanceID = region + "-1"
 	r.Region = region
 	r.Etcd.Endpoints = []string{"http://" + c.Etcd.Embedded.ClientListen}
-	r.Admin.Listen = etcdtest.FreePort(t)
+	r.Admin.Listen = anyPort
 	r.Snapshot.CacheFile = filepath.Join(t.TempDir(), "snapshot.cache")
 	r.Snapshot.ConfirmInterval = 200 * time.Millisecond
 	r.AccessLog.Enabled = false
@@ -58,6 +58,63 @@ func regionalConfig(t testing.TB, c config.Center, region string) config.Regiona
 		t.Fatal(err)
 	}
 	return r
+}
+
+// anyPort asks a daemon for any free port; runCenter, runRegional and
+// runHealthcheck read the bound addresses back (app.OnListening).
+const anyPort = "127.0.0.1:0"
+
+// runCenter runs the central scheduler until the test ends (or stop is
+// called) and, once it listens, sets cc's listen addresses (and the
+// embedded etcd's client address) to the bound ones.
+func runCenter(t testing.TB, cc *config.Center) (stop func()) {
+	t.Helper()
+	c := *cc
+	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunCenter(ctx, c, quiet, on) })
+	cc.Admin.Listen, cc.HTTP.Listen, cc.DNS.Listen, cc.GRPC.Listen = l.Admin, l.HTTP, l.DNS, l.GRPC
+	if l.Etcd != "" {
+		cc.Etcd.Embedded.ClientListen = l.Etcd
+	}
+	return stop
+}
+
+// runRegional is runCenter for a regional scheduler.
+func runRegional(t testing.TB, rc *config.Regional) (stop func()) {
+	t.Helper()
+	c := *rc
+	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunRegional(ctx, c, quiet, on) })
+	rc.Admin.Listen, rc.HTTP.Listen, rc.DNS.Listen = l.Admin, l.HTTP, l.DNS
+	return stop
+}
+
+// runHealthcheck is runCenter for a healthcheck daemon.
+func runHealthcheck(t testing.TB, hc *config.Checker) (stop func()) {
+	t.Helper()
+	c := *hc
+	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunHealthcheck(ctx, c, quiet, on) })
+	hc.Admin.Listen = l.Admin
+	return stop
+}
+
+// started runs a daemon and waits until it reports its listeners.
+func started(t testing.TB, run func(context.Context, app.Option) error) (app.Listeners, func()) {
+	t.Helper()
+	ch := make(chan app.Listeners, 1)
+	exited := make(chan struct{})
+	stop := daemon(t, func(ctx context.Context) error {
+		defer close(exited)
+		return run(ctx, app.OnListening(func(l app.Listeners) { ch <- l }))
+	})
+	select {
+	case l := <-ch:
+		return l, stop
+	case <-exited:
+		stop()
+		t.Fatal("daemon exited before it listened")
+	case <-time.After(60 * time.Second):
+		t.Fatal("daemon not listening within 60s")
+	}
+	return app.Listeners{}, stop
 }
 
 // daemon runs fn until the test ends (or stop is called) and fails the test
@@ -139,14 +196,14 @@ func writeTopology(t testing.TB, weight int) string {
 // scheduler holds each applied revision within a second.
 func TestProvince(t *testing.T) {
 	cc := centerConfig(t)
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 
 	cities := topogen.Cities(nil, 3)
 	admins := []string{cc.Admin.Listen}
 	for _, city := range cities[:2] {
 		rc := regionalConfig(t, cc, city.Name)
-		daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+		runRegional(t, &rc)
 		admins = append(admins, rc.Admin.Listen)
 	}
 	for _, a := range admins {
@@ -274,7 +331,7 @@ func TestAdminMutualTLS(t *testing.T) {
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	withCert := []string{"--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey, "status"}
 	waitUp(t, "center over mTLS", func() bool { _, err := schedctl(t, cc.GRPC.Listen, withCert...); return err == nil })
 
@@ -296,16 +353,16 @@ func TestSTBAnswers(t *testing.T) {
 	e := etcdtest.Start(t)
 	cc := centerConfig(t)
 	cc.Etcd.Endpoints = []string{e.Endpoint()}
-	cc.HTTP.Listen = etcdtest.FreePort(t)
+	cc.HTTP.Listen = anyPort
 	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.1")}
 	cc.DefaultRegion = "wuhu"
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	runCenter(t, &cc)
 	rc := regionalConfig(t, cc, "hefei")
 	rc.Etcd.Endpoints = []string{e.Endpoint()}
-	rc.HTTP.Listen = etcdtest.FreePort(t)
+	rc.HTTP.Listen = anyPort
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
-	rc.DNS.Listen = etcdtest.FreePort(t)
-	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+	rc.DNS.Listen = anyPort
+	runRegional(t, &rc)
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
@@ -400,12 +457,12 @@ func TestSTBAnswers(t *testing.T) {
 func TestEtcdLossDrill(t *testing.T) {
 	cc := centerConfig(t)
 	cc.Lab = true
-	cc.HTTP.Listen = etcdtest.FreePort(t)
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc, quiet) })
+	cc.HTTP.Listen = anyPort
+	runCenter(t, &cc)
 	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	rc := regionalConfig(t, cc, "hefei")
-	rc.HTTP.Listen = etcdtest.FreePort(t)
-	daemon(t, func(ctx context.Context) error { return app.RunRegional(ctx, rc, quiet) })
+	rc.HTTP.Listen = anyPort
+	runRegional(t, &rc)
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
@@ -448,7 +505,7 @@ func TestEtcdLossDrill(t *testing.T) {
 	}
 	// Outside a lab it is refused.
 	cc2 := centerConfig(t)
-	daemon(t, func(ctx context.Context) error { return app.RunCenter(ctx, cc2, quiet) })
+	runCenter(t, &cc2)
 	waitUp(t, "second center", func() bool { _, err := schedctl(t, cc2.GRPC.Listen, "status"); return err == nil })
 	if _, err := schedctl(t, cc2.GRPC.Listen, "drill", "etcd-loss", "--duration", "2s"); err == nil || !strings.Contains(err.Error(), "only in a lab") {
 		t.Errorf("etcd-loss drill outside a lab: %v", err)

@@ -733,7 +733,7 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	if c.AccessLog.SampleEvery == 0 {
 		errs.Add("access_log.sample_every", "must be >= 1")
 	}
-	if c.Admin.Listen != "" && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
+	if c.Admin.Listen != "" && !anyPort(c.Admin.Listen) && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
 		errs.Add("admin.listen", "must differ from the STB-facing listeners")
 	}
 }
@@ -790,4 +790,11 @@ func hostPort(errs *yamlstrict.Errors, path, v string, required bool) {
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		errs.Add(path, "bad port %q", port)
 	}
+}
+
+// anyPort reports whether addr asks for any free port (port 0): two such
+// listeners never share one.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }

@@ -410,3 +410,25 @@ func TestCommunityAndNetworkText(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminListenApartFromSTBs: the admin listener may not share the STB
+// listener's address, but any number of listeners may ask for port 0 (tests
+// and embedding callers read the bound ports back).
+func TestAdminListenApartFromSTBs(t *testing.T) {
+	for _, c := range []struct {
+		admin, http string
+		ok          bool
+	}{
+		{"127.0.0.1:9101", "127.0.0.1:9101", false},
+		{"127.0.0.1:0", "127.0.0.1:0", true},
+		{"127.0.0.1:9101", "127.0.0.1:80", true},
+	} {
+		r := DefaultRegional()
+		r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+		r.Admin.Listen, r.HTTP.Listen = c.admin, c.http
+		err := r.Validate()
+		if got := err == nil || !strings.Contains(err.Error(), "admin.listen"); got != c.ok {
+			t.Errorf("admin %s, http %s: %v", c.admin, c.http, err)
+		}
+	}
+}

@@ -160,13 +160,22 @@ func mailbox(s string) string {
 func (s *Server) Handler() dns.Handler { return s }
 
 // Run serves UDP and TCP on Config.Listen until ctx is cancelled, then stops
-// both and returns nil. With port 0, TCP takes the port the kernel gave UDP.
+// both and returns nil.
 func (s *Server) Run(ctx context.Context) error {
-	pc, err := netutil.ListenPacket("udp", s.cfg.Listen)
+	pc, ln, err := Listen(s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("dns: %w", err)
+		return err
 	}
-	addr := s.cfg.Listen
+	return s.Serve(ctx, pc, ln)
+}
+
+// Listen binds UDP and TCP on addr. With port 0, TCP takes the port the
+// kernel gave UDP, so both answer on one port.
+func Listen(addr string) (net.PacketConn, net.Listener, error) {
+	pc, err := netutil.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dns: %w", err)
+	}
 	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
 		if u, ok := pc.LocalAddr().(*net.UDPAddr); ok {
 			addr = net.JoinHostPort(host, strconv.Itoa(u.Port))
@@ -175,9 +184,9 @@ func (s *Server) Run(ctx context.Context) error {
 	ln, err := netutil.Listen("tcp", addr)
 	if err != nil {
 		pc.Close()
-		return fmt.Errorf("dns: %w", err)
+		return nil, nil, fmt.Errorf("dns: %w", err)
 	}
-	return s.Serve(ctx, pc, ln)
+	return pc, ln, nil
 }
 
 // Serve answers on pc (UDP) and ln (TCP) until ctx is cancelled, then shuts

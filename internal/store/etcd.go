@@ -103,6 +103,15 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 		e.Close()
 		return nil, ctx.Err()
 	}
+	// Port 0 (tests) binds whatever the kernel gives: read the addresses
+	// back, and keep them so that a restart (a drill) comes back on them.
+	if len(e.Clients) > 0 {
+		c.ClientListen = e.Clients[0].Addr().String()
+		cu.Host = c.ClientListen
+	}
+	if len(e.Peers) > 0 {
+		c.PeerListen = e.Peers[0].Listener.Addr().String()
+	}
 	log.Info("embedded etcd ready", "component", "etcd", "client_url", cu.String(), "dir", c.Dir)
 	return &Embedded{etcd: e, ClientURL: cu.String(), cfg: c, opts: opts, log: log, changed: make(chan struct{})}, nil
 }

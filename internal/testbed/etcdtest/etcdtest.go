@@ -44,17 +44,6 @@ type Etcd struct {
 	Running bool
 }
 
-// FreePort returns a loopback host:port that was free a moment ago.
-//
-// Deprecated: another process (or the next FreePort call) may take the port
-// before it is bound; that is how two daemons of one test ended up on the
-// same port. Bind 127.0.0.1:0 and read the address back, or hold the port
-// for the whole test (port.Hold) when a server must come back on it.
-func FreePort(t testing.TB) string {
-	t.Helper()
-	return port.Pick(t, 1)[0]
-}
-
 // Start runs etcd until the test ends.
 func Start(t testing.TB) *Etcd { return StartWith(t, store.EmbeddedOptions{}) }
 

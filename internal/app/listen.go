@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/anysched/anysched/internal/dnsd"
+	"github.com/anysched/anysched/internal/netutil"
+)
+
+// Listeners is where a daemon listens once bound (host:port; empty when
+// off). With port 0 in the configuration it is what the kernel gave.
+type Listeners struct {
+	Admin, HTTP, DNS, GRPC, Etcd string
+}
+
+// Option adjusts how a daemon runs, for callers that embed one (tests).
+type Option func(*options)
+
+type options struct {
+	onListening func(Listeners)
+}
+
+// OnListening is called once, when every listener of the daemon is bound
+// and before any serves: with port 0 in the configuration, it is how the
+// caller learns the ports.
+func OnListening(f func(Listeners)) Option { return func(o *options) { o.onListening = f } }
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+func (o options) listening(l Listeners) {
+	if o.onListening != nil {
+		o.onListening(l)
+	}
+}
+
+// bound holds a scheduler's sockets. They are bound before anything
+// serves, so a port in use fails the start instead of a component later,
+// and so that the addresses are known (port 0) before they are published.
+type bound struct {
+	admin, http net.Listener
+	dnsUDP      net.PacketConn
+	dnsTCP      net.Listener
+}
+
+// listen binds the admin, HTTP and DNS listeners the configuration asks for.
+func (s *Scheduler) listen() (Listeners, error) {
+	var l Listeners
+	var err error
+	b := &s.bound
+	if a := s.common.Admin.Listen; a != "" {
+		if b.admin, err = net.Listen("tcp", a); err != nil {
+			return l, fmt.Errorf("admin listener: %w", err)
+		}
+		l.Admin = b.admin.Addr().String()
+	}
+	if a := s.common.HTTP.Listen; a != "" {
+		if b.http, err = netutil.Listen("tcp", a); err != nil {
+			b.close()
+			return l, fmt.Errorf("http listener: %w", err)
+		}
+		l.HTTP = b.http.Addr().String()
+	}
+	if a := s.common.DNS.Listen; a != "" {
+		if b.dnsUDP, b.dnsTCP, err = dnsd.Listen(a); err != nil {
+			b.close()
+			return l, err
+		}
+		l.DNS = b.dnsUDP.LocalAddr().String()
+	}
+	s.listeners = l
+	return l, nil
+}
+
+// close releases whatever was bound (a failed start; serving closes them
+// itself).
+func (b *bound) close() {
+	for _, c := range []interface{ Close() error }{b.admin, b.http, b.dnsUDP, b.dnsTCP} {
+		if c != nil { // an unset interface field converts to a nil interface
+			_ = c.Close()
+		}
+	}
+}
+
+// serveAdmin serves the admin listener, or waits when there is none.
+func (s *Scheduler) serveAdmin(ctx context.Context) error {
+	if s.bound.admin == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return s.Admin.Serve(ctx, s.bound.admin)
+}
