@@ -38,9 +38,8 @@ import (
 	"github.com/anysched/anysched/internal/testbed/lab"
 )
 
-// The 16 cities of Anhui, as deploy/lab uses them.
-var allCities = []string{"hefei", "wuhu", "bengbu", "huainan", "maanshan", "huaibei", "tongling", "anqing",
-	"huangshan", "fuyang", "suzhou", "chuzhou", "luan", "xuancheng", "chizhou", "bozhou"}
+// allCities is the whole sample province.
+var allCities = lab.AllCities()
 
 // clkTck is USER_HZ, the unit of utime/stime in /proc/<pid>/stat (100 on Linux).
 const clkTck = 100

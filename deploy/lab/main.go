@@ -46,8 +46,8 @@ import (
 	"github.com/anysched/anysched/internal/testbed/stbload"
 )
 
-var allCities = []string{"hefei", "wuhu", "bengbu", "huainan", "maanshan", "huaibei", "tongling", "anqing",
-	"huangshan", "fuyang", "suzhou", "chuzhou", "luan", "xuancheng", "chizhou", "bozhou"}
+// allCities is the whole sample province.
+var allCities = lab.AllCities()
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {

@@ -152,7 +152,7 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Allocator{
-		cfg: cfg, board: board, engine: engine, log: log.With("component", "alloc"),
+		cfg: cfg, board: board, engine: engine, log: log.With("component", "allocator"),
 		met: newMetrics(reg), gate: gate, now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
 	}
 	return a, nil

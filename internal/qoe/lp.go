@@ -134,19 +134,19 @@ func ParseSolution(r io.Reader, in *Instance) ([]Choice, error) {
 			ints := make([]int, len(parts))
 			for j, p := range parts {
 				if ints[j], err = strconv.Atoi(p); err != nil {
-					return nil, fmt.Errorf("alloc: bad variable %q", name)
+					return nil, fmt.Errorf("qoe: bad variable %q", name)
 				}
 			}
 			v := ints[0]
 			if v < 0 || v >= len(in.Users) {
-				return nil, fmt.Errorf("alloc: variable %q out of range", name)
+				return nil, fmt.Errorf("qoe: variable %q out of range", name)
 			}
 			if name[0] == 'y' && len(ints) == 1 {
 				assign[v] = Choice{Server: Fallback, Rung: in.Params.FallbackRung}
 			} else if len(ints) == 3 {
 				assign[v] = Choice{Server: ints[1], Rung: ints[2]}
 			} else {
-				return nil, fmt.Errorf("alloc: bad variable %q", name)
+				return nil, fmt.Errorf("qoe: bad variable %q", name)
 			}
 			set[v] = true
 			break
@@ -157,7 +157,7 @@ func ParseSolution(r io.Reader, in *Instance) ([]Choice, error) {
 	}
 	for v, ok := range set {
 		if !ok {
-			return nil, fmt.Errorf("alloc: solution assigns nothing to user %d", v)
+			return nil, fmt.Errorf("qoe: solution assigns nothing to user %d", v)
 		}
 	}
 	return assign, nil

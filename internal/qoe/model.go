@@ -147,20 +147,20 @@ func distanceCos(lat1, lon1, cos1, lat2, lon2, cos2 float64) float64 {
 // Validate checks the instance's shape.
 func (in *Instance) Validate() error {
 	if len(in.Ladder) == 0 {
-		return fmt.Errorf("alloc: empty ladder")
+		return fmt.Errorf("qoe: empty ladder")
 	}
 	if !sort.Float64sAreSorted(in.Ladder) || in.Ladder[0] <= 0 {
-		return fmt.Errorf("alloc: ladder must be positive ascending")
+		return fmt.Errorf("qoe: ladder must be positive ascending")
 	}
 	if in.Params.FallbackRung < 0 || in.Params.FallbackRung >= len(in.Ladder) {
-		return fmt.Errorf("alloc: fallback rung out of range")
+		return fmt.Errorf("qoe: fallback rung out of range")
 	}
 	for i, u := range in.Users {
 		if u.Profile.DesiredKbps <= 0 {
-			return fmt.Errorf("alloc: user %d: desired bitrate must be > 0", i)
+			return fmt.Errorf("qoe: user %d: desired bitrate must be > 0", i)
 		}
 		if u.Ingest >= len(in.Servers) || u.PrevServer >= len(in.Servers) {
-			return fmt.Errorf("alloc: user %d: server index out of range", i)
+			return fmt.Errorf("qoe: user %d: server index out of range", i)
 		}
 	}
 	return nil
@@ -428,7 +428,7 @@ func buildOptions(in *Instance) *options {
 		total += len(c) * nk
 	}
 	if total > math.MaxInt32 {
-		panic("alloc: more than 2^31 options")
+		panic("qoe: more than 2^31 options")
 	}
 	o.srv = make([]int32, 0, total)
 	o.rung = make([]uint8, 0, total)

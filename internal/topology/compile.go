@@ -97,6 +97,29 @@ func (c *compiler) location(path string, l *Location, required bool) (Location, 
 }
 
 // name checks a name used in etcd keys, metric labels and CLI arguments.
+// entry checks the name of the i-th entry of a kind (node, zone) at path p,
+// unique among its kind (recorded in idx), and its region reference; it
+// returns the region's index, -1 when the reference is missing or unknown.
+func (c *compiler) entry(kind, p string, i int, name, regionName string, idx map[string]int32) int32 {
+	if c.name(p+".name", name) {
+		if j, dup := idx[name]; dup {
+			c.add(p+".name", "duplicate %s %q (first at %ss[%d])", kind, name, kind, j)
+		} else {
+			idx[name] = int32(i)
+		}
+	}
+	if regionName == "" {
+		c.add(p+".region", "required")
+		return -1
+	}
+	r, ok := c.s.regionIdx[regionName]
+	if !ok {
+		c.add(p+".region", "unknown region %q", regionName)
+		return -1
+	}
+	return r
+}
+
 func (c *compiler) name(path, n string) bool {
 	if n == "" {
 		c.add(path, "required")
@@ -214,21 +237,7 @@ func (c *compiler) nodes() {
 	s.Nodes = make([]NodeView, len(c.t.Nodes))
 	for i, n := range c.t.Nodes {
 		p := fmt.Sprintf("nodes[%d]", i)
-		if c.name(p+".name", n.Name) {
-			if j, dup := s.nodeIdx[n.Name]; dup {
-				c.add(p+".name", "duplicate node %q (first at nodes[%d])", n.Name, j)
-			} else {
-				s.nodeIdx[n.Name] = int32(i)
-			}
-		}
-		region := int32(-1)
-		if n.Region == "" {
-			c.add(p+".region", "required")
-		} else if r, ok := s.regionIdx[n.Region]; ok {
-			region = r
-		} else {
-			c.add(p+".region", "unknown region %q", n.Region)
-		}
+		region := c.entry("node", p, i, n.Name, n.Region, s.nodeIdx)
 		loc, _ := c.location(p+".location", n.Location, true)
 		nv := NodeView{Name: n.Name, Region: region, Loc: loc}
 		if len(n.Servers) == 0 {
@@ -316,21 +325,7 @@ func (c *compiler) zones() {
 	origins := make(map[netip.Prefix]origin)
 	for i, z := range c.t.Zones {
 		p := fmt.Sprintf("zones[%d]", i)
-		if c.name(p+".name", z.Name) {
-			if j, dup := s.zoneIdx[z.Name]; dup {
-				c.add(p+".name", "duplicate zone %q (first at zones[%d])", z.Name, j)
-			} else {
-				s.zoneIdx[z.Name] = int32(i)
-			}
-		}
-		region := int32(-1)
-		if z.Region == "" {
-			c.add(p+".region", "required")
-		} else if r, ok := s.regionIdx[z.Region]; ok {
-			region = r
-		} else {
-			c.add(p+".region", "unknown region %q", z.Region)
-		}
+		region := c.entry("zone", p, i, z.Name, z.Region, s.zoneIdx)
 		zv := ZoneView{Name: z.Name, Region: region}
 		if region >= 0 {
 			zv.Loc = s.Regions[region].Loc

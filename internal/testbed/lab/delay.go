@@ -128,3 +128,13 @@ func netemAvailable(prefix string) bool {
 	defer exec.Command("ip", "netns", "del", ns).Run()
 	return exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms").Run() == nil
 }
+
+// AllCities names the sample province's cities (data/anhui-cities.csv), the
+// capital first: the whole province, as the demo and the rollout bench run it.
+func AllCities() []string {
+	var out []string
+	for _, c := range loadCities() {
+		out = append(out, c.Name)
+	}
+	return out
+}

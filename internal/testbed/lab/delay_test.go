@@ -108,3 +108,10 @@ func TestPrivilegedLinkDelays(t *testing.T) {
 		t.Errorf("round trip %s, want about %s", rtt, 2*want)
 	}
 }
+
+func TestAllCities(t *testing.T) {
+	got := AllCities()
+	if len(got) != 16 || got[0] != Capital || !slices.Contains(got, "bozhou") {
+		t.Fatalf("AllCities() = %v, want the 16 cities, %s first", got, Capital)
+	}
+}

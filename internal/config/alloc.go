@@ -1,0 +1,184 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/yamlstrict"
+)
+
+// Alloc configures the live QoE allocation of a regional scheduler (the
+// services with selection: qoe).
+type Alloc struct {
+	Period       time.Duration `yaml:"period"`        // between two solves of the region
+	SessionTTL   time.Duration `yaml:"session_ttl"`   // a session not seen this long has ended
+	SolveTimeout time.Duration `yaml:"solve_timeout"` // 0: period/2, at most 2s
+	MaxSessions  int           `yaml:"max_sessions"`
+	Viewers      `yaml:",inline"`
+	// ArrivalReserve: share of each server's capacity the solve leaves for
+	// STBs arriving before the next solve (0 to 0.5).
+	ArrivalReserve float64 `yaml:"arrival_reserve"`
+	// Model overrides the QoE model's parameters (docs/design.md, "The QoE model"; defaults
+	// and their reasons in docs/design.md); a key left out keeps its default.
+	Model Model `yaml:"model"`
+}
+
+// Viewers is how a scheduler reads the viewer tokens of QoE services: a
+// city's scheduler (under alloc, with the allocation's keys) and the center
+// (its alloc section has these keys only) apply the same rules.
+type Viewers struct {
+	Auth string `yaml:"auth"` // optional | required
+	// Keys verify the viewer tokens (HS256 JWTs) the business platform signs.
+	Keys           []TokenKey    `yaml:"keys"`
+	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
+	DefaultProfile Profile       `yaml:"default_profile"`
+}
+
+// DefaultViewers returns the token defaults.
+func DefaultViewers() Viewers {
+	return Viewers{Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}}
+}
+
+// Model holds optional overrides of the QoE model's symbols. Units:
+// seconds, kbps, transcoding compute units.
+type Model struct {
+	A               *float64 `yaml:"a"`                 // weight of the interaction experience
+	B               *float64 `yaml:"b"`                 // weight of the video quality
+	C               *float64 `yaml:"c"`                 // weight of the bitrate jitter
+	D               *float64 `yaml:"d"`                 // weight of a server switch
+	Theta           *float64 `yaml:"theta_s"`           // latency threshold
+	Lambda          *float64 `yaml:"lambda"`            // room-mean scale of the interaction demand
+	B1              *float64 `yaml:"b1"`                // video-quality scale
+	K               *float64 `yaml:"k_per_kbps"`        // jitter per kbps of bitrate drop
+	S               *float64 `yaml:"s"`                 // loss of one switch
+	Omega           *float64 `yaml:"omega"`             // gift weight
+	TIngest         *float64 `yaml:"ingest_s"`          // broadcaster uplink
+	BackboneBase    *float64 `yaml:"backbone_base_s"`   // between edge sites: fixed part
+	BackbonePerKm   *float64 `yaml:"backbone_s_per_km"` // between edge sites: per km
+	BackboneOrigin  *float64 `yaml:"origin_s"`          // via the origin
+	AccessBase      *float64 `yaml:"access_base_s"`     // server to STB: fixed part
+	AccessPerKm     *float64 `yaml:"access_s_per_km"`   // server to STB: per km
+	G               *float64 `yaml:"transcode_s_per_kbps"`
+	H               *float64 `yaml:"transcode_units_per_kbps"`
+	FallbackLatency *float64 `yaml:"fallback_latency_s"`
+}
+
+func (m Model) validate(errs *yamlstrict.Errors) {
+	for _, f := range []struct {
+		name     string
+		v        *float64
+		positive bool
+	}{
+		{"a", m.A, false}, {"b", m.B, false}, {"c", m.C, false}, {"d", m.D, false},
+		{"theta_s", m.Theta, true}, {"lambda", m.Lambda, false}, {"b1", m.B1, true}, {"k_per_kbps", m.K, false},
+		{"s", m.S, false}, {"omega", m.Omega, false}, {"ingest_s", m.TIngest, false},
+		{"backbone_base_s", m.BackboneBase, false}, {"backbone_s_per_km", m.BackbonePerKm, false},
+		{"origin_s", m.BackboneOrigin, false}, {"access_base_s", m.AccessBase, false},
+		{"access_s_per_km", m.AccessPerKm, false}, {"transcode_s_per_kbps", m.G, false},
+		{"transcode_units_per_kbps", m.H, false}, {"fallback_latency_s", m.FallbackLatency, false},
+	} {
+		switch {
+		case f.v == nil:
+		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0:
+			errs.Add("alloc.model."+f.name, "%v must be a finite number >= 0", *f.v)
+		case f.positive && *f.v == 0:
+			errs.Add("alloc.model."+f.name, "must be > 0")
+		}
+	}
+}
+
+// TokenKey is one token signing key; the secret stays in its own file.
+type TokenKey struct {
+	ID         string `yaml:"id"`
+	SecretFile string `yaml:"secret_file"`
+}
+
+// Profile is a viewer's profile for the allocation.
+type Profile struct {
+	DesiredKbps    float64 `yaml:"desired_kbps"` // 0: the top of the service's ladder
+	DanmakuPerHour float64 `yaml:"danmaku_per_hour"`
+	Gift           float64 `yaml:"gift"`
+}
+
+// DefaultAlloc returns the allocation defaults.
+func DefaultAlloc() Alloc {
+	return Alloc{
+		Period: 10 * time.Second, SessionTTL: 2 * time.Minute, MaxSessions: 1_000_000,
+		Viewers: DefaultViewers(), ArrivalReserve: 0.1,
+	}
+}
+
+// TokenKeys reads the configured keys' secrets.
+func (a Viewers) TokenKeys() ([]token.Key, error) {
+	var out []token.Key
+	for i, k := range a.Keys {
+		secret, err := token.ReadSecret(k.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: alloc.keys[%d].secret_file: %w", i, err)
+		}
+		out = append(out, token.Key{ID: k.ID, Secret: secret})
+	}
+	return out, nil
+}
+
+func (a Alloc) validate(errs *yamlstrict.Errors) {
+	if a.Period < time.Second || a.Period > 10*time.Minute {
+		errs.Add("alloc.period", "%s is out of range [1s, 10m]", a.Period)
+	}
+	if a.SessionTTL < a.Period {
+		errs.Add("alloc.session_ttl", "%s must be at least alloc.period %s", a.SessionTTL, a.Period)
+	}
+	if a.SolveTimeout < 0 || (a.SolveTimeout > 0 && a.SolveTimeout >= a.Period) {
+		errs.Add("alloc.solve_timeout", "%s must be >= 0 and below alloc.period %s", a.SolveTimeout, a.Period)
+	}
+	if a.MaxSessions < 1 {
+		errs.Add("alloc.max_sessions", "must be >= 1")
+	}
+	a.Viewers.validate(errs)
+	a.Model.validate(errs)
+	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
+		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
+	}
+}
+
+func (a Viewers) validate(errs *yamlstrict.Errors) {
+	switch a.Auth {
+	case "optional":
+	case "required":
+		if len(a.Keys) == 0 {
+			errs.Add("alloc.keys", "at least one key is required with alloc.auth: required")
+		}
+	default:
+		errs.Add("alloc.auth", "%q is not one of optional, required", a.Auth)
+	}
+	seen := map[string]bool{}
+	for i, k := range a.Keys {
+		p := fmt.Sprintf("alloc.keys[%d]", i)
+		if k.ID == "" {
+			errs.Add(p+".id", "required")
+		} else if seen[k.ID] {
+			errs.Add(p+".id", "duplicate key id %q", k.ID)
+		}
+		seen[k.ID] = true
+		if k.SecretFile == "" {
+			errs.Add(p+".secret_file", "required")
+		} else if _, err := token.ReadSecret(k.SecretFile); err != nil {
+			errs.Add(p+".secret_file", "%v", err)
+		}
+	}
+	if a.Leeway < 0 || a.Leeway > 5*time.Minute {
+		errs.Add("alloc.leeway", "%s is out of range [0, 5m]", a.Leeway)
+	}
+	d := a.DefaultProfile
+	if d.DesiredKbps < 0 {
+		errs.Add("alloc.default_profile.desired_kbps", "must be >= 0")
+	}
+	if d.DanmakuPerHour < 0 {
+		errs.Add("alloc.default_profile.danmaku_per_hour", "must be >= 0")
+	}
+	if d.Gift < 0 {
+		errs.Add("alloc.default_profile.gift", "must be >= 0")
+	}
+}

@@ -1,0 +1,252 @@
+package lab
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/anysched/anysched/internal/token"
+)
+
+// schedulerConfig writes a scheduler's configuration.
+func (l *Lab) schedulerConfig(name, body string) (string, error) {
+	path := filepath.Join(l.o.Dir, name+".yaml")
+	return path, os.WriteFile(path, []byte(body), 0o644)
+}
+
+// StartCenter starts the central scheduler (embedded etcd on 10.0.0.2, or
+// a client of the lab's etcd cluster).
+func (l *Lab) StartCenter() error {
+	etcdYAML := fmt.Sprintf(`etcd:
+  embedded:
+    dir: %s
+    client_listen: 10.0.0.2:2379
+    peer_listen: 127.0.0.1:2380
+`, filepath.Join(l.o.Dir, "etcd"))
+	if l.clusterSize() > 0 {
+		etcdYAML = fmt.Sprintf("etcd:\n  endpoints: [%s]\nlab_etcd_members: [%s]\n", strings.Join(l.EtcdEndpoints(), ", "), strings.Join(l.etcdControls(), ", "))
+	}
+	body := fmt.Sprintf(`instance_id: %s
+%sgrpc:
+  listen: 10.0.0.2:9090
+admin:
+  listen: 127.0.0.1:9100
+snapshot:
+  cache_file: %s
+  confirm_interval: 500ms
+announce:
+  mode: bgp
+  check_interval: 100ms
+  rise: 2
+  fall: 2
+  hold_down: 0s
+  drain: {pre_withdraw: 1s, linger: 2s}
+  bgp:
+    asn: 65300
+    router_id: 10.0.0.2
+    peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}]
+http:
+  listen: 0.0.0.0:80
+dns:
+  listen: 0.0.0.0:53
+default_region: %s
+lab: true
+access_log:
+  enabled: false
+`, CenterID, etcdYAML, filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
+	if l.o.QoE { // the center checks the viewers' tokens as the cities do
+		keyFile, err := l.TokenKey()
+		if err != nil {
+			return err
+		}
+		body += fmt.Sprintf("alloc:\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+	}
+	path, err := l.schedulerConfig("center", body)
+	if err != nil {
+		return err
+	}
+	return l.start("center", "ctr", filepath.Join(l.o.Bin, "central-scheduler"), "--config", path)
+}
+
+// StartScheduler starts city i's primary (or standby) regional scheduler.
+func (l *Lab) StartScheduler(i int, standby bool) error {
+	n := i + 1
+	id, ns, net, med, prepend := PrimaryID(l.o.Cities[i]), fmt.Sprintf("s%d", n), 2, 10, 0
+	if standby {
+		id, ns, net, med, prepend = StandbyID(l.o.Cities[i]), fmt.Sprintf("t%d", n), 3, 200, 2
+	}
+	healthYAML := ""
+	if l.o.Edges {
+		healthYAML = "health:\n  embedded: true\n  check: {interval: 1s, timeout: 250ms, rise: 2, fall: 2, bandwidth_threshold: 0.9}\n"
+	}
+	if l.o.QoE {
+		keyFile, err := l.TokenKey()
+		if err != nil {
+			return err
+		}
+		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+	}
+	mode, drain := "bgp", "2s"
+	if l.o.OSPF {
+		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
+	}
+	body := fmt.Sprintf(`instance_id: %s
+region: %s
+etcd:
+  endpoints: [%s]
+admin:
+  listen: 127.0.0.1:9101
+snapshot:
+  cache_file: %s
+  confirm_interval: 500ms
+announce:
+  mode: %s
+  check_interval: 100ms
+  rise: 2
+  fall: 2
+  hold_down: 0s
+  drain: {pre_withdraw: 1s, linger: %s}
+  bgp:
+    asn: %d
+    router_id: 10.%d.%d.2
+    med: %d
+    as_path_prepend: %d
+    peers: [{address: 10.%d.%d.1, asn: %d, hold_time: 3s, keepalive: 1s}]
+http:
+  listen: 0.0.0.0:80
+dns:
+  listen: 0.0.0.0:53
+access_log:
+  enabled: false
+%s`, id, l.o.Cities[i], strings.Join(l.EtcdEndpoints(), ", "), filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+	path, err := l.schedulerConfig(id, body)
+	if err != nil {
+		return err
+	}
+	return l.start(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
+}
+
+// The QoE lab's server capacities: two servers per city carry 180 Mbps,
+// about what the demo's 30 viewers per city want at the top rung, so the
+// allocation has to choose (lower rungs for some, transcoded).
+const (
+	QoEServerMbps  = 90
+	QoEServerUnits = 60
+)
+
+// QoEViewers is how many fixed STBs (viewers) per city the QoE lab's load
+// runs.
+const QoEViewers = 30
+
+// TokenKeyID names the lab's viewer-token key.
+const TokenKeyID = "lab"
+
+// TokenKey returns the file holding the lab's viewer-token secret, creating
+// it (random, 32 bytes hex) on first use.
+func (l *Lab) TokenKey() (string, error) {
+	p := filepath.Join(l.o.Dir, "token.key")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, []byte(hex.EncodeToString(b)+"\n"), 0o600)
+}
+
+// probeToken is a viewer token for the lab's own probes.
+func (l *Lab) probeToken() (string, error) {
+	path, err := l.TokenKey()
+	if err != nil {
+		return "", err
+	}
+	secret, err := token.ReadSecret(path)
+	if err != nil {
+		return "", err
+	}
+	nan := math.NaN()
+	return token.Sign(token.Key{ID: TokenKeyID, Secret: secret}, token.Claims{Subject: "lab-probe", Expires: time.Now().Add(time.Hour), DesiredKbps: nan, DanmakuPerHour: nan, Gift: nan})
+}
+
+// start runs a daemon in a namespace, logging to a file.
+func (l *Lab) start(name, ns string, args ...string) error {
+	p := &Proc{Name: name, NS: ns, args: args, log: filepath.Join(l.o.Dir, name+".log")}
+	l.mu.Lock()
+	l.procs[name] = p
+	l.mu.Unlock()
+	return p.start(l)
+}
+
+func (p *Proc) start(l *Lab) error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", l.nsName(p.NS)}, p.args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the lab's driver
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	return nil
+}
+
+// Proc returns a daemon by name (center, bird-r1, <city>-1, <city>-2).
+func (l *Lab) Proc(name string) *Proc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.procs[name]
+}
+
+// Signal sends sig to the daemon.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits for the daemon to exit, at most d.
+func (p *Proc) Wait(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Restart starts an exited daemon again with the same arguments.
+func (l *Lab) Restart(name string) error {
+	p := l.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no daemon %q", name)
+	}
+	if !p.Wait(0) {
+		return fmt.Errorf("%s is still running", name)
+	}
+	return p.start(l)
+}
+
+// Log returns a daemon's log.
+func (l *Lab) Log(name string) string {
+	p := l.Proc(name)
+	if p == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
