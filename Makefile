@@ -51,3 +51,10 @@ proto: deps
 
 clean:
 	rm -rf $(BIN)
+
+# CI's proof that scripts/install-deps.sh is complete: install-deps and make
+# test in a fresh minimal Debian root made with debootstrap, which sees nothing
+# installed on this machine by hand (as root; .ci/run runs it).
+ci-cleanroot:
+	@scripts/ci-cleanroot.sh
+.PHONY: ci-cleanroot
