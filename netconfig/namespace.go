@@ -16,19 +16,19 @@ import (
 func InNamespace(name string, fn func() error) error {
 	target, err := netns.GetFromName(name)
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
+		return fmt.Errorf("netconfig: namespace %s: %w", name, err)
 	}
 	defer target.Close()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("current namespace: %w", err)
+		return fmt.Errorf("netconfig: current namespace: %w", err)
 	}
 	defer orig.Close()
 	if err := netns.Set(target); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %s: %w", name, err)
+		return fmt.Errorf("netconfig: enter namespace %s: %w", name, err)
 	}
 	defer func() {
 		if netns.Set(orig) == nil {

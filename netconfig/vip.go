@@ -121,23 +121,27 @@ const LocalLabel = "lo:anysched"
 // that a crashed scheduler left on lo: exactly the IPv4 addresses labelled
 // LocalLabel, nothing an administrator put there.
 func CleanupLocal() error {
-	return withHandle(func(h *netlink.Handle) error {
+	err := withHandle(func(h *netlink.Handle) error {
 		link, err := lookup(h, LoopbackInterface)
 		if err != nil || link == nil {
 			return err
 		}
 		addrs, err := h.AddrList(link, netlink.FAMILY_V4)
 		if err != nil {
-			return fmt.Errorf("netconfig: list addresses of lo: %w", err)
+			return fmt.Errorf("list addresses: %w", err)
 		}
 		for _, a := range addrs {
 			if a.Label != LocalLabel {
 				continue
 			}
 			if err := h.AddrDel(link, &a); err != nil {
-				return fmt.Errorf("netconfig: remove %s from lo: %w", a.IPNet, err)
+				return fmt.Errorf("remove %s: %w", a.IPNet, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("netconfig: cleanup %s: %w", LoopbackInterface, err)
+	}
+	return nil
 }

@@ -450,7 +450,11 @@ func readPoints(path string, embedded []byte, latCol, lonCol string) ([][2]float
 
 func check(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "qoe:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "qoe: ") { // the qoe package's errors name it already
+			msg = "qoe: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

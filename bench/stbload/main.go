@@ -25,7 +25,11 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "stbload:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "stbload: ") { // the stbload package's errors name it already
+			msg = "stbload: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

@@ -51,7 +51,11 @@ var allCities = lab.AllCities()
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "lab:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "lab: ") { // the lab package's errors name it already
+			msg = "lab: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

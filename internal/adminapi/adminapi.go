@@ -389,7 +389,7 @@ func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyReques
 		return nil, status.Error(codes.Aborted, err.Error())
 	case err != nil:
 		s.Logger.Error("apply failed", "err", err)
-		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	return &pb.ApplyTopologyResponse{Revision: res.Revision, Applied: res.Changed, Summary: summary, Changed: res.Changed}, nil
 }
@@ -401,7 +401,7 @@ func (s *Service) GetTopology(ctx context.Context, _ *pb.GetTopologyRequest) (*p
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	st.Topology.Revision = st.Revision
 	doc, err := st.Topology.YAML()
@@ -415,11 +415,11 @@ func (s *Service) GetTopology(ctx context.Context, _ *pb.GetTopologyRequest) (*p
 func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	rev, err := s.Store.CurrentRevision(ctx)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	ins, err := s.Store.Instances(ctx)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	resp := &pb.StatusResponse{Revision: rev, CenterId: s.ID}
 	s.healthStatus(resp)

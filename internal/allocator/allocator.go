@@ -146,7 +146,7 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	}
 	gate, err := NewGate(cfg.Auth, cfg.Verifier, cfg.Default, reg)
 	if err != nil {
-		return nil, fmt.Errorf("allocator: %w", err)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -30,10 +30,10 @@ func NewGate(auth string, v *token.Verifier, def qoe.Profile, reg prometheus.Reg
 	case auth == "":
 		auth = AuthOptional
 	case auth != AuthOptional && auth != AuthRequired:
-		return nil, fmt.Errorf("auth %q is not one of optional, required", auth)
+		return nil, fmt.Errorf("allocator: auth %q is not one of optional, required", auth)
 	}
 	if auth == AuthRequired && v == nil {
-		return nil, errors.New("auth required but no token keys")
+		return nil, errors.New("allocator: auth required but no token keys")
 	}
 	g := &Gate{auth: auth, verifier: v, def: def, rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "anysched_alloc_token_rejections_total", Help: "Requests refused (403) for their viewer token, by reason.",

@@ -54,14 +54,16 @@ func (o AdaptiveOptions) withDefaults() AdaptiveOptions {
 	return o
 }
 
+// validate checks the options; Config.Validate reports its error under
+// the field "adaptive".
 func (o AdaptiveOptions) validate() error {
 	switch {
 	case o.Alpha > 1:
-		return fmt.Errorf("balance: adaptive alpha %v is above 1", o.Alpha)
+		return fmt.Errorf("alpha %v is above 1", o.Alpha)
 	case o.Min > 0 && o.Max > 0 && o.Min > o.Max:
-		return fmt.Errorf("balance: adaptive min %v is above max %v", o.Min, o.Max)
+		return fmt.Errorf("min %v is above max %v", o.Min, o.Max)
 	case o.Min > 1 || (o.Max > 0 && o.Max < 1):
-		return fmt.Errorf("balance: adaptive bounds [%v, %v] must contain 1 (the configured weight)", o.Min, o.Max)
+		return fmt.Errorf("bounds [%v, %v] must contain 1 (the configured weight)", o.Min, o.Max)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ type CHash struct {
 
 // NewCHash builds the ring over the eligible servers.
 func NewCHash(servers []Server, loads []Load, o CHashOptions) (*CHash, error) {
-	return newCHash(servers, loads, o, nil)
+	return prefixed(newCHash(servers, loads, o, nil))
 }
 
 // newCHash is NewCHash reusing prev's ring when the eligible servers and
@@ -80,14 +80,14 @@ func newCHash(servers []Server, loads []Load, o CHashOptions, prev *CHash) (*CHa
 		return nil, err
 	}
 	if o.VirtualNodes < 0 || o.Epsilon < 0 || o.Window < 0 || math.IsNaN(o.Epsilon) {
-		return nil, fmt.Errorf("balance: chash options %+v: negative value", o)
+		return nil, fmt.Errorf("chash options %+v: negative value", o)
 	}
 	if o.VirtualNodes == 0 {
 		o.VirtualNodes = 160
 	}
 	pos, panicked := eligible(servers, loads, o.Panic)
 	if len(pos) > 1<<ownerBits {
-		return nil, fmt.Errorf("balance: chash: %d servers in one node, at most %d", len(pos), 1<<ownerBits)
+		return nil, fmt.Errorf("chash: %d servers in one node, at most %d", len(pos), 1<<ownerBits)
 	}
 	c := &CHash{eps: o.Epsilon, panicked: panicked}
 	c.servers = make([]Server, len(pos))

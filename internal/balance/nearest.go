@@ -46,12 +46,16 @@ type nearestGroup struct {
 
 // NewNearest builds the policy over the eligible servers.
 func NewNearest(servers []Server, loads []Load, o NearestOptions) (*Nearest, error) {
+	return prefixed(newNearest(servers, loads, o))
+}
+
+func newNearest(servers []Server, loads []Load, o NearestOptions) (*Nearest, error) {
 	if err := checkInput(servers, loads); err != nil {
 		return nil, err
 	}
 	pos, panicked := eligible(servers, loads, o.Panic)
 	if len(pos) > posMask {
-		return nil, fmt.Errorf("balance: nearest: %d servers in one node, at most %d", len(pos), posMask)
+		return nil, fmt.Errorf("nearest: %d servers in one node, at most %d", len(pos), posMask)
 	}
 	now := orNow(o.Now)
 	type entry struct {

@@ -72,11 +72,15 @@ type p2cPeer struct {
 
 // NewP2C builds the policy over the eligible servers.
 func NewP2C(servers []Server, loads []Load, o P2COptions) (*P2C, error) {
+	return prefixed(newP2C(servers, loads, o))
+}
+
+func newP2C(servers []Server, loads []Load, o P2COptions) (*P2C, error) {
 	if err := checkInput(servers, loads); err != nil {
 		return nil, err
 	}
 	if o.CPUWeight < 0 || o.BandwidthWeight < 0 || o.ConnWeight < 0 || o.ConnRef < 0 || o.PickMbps < 0 {
-		return nil, fmt.Errorf("balance: p2c options: negative value")
+		return nil, fmt.Errorf("p2c options: negative value")
 	}
 	if o.CPUWeight == 0 && o.BandwidthWeight == 0 && o.ConnWeight == 0 {
 		o.CPUWeight, o.BandwidthWeight, o.ConnWeight = 1, 1, 1

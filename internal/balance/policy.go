@@ -92,7 +92,17 @@ type Candidate struct {
 }
 
 // errLoads reports a loads slice that does not match the servers.
-var errLoads = errors.New("balance: loads must be nil or as long as servers")
+var errLoads = errors.New("loads must be nil or as long as servers")
+
+// prefixed gives a constructor's error the package prefix, for callers
+// outside the package; BuildTable prefixes them with the node instead.
+func prefixed[P any](p P, err error) (P, error) {
+	if err != nil {
+		var zero P
+		return zero, fmt.Errorf("balance: %w", err)
+	}
+	return p, nil
+}
 
 func checkInput(servers []Server, loads []Load) error {
 	if loads != nil && len(loads) != len(servers) {
@@ -100,7 +110,7 @@ func checkInput(servers []Server, loads []Load) error {
 	}
 	for i := range servers {
 		if !(servers[i].Weight >= 0) { // also rejects NaN
-			return fmt.Errorf("balance: server %d (%s): weight %v is negative", servers[i].Index, servers[i].Name, servers[i].Weight)
+			return fmt.Errorf("server %d (%s): weight %v is negative", servers[i].Index, servers[i].Name, servers[i].Weight)
 		}
 	}
 	return nil

@@ -57,11 +57,15 @@ type swrrPeer struct {
 // NewSWRR builds the policy over servers (weights already adapted, if the
 // caller adapts them) with their health figures (nil: all healthy).
 func NewSWRR(servers []Server, loads []Load, o SWRROptions) (*SWRR, error) {
+	return prefixed(newSWRR(servers, loads, o))
+}
+
+func newSWRR(servers []Server, loads []Load, o SWRROptions) (*SWRR, error) {
 	if err := checkInput(servers, loads); err != nil {
 		return nil, err
 	}
 	if o.MaxFails < 0 {
-		return nil, fmt.Errorf("balance: swrr max_fails %d is negative", o.MaxFails)
+		return nil, fmt.Errorf("swrr max_fails %d is negative", o.MaxFails)
 	}
 	if o.MaxFails == 0 {
 		o.MaxFails = 1

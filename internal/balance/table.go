@@ -72,7 +72,7 @@ func BuildTable(in TableInput, prev *Table) (*Table, error) {
 	}
 	for n, node := range in.Nodes {
 		if err := checkInput(node.Servers, node.Loads); err != nil {
-			return nil, fmt.Errorf("node %d: %w", n, err)
+			return nil, fmt.Errorf("balance: node %d: %w", n, err)
 		}
 		servers := node.Servers
 		if len(cfg.Weights) > 0 {
@@ -89,7 +89,7 @@ func BuildTable(in TableInput, prev *Table) (*Table, error) {
 			}
 			p, err := t.build(s, servers, node.Loads, now, prev, int32(n))
 			if err != nil {
-				return nil, fmt.Errorf("node %d: %s: %w", n, s, err)
+				return nil, fmt.Errorf("balance: node %d: %w", n, err) // err names the policy
 			}
 			t.policies[i][n] = p
 		}
@@ -106,7 +106,7 @@ func (t *Table) build(s Selection, servers []Server, loads []Load, now time.Time
 	var err error
 	switch s {
 	case SelectNearest:
-		p, err = NewNearest(servers, loads, NearestOptions{Panic: cfg.Panic, Now: now})
+		p, err = newNearest(servers, loads, NearestOptions{Panic: cfg.Panic, Now: now})
 	case SelectSWRR:
 		ws := servers
 		if cfg.Adaptive.Enabled {
@@ -115,7 +115,7 @@ func (t *Table) build(s Selection, servers []Server, loads []Load, now time.Time
 		o := cfg.SWRR
 		o.SlowStart, o.Panic, o.Now = cfg.SlowStart, cfg.Panic, now
 		var sw *SWRR
-		if sw, err = NewSWRR(ws, loads, o); err == nil {
+		if sw, err = newSWRR(ws, loads, o); err == nil {
 			if old, ok := prev.Policy(s, node).(*SWRR); ok {
 				sw.Inherit(old)
 			}
@@ -133,7 +133,7 @@ func (t *Table) build(s Selection, servers []Server, loads []Load, now time.Time
 	case SelectP2C:
 		o := cfg.P2C
 		o.SlowStart, o.Panic, o.Now = cfg.SlowStart, cfg.Panic, now
-		p, err = NewP2C(servers, loads, o)
+		p, err = newP2C(servers, loads, o)
 	}
 	if err != nil {
 		return nil, err

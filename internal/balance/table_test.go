@@ -146,7 +146,7 @@ func TestTableBuildErrors(t *testing.T) {
 		t.Error("invalid config accepted")
 	}
 	in := TableInput{Config: DefaultConfig(), Nodes: []NodeInput{{Servers: servers(1, 1), Loads: healthy(1)}}}
-	if _, err := BuildTable(in, nil); err == nil || !strings.Contains(err.Error(), "node 0") {
+	if _, err := BuildTable(in, nil); err == nil || !strings.HasPrefix(err.Error(), "balance: node 0: loads must be") {
 		t.Errorf("mismatched loads: %v", err)
 	}
 	in = TableInput{Config: DefaultConfig(), Use: []Selection{"random"}}

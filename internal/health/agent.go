@@ -39,7 +39,7 @@ type Agent struct {
 // NewAgent builds an agent publishing under prefix through cli.
 func NewAgent(cli *clientv3.Client, prefix string, o AgentOptions, reg prometheus.Registerer, log *slog.Logger) (*Agent, error) {
 	if o.CheckerID == "" {
-		return nil, errors.New("health agent: checker id required")
+		return nil, errors.New("health: agent: checker id required")
 	}
 	a := &Agent{opts: o, log: log.With("component", "health-agent", "checker", o.CheckerID), where: map[string][2]string{}}
 	a.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anysched_health_server_up", Help: "This checker's verdict on a server: 1 up, 0 down."}, []string{"server", "node", "region"})

@@ -26,7 +26,7 @@ import (
 func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
+		return nil, fmt.Errorf("obs: log level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -35,7 +35,7 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	case "text", "":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	default:
-		return nil, fmt.Errorf("log format %q: want text or json", format)
+		return nil, fmt.Errorf("obs: log format %q: want text or json", format)
 	}
 }
 

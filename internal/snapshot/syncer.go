@@ -193,7 +193,7 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	rev, err := s.Source.CurrentRevision(cctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("read topology revision: %w", err)
+		return err // "store: read topology revision: ..."
 	}
 	if rev == 0 || rev == s.revision() || rev == s.badRev {
 		s.confirm()

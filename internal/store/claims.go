@@ -58,7 +58,7 @@ func (b *ClaimBoard) prefix() string {
 func (b *ClaimBoard) Peers(ctx context.Context) (map[string]Claims, int64, error) {
 	resp, err := b.Store.cli.Get(ctx, b.prefix(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, fmt.Errorf("read claims: %w", err)
+		return nil, 0, fmt.Errorf("store: read claims: %w", err)
 	}
 	out := make(map[string]Claims, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -70,7 +70,7 @@ func (b *ClaimBoard) Peers(ctx context.Context) (map[string]Claims, int64, error
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
 			// A claim nobody can read still holds capacity: count it as
 			// everything, rather than hand its capacity out twice.
-			return nil, 0, fmt.Errorf("claims of %q at %s: %w", id, kv.Key, err)
+			return nil, 0, fmt.Errorf("store: claims of %q at %s: %w", id, kv.Key, err)
 		}
 		out[id] = c
 	}
@@ -93,7 +93,7 @@ func (b *ClaimBoard) Commit(ctx context.Context, c Claims, rev int64) (bool, err
 		Then(clientv3.OpPut(b.prefix()+b.Instance, string(val), clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
-		return false, fmt.Errorf("commit claims: %w", err)
+		return false, fmt.Errorf("store: commit claims: %w", err)
 	}
 	return resp.Succeeded, nil
 }
@@ -109,13 +109,13 @@ func (b *ClaimBoard) keepLease(ctx context.Context) (clientv3.LeaseID, error) {
 			return b.lease, nil
 		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, fmt.Errorf("refresh claims lease: %w", err)
+			return 0, fmt.Errorf("store: refresh claims lease: %w", err)
 		}
 		b.lease = 0
 	}
 	g, err := b.Store.cli.Grant(ctx, max(int64(b.TTL/time.Second), 2))
 	if err != nil {
-		return 0, fmt.Errorf("grant claims lease: %w", err)
+		return 0, fmt.Errorf("store: grant claims lease: %w", err)
 	}
 	b.lease = g.ID
 	return b.lease, nil
@@ -141,13 +141,13 @@ func (b *ClaimBoard) Release(ctx context.Context) error {
 func (b *ClaimBoard) Totals(ctx context.Context) (records int, total map[string]Claim, err error) {
 	resp, err := b.Store.cli.Get(ctx, b.prefix(), clientv3.WithPrefix())
 	if err != nil {
-		return 0, nil, fmt.Errorf("read claims: %w", err)
+		return 0, nil, fmt.Errorf("store: read claims: %w", err)
 	}
 	total = map[string]Claim{}
 	for _, kv := range resp.Kvs {
 		var c Claims
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			return 0, nil, fmt.Errorf("claims at %s: %w", kv.Key, err)
+			return 0, nil, fmt.Errorf("store: claims at %s: %w", kv.Key, err)
 		}
 		for name, cl := range c.Servers {
 			t := total[name]

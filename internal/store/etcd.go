@@ -26,7 +26,7 @@ func Connect(c config.Etcd, endpoints []string, log *slog.Logger) (*clientv3.Cli
 		info := transport.TLSInfo{TrustedCAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, ServerName: c.TLS.ServerName}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("etcd.tls: %w", err)
+			return nil, fmt.Errorf("store: etcd.tls: %w", err)
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{
@@ -38,7 +38,7 @@ func Connect(c config.Etcd, endpoints []string, log *slog.Logger) (*clientv3.Cli
 		Logger:               obs.ZapLogger(log.With("component", "etcd-client"), zapcore.ErrorLevel),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
+		return nil, fmt.Errorf("store: etcd client: %w", err)
 	}
 	return cli, nil
 }
@@ -92,13 +92,13 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLogger(log.With("component", "etcd"), zapcore.WarnLevel))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd in %s: %w", c.Dir, err)
+		return nil, fmt.Errorf("store: start embedded etcd in %s: %w", c.Dir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd in %s: not ready after 60s (a cluster member is ready once a quorum of members runs)", c.Dir)
+		return nil, fmt.Errorf("store: embedded etcd in %s: not ready after 60s (a cluster member is ready once a quorum of members runs)", c.Dir)
 	case <-ctx.Done():
 		e.Close()
 		return nil, ctx.Err()

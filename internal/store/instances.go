@@ -68,7 +68,7 @@ func (s *Store) instanceKey(id string) string { return s.prefix + opstate.Prefix
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	resp, err := s.cli.Get(ctx, s.prefix+opstate.PrefixInstances, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
+		return nil, fmt.Errorf("store: list instances: %w", err)
 	}
 	out := make([]Instance, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -119,6 +118,14 @@ func GetMember(ctx context.Context, addr string) (MemberState, error) {
 }
 
 func memberCall(ctx context.Context, method, u string) (MemberState, error) {
+	st, err := callMember(ctx, method, u)
+	if err != nil {
+		return st, fmt.Errorf("store: member control: %w", err)
+	}
+	return st, nil
+}
+
+func callMember(ctx context.Context, method, u string) (MemberState, error) {
 	var st MemberState
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
@@ -137,7 +144,7 @@ func memberCall(ctx context.Context, method, u string) (MemberState, error) {
 		return st, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
-		return st, errors.New("member control: unreadable answer: " + err.Error())
+		return st, fmt.Errorf("unreadable answer: %w", err)
 	}
 	return st, nil
 }

@@ -120,7 +120,7 @@ func Canonical(t *topology.Topology) ([]byte, string, error) {
 	c.Revision = 0 // where a document came from is not part of its content
 	data, err := c.EncodeJSON()
 	if err != nil {
-		return nil, "", fmt.Errorf("encode topology: %w", err)
+		return nil, "", fmt.Errorf("store: encode topology: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	return data, hex.EncodeToString(sum[:]), nil
@@ -135,7 +135,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	}
 	cur, err := s.cli.Get(ctx, s.CurrentKey())
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("read current topology: %w", err)
+		return ApplyResult{}, fmt.Errorf("store: read current topology: %w", err)
 	}
 	var curRev int64
 	var curPtr pointer
@@ -155,10 +155,10 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	var gz bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
 	if _, err := zw.Write(data); err != nil {
-		return ApplyResult{}, err
+		return ApplyResult{}, fmt.Errorf("store: compress topology: %w", err)
 	}
 	if err := zw.Close(); err != nil {
-		return ApplyResult{}, err
+		return ApplyResult{}, fmt.Errorf("store: compress topology: %w", err)
 	}
 	blob := gz.Bytes()
 	size := s.ChunkSize
@@ -166,14 +166,14 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	for i := range chunks {
 		part := blob[i*size : min(len(blob), (i+1)*size)]
 		if _, err := s.cli.Put(ctx, fmt.Sprintf("%s%06d", s.blobPrefix(digest), i), string(part)); err != nil {
-			return ApplyResult{}, fmt.Errorf("write topology chunk %d/%d: %w", i+1, chunks, err)
+			return ApplyResult{}, fmt.Errorf("store: write topology chunk %d/%d: %w", i+1, chunks, err)
 		}
 	}
 	ptr, _ := json.Marshal(pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC()})
 	cmp := clientv3.Compare(clientv3.ModRevision(s.CurrentKey()), "=", curRev)
 	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(s.CurrentKey(), string(ptr))).Commit()
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("switch to the new topology: %w", err)
+		return ApplyResult{}, fmt.Errorf("store: switch to the new topology: %w", err)
 	}
 	if !resp.Succeeded {
 		return ApplyResult{}, ErrConflict
@@ -217,7 +217,7 @@ func (s *Store) collect(ctx context.Context, keep ...string) {
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	resp, err := s.cli.Get(ctx, s.CurrentKey(), clientv3.WithKeysOnly())
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("store: read topology revision: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return 0, nil
@@ -241,7 +241,7 @@ func (s *Store) Current(ctx context.Context) (*Stored, error) {
 func (s *Store) current(ctx context.Context) (*Stored, error) {
 	resp, err := s.cli.Get(ctx, s.CurrentKey())
 	if err != nil {
-		return nil, fmt.Errorf("read topology pointer: %w", err)
+		return nil, fmt.Errorf("store: read topology pointer: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, ErrNoTopology
@@ -249,14 +249,14 @@ func (s *Store) current(ctx context.Context) (*Stored, error) {
 	kv := resp.Kvs[0]
 	var p pointer
 	if err := json.Unmarshal(kv.Value, &p); err != nil {
-		return nil, fmt.Errorf("topology pointer at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: topology pointer at revision %d: %w", kv.ModRevision, err)
 	}
 	chunks, err := s.cli.Get(ctx, s.blobPrefix(p.Digest), clientv3.WithPrefix(), clientv3.WithRev(kv.ModRevision), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, fmt.Errorf("read topology chunks at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: read topology chunks at revision %d: %w", kv.ModRevision, err)
 	}
 	if len(chunks.Kvs) != p.Chunks {
-		return nil, fmt.Errorf("topology at revision %d: %d of %d chunks present", kv.ModRevision, len(chunks.Kvs), p.Chunks)
+		return nil, fmt.Errorf("store: topology at revision %d: %d of %d chunks present", kv.ModRevision, len(chunks.Kvs), p.Chunks)
 	}
 	var blob bytes.Buffer
 	for _, c := range chunks.Kvs {
@@ -264,15 +264,15 @@ func (s *Store) current(ctx context.Context) (*Stored, error) {
 	}
 	data, err := gunzip(blob.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("topology at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: topology at revision %d: %w", kv.ModRevision, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != p.Digest {
-		return nil, fmt.Errorf("topology at revision %d: digest mismatch (stored %s, computed %s)", kv.ModRevision, p.Digest, got)
+		return nil, fmt.Errorf("store: topology at revision %d: digest mismatch (stored %s, computed %s)", kv.ModRevision, p.Digest, got)
 	}
 	t, err := topology.DecodeJSON(data)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store: topology at revision %d: %w", kv.ModRevision, err)
 	}
 	return &Stored{Revision: kv.ModRevision, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t}, nil
 }

@@ -118,7 +118,7 @@ type Options struct {
 // a secret of at least MinSecretBytes.
 func NewVerifier(keys []Key, o Options) (*Verifier, error) {
 	if len(keys) == 0 {
-		return nil, errors.New("no token keys")
+		return nil, errors.New("token: no keys")
 	}
 	v := &Verifier{keys: make(map[string][]byte, len(keys)), leeway: o.Leeway, now: o.Now}
 	if v.now == nil {
@@ -130,12 +130,12 @@ func NewVerifier(keys []Key, o Options) (*Verifier, error) {
 	for i, k := range keys {
 		switch {
 		case k.ID == "":
-			return nil, fmt.Errorf("key %d: empty id", i)
+			return nil, fmt.Errorf("token: key %d: empty id", i)
 		case len(k.Secret) < MinSecretBytes:
-			return nil, fmt.Errorf("key %q: secret is %d bytes, want at least %d", k.ID, len(k.Secret), MinSecretBytes)
+			return nil, fmt.Errorf("token: key %q: secret is %d bytes, want at least %d", k.ID, len(k.Secret), MinSecretBytes)
 		}
 		if _, dup := v.keys[k.ID]; dup {
-			return nil, fmt.Errorf("key %q: duplicate id", k.ID)
+			return nil, fmt.Errorf("token: key %q: duplicate id", k.ID)
 		}
 		v.keys[k.ID] = k.Secret
 	}

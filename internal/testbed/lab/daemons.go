@@ -233,12 +233,15 @@ func (p *Proc) Wait(d time.Duration) bool {
 func (l *Lab) Restart(name string) error {
 	p := l.Proc(name)
 	if p == nil {
-		return fmt.Errorf("no daemon %q", name)
+		return fmt.Errorf("lab: no daemon %q", name)
 	}
 	if !p.Wait(0) {
-		return fmt.Errorf("%s is still running", name)
+		return fmt.Errorf("lab: %s is still running", name)
 	}
-	return p.start(l)
+	if err := p.start(l); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return nil
 }
 
 // Log returns a daemon's log.

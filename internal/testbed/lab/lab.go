@@ -118,16 +118,21 @@ func (l *Lab) in(ns string, args ...string) error {
 // Up builds the province and starts every daemon. On error it tears down
 // what it built.
 func Up(ctx context.Context, o Options) (l *Lab, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("lab: %w", err)
+		}
+	}()
 	if len(o.Cities) == 0 || len(o.Cities) > 16 {
-		return nil, errors.New("lab: 1 to 16 cities")
+		return nil, errors.New("1 to 16 cities")
 	}
 	if o.EtcdMembers < 0 || o.EtcdMembers > 5 || (o.EtcdMembers > 1 && o.EtcdMembers%2 == 0) {
-		return nil, fmt.Errorf("lab: %d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
+		return nil, fmt.Errorf("%d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
 	}
 	switch o.EdgeServer {
 	case "", EdgeLab, EdgeNginx:
 	default:
-		return nil, fmt.Errorf("lab: edge server %q is not one of %s, %s", o.EdgeServer, EdgeLab, EdgeNginx)
+		return nil, fmt.Errorf("edge server %q is not one of %s, %s", o.EdgeServer, EdgeLab, EdgeNginx)
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err

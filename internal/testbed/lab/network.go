@@ -190,7 +190,7 @@ func (l *Lab) writeTopology() error {
 		}
 	}
 	if err := topology.Validate(t); err != nil {
-		return fmt.Errorf("lab topology: %w", err)
+		return fmt.Errorf("topology: %w", err)
 	}
 	l.Topo = t
 	data, err := topogen.YAML(t)

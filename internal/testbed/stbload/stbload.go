@@ -84,13 +84,13 @@ func CitiesFromTopology(t *topology.Topology, names []string, route map[string]s
 			for _, s := range z.Networks {
 				p, err := netip.ParsePrefix(s)
 				if err != nil {
-					return nil, fmt.Errorf("zone %s: %w", z.Name, err)
+					return nil, fmt.Errorf("stbload: zone %s: %w", z.Name, err)
 				}
 				c.Networks = append(c.Networks, p)
 			}
 		}
 		if len(c.Networks) == 0 {
-			return nil, fmt.Errorf("city %q has no coverage zones in the topology", n)
+			return nil, fmt.Errorf("stbload: city %q has no coverage zones in the topology", n)
 		}
 		out = append(out, c)
 	}

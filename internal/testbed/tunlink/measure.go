@@ -14,7 +14,7 @@ import (
 func ConnectRTT(from, to, addr string, n int) (fastest, slowest time.Duration, err error) {
 	var ln net.Listener
 	if err := netconfig.InNamespace(to, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("tunlink: %w", err)
 	}
 	defer ln.Close()
 	go func() {
@@ -40,5 +40,8 @@ func ConnectRTT(from, to, addr string, n int) (fastest, slowest time.Duration, e
 		}
 		return nil
 	})
+	if err != nil {
+		err = fmt.Errorf("tunlink: %w", err)
+	}
 	return fastest, slowest, err
 }
