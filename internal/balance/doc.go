@@ -26,9 +26,10 @@
 // # Tables and hot reload
 //
 // Policies are immutable apart from their per-pick state. BuildTable builds
-// every node's policy for the selections in use, off the hot path; Live
-// publishes the result through an atomic.Pointer, so a request sees the old
-// table or the new one, never half of one. A Table is rebuilt on every
+// every node's policy for the selections in use, off the hot path;
+// steer.Build puts the table in the routing engine, which the scheduler
+// publishes through an atomic.Pointer, so a request sees the old table or
+// the new one, never half of one. A Table is rebuilt on every
 // topology change, health change and configuration change (Config, decoded
 // by ParseConfig from the document in etcd): the rebuild inherits swrr's
 // sequence position and failure penalties, chash's recent loads and the
@@ -36,12 +37,11 @@
 // servers and weights did not change. While servers slow-start, keep
 // rebuilding (once a second is plenty) until Table.RampingUntil.
 //
-// Integration sketch for steer:
+// How steer uses a table (steer.Build and Engine.Decide):
 //
-//	live.Rebuild(balance.TableInput{Nodes: ..., Use: ..., Config: cfg})  // on every change
-//	t := live.Load()                                                     // per request
-//	key := balance.ContentHash(path, rawQuery, t.Config().Key)
-//	server := t.Pick(sel, node, key, clientHash)                         // -1: no server
+//	t, err := balance.BuildTable(balance.TableInput{Nodes: ..., Use: ..., Config: cfg}, prev) // on every change
+//	key := balance.ContentHash(path, rawQuery, t.Config().Key)                            // per request
+//	server := t.Pick(sel, node, key, clientHash)                                          // -1: no server
 //
 // # Concurrency, and what it costs
 //

@@ -2,8 +2,6 @@ package balance
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -207,35 +205,6 @@ func (t *Table) Fail(node, server int32) {
 			f.Fail(server)
 		}
 	}
-}
-
-// Live publishes the table in service. Readers call Load (one atomic load,
-// no lock) and pick from the table they got; a writer builds a complete
-// table and swaps it in. Rebuild serialises writers, so two concurrent
-// rebuilds cannot both inherit from the same predecessor and lose one's
-// state; readers never wait for it.
-type Live struct {
-	p  atomic.Pointer[Table]
-	mu sync.Mutex // writers only
-}
-
-// Load returns the table in service (nil before the first Swap).
-func (l *Live) Load() *Table { return l.p.Load() }
-
-// Swap puts t in service and returns the table it replaced.
-func (l *Live) Swap(t *Table) *Table { return l.p.Swap(t) }
-
-// Rebuild builds a table from in, inheriting from the one in service, and
-// swaps it in. On error the table in service stays.
-func (l *Live) Rebuild(in TableInput) (*Table, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t, err := BuildTable(in, l.p.Load())
-	if err != nil {
-		return nil, err
-	}
-	l.p.Store(t)
-	return t, nil
 }
 
 // Explain is Policy(s, node).Explain, or an explanation saying there is no
