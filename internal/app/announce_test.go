@@ -41,7 +41,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runRegional(t, &rc)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // what must not happen: several readiness checks (200 ms) pass without a topology
 	if rs := router.Routes(t); len(rs) != 0 {
 		t.Fatalf("announced before any topology: %v", rs)
 	}
@@ -62,7 +62,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	if out, err := schedctl(t, cc.GRPC.Listen, "drain", "region", "hefei"); err != nil {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // what must not happen: the drain reaches the scheduler within this and must not withdraw
 	if rs := router.Routes(t); len(rs) != 1 {
 		t.Fatal("withdrawn although other regions can serve")
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,12 +26,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // One region, one node of four servers: syn-1-1-a .. syn-1-1-d.
 func snap(t *testing.T) *topology.Snapshot {
 	t.Helper()
-	tp := topogen.Province(topogen.Cities(nil, 1), topogen.Options{NodesPerRegion: 1, ServersPerNode: 4, ZonesPerRegion: 1, NetworksPerZone: 1})
-	s, err := topology.Compile(tp, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fixture.Compile(t, fixture.Shaped(t, topogen.Options{NodesPerRegion: 1, ServersPerNode: 4, ZonesPerRegion: 1, NetworksPerZone: 1}, topogen.Cities(nil, 1)...))
 }
 
 type harness struct {
@@ -72,33 +69,29 @@ func (h *harness) publisher(id string, ttl time.Duration) (*health.Publisher, fu
 
 func (h *harness) eventually(what string, limit time.Duration, s *topology.Snapshot, cond func(*health.Availability) bool) *health.Availability {
 	h.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		a := h.m.Compute(s, nil)
-		if cond(a) {
-			return a
+	var a *health.Availability
+	wait.ForErr(h.t, what, limit, func() error {
+		if a = h.m.Compute(s, nil); cond(a) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %s (available %v, why %q)", what, limit, a.Available, a.Why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("available %v, why %q", a.Available, a.Why)
+	})
+	return a
 }
 
 // waitKeys waits until etcd holds n keys under the store prefix + sub.
 func (h *harness) waitKeys(sub string, n int64, limit time.Duration) {
 	h.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	wait.ForErr(h.t, fmt.Sprintf("%d keys under %s", n, sub), limit, func() error {
 		resp, err := h.e.Client().Get(context.Background(), "/anysched/"+sub, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && resp.Count == n {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%d keys under %s not within %s (last: %v, err %v)", n, sub, limit, resp, err)
+		if resp.Count != n {
+			return fmt.Errorf("%d keys", resp.Count)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func report(server, checker string, up bool) health.Report {

@@ -2,6 +2,7 @@ package opstate_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/topology/topogen"
@@ -25,12 +27,7 @@ const prefix = "/anysched/"
 // One region, one node of four servers.
 func snap(t *testing.T) *topology.Snapshot {
 	t.Helper()
-	tp := topogen.Province(topogen.Cities(nil, 1), topogen.Options{NodesPerRegion: 1, ServersPerNode: 4, ZonesPerRegion: 1, NetworksPerZone: 1})
-	s, err := topology.Compile(tp, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fixture.Compile(t, fixture.Shaped(t, topogen.Options{NodesPerRegion: 1, ServersPerNode: 4, ZonesPerRegion: 1, NetworksPerZone: 1}, fixture.Cities(1)...))
 }
 
 type watched struct {
@@ -200,11 +197,7 @@ func TestBalanceDocument(t *testing.T) {
 	wait.For(t, "defaults after delete", wait.DefaultTimeout, func() bool { _, err := x.w.Balance(); return err == nil })
 }
 
-var errNotYet = &notYet{}
-
-type notYet struct{}
-
-func (*notYet) Error() string { return "not yet" }
+var errNotYet = errors.New("not yet")
 
 // TestKeysDoNotOverlap: no key of the layout is a prefix of another's, so
 // a watch on one never sees the other's writes.
