@@ -9,6 +9,7 @@ import (
 
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/netconfig"
 	"golang.org/x/sync/errgroup"
 )
@@ -105,10 +106,19 @@ func (s *Scheduler) anycastPrefix() (netip.Prefix, bool) {
 	if snap == nil {
 		return netip.Prefix{}, false
 	}
+	p := netconfig.HostPrefix(snap.ServiceIP)
 	if s.Role == RoleCentral {
-		return snap.CenterPrefix, true
+		p = snap.CenterPrefix
 	}
-	return netconfig.HostPrefix(snap.ServiceIP), true
+	// The last line: a snapshot compiled here was validated already, but
+	// nothing that validation would refuse may reach a router.
+	if err := topology.CheckAnnounced(p, snap.ServiceIP); err != nil {
+		if s.refusedRoute.Swap(snap) != snap {
+			s.Logger.Error("not announcing", "component", "announce", "revision", snap.Revision, "err", err)
+		}
+		return netip.Prefix{}, false
+	}
+	return p, true
 }
 
 // announceReady: the route is announced only while the scheduler can really

@@ -69,10 +69,11 @@ type Scheduler struct {
 
 	announcer *announcer // nil when announce.mode is none
 
-	engine  atomic.Pointer[steer.Engine]
-	avail   atomic.Pointer[health.Availability]
-	common  config.Common
-	started time.Time
+	engine       atomic.Pointer[steer.Engine]
+	refusedRoute atomic.Pointer[topology.Snapshot] // the snapshot whose route was last refused (said once)
+	avail        atomic.Pointer[health.Availability]
+	common       config.Common
+	started      time.Time
 
 	rebuildMu    sync.Mutex // serialises engine rebuilds (snapshot swaps, health and operator-state changes)
 	builtFor     *topology.Snapshot

@@ -54,6 +54,8 @@ func (c *compiler) anycast() {
 		c.add("anycast.service_ip", "not an IP address: %q", a.ServiceIP)
 	case ip.Is4In6():
 		c.add("anycast.service_ip", "%s is an IPv4-mapped address: write it as IPv4", a.ServiceIP)
+	case CheckServiceIP(ip) != nil:
+		c.add("anycast.service_ip", "%v", CheckServiceIP(ip))
 	default:
 		c.s.ServiceIP = ip
 	}
@@ -67,12 +69,11 @@ func (c *compiler) anycast() {
 		c.add("anycast.center_prefix", "%s is IPv4-mapped: write it as IPv4", a.CenterPrefix)
 	case pfx.Masked() != pfx:
 		c.add("anycast.center_prefix", "host bits set: %q (did you mean %s?)", a.CenterPrefix, pfx.Masked())
-	case pfx.Bits() == pfx.Addr().BitLen():
-		c.add("anycast.center_prefix", "%s is a host route; the center must announce a covering aggregate", pfx)
 	default:
-		c.s.CenterPrefix = pfx
-		if c.s.ServiceIP.IsValid() && !pfx.Contains(c.s.ServiceIP) {
-			c.add("anycast.center_prefix", "%s does not contain anycast.service_ip %s, so routers could not fall back to the center", pfx, c.s.ServiceIP)
+		if err := CheckCenterPrefix(pfx, c.s.ServiceIP); err != nil {
+			c.add("anycast.center_prefix", "%v", err)
+		} else {
+			c.s.CenterPrefix = pfx
 		}
 	}
 }
@@ -273,8 +274,8 @@ func (c *compiler) nodes() {
 				view.Loc = l
 			}
 			c.nonNegative(sp+".coverage_radius_m", sv.CoverageRadiusM)
-			c.nonNegative(sp+".capacity.bandwidth_mbps", sv.Capacity.BandwidthMbps)
-			c.nonNegative(sp+".capacity.transcode_units", sv.Capacity.TranscodeUnits)
+			c.upTo(sp+".capacity.bandwidth_mbps", sv.Capacity.BandwidthMbps, MaxBandwidthMbps)
+			c.upTo(sp+".capacity.transcode_units", sv.Capacity.TranscodeUnits, MaxTranscodeUnits)
 			nv.Servers = append(nv.Servers, idx)
 			s.Servers = append(s.Servers, view)
 		}
@@ -307,6 +308,21 @@ func (c *compiler) address(path, a string, seen map[netip.AddrPort]string) netip
 		seen[ap] = path
 	}
 	return ap
+}
+
+// Capacity ceilings: far above any real server (a 10 Tbit/s edge), low
+// enough that sums and products in the QoE planner stay finite.
+const (
+	MaxBandwidthMbps  = 1e7
+	MaxTranscodeUnits = 1e6
+	MaxBitrateKbps    = 1_000_000 // 1 Gbit/s for one stream
+)
+
+// upTo checks a finite number in [0, max].
+func (c *compiler) upTo(path string, v, max float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > max {
+		c.add(path, "%v is out of range [0, %g]", v, max)
+	}
 }
 
 func (c *compiler) nonNegative(path string, v float64) {
@@ -422,8 +438,8 @@ func (c *compiler) services() {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}
 		for j, b := range sv.BitratesKbps {
-			if b <= 0 {
-				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d must be > 0", b)
+			if b <= 0 || b > MaxBitrateKbps {
+				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d is out of range [1, %d]", b, MaxBitrateKbps)
 			} else if j > 0 && b <= sv.BitratesKbps[j-1] {
 				c.add(fmt.Sprintf("%s.bitrates_kbps[%d]", p, j), "%d is not above the previous %d: the ladder must be strictly ascending", b, sv.BitratesKbps[j-1])
 			}

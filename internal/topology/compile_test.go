@@ -176,7 +176,8 @@ func TestBadDocuments(t *testing.T) {
 		{name: "node without servers", edits: []edit{{"    servers:\n      - name: wuhu-1-a\n        address: 10.2.1.10:8080\n", "    servers: []\n"}}, path: "nodes[1].servers", msg: "at least one server is required"},
 		{name: "negative weight", edits: []edit{{"weight: 100", "weight: -1"}}, path: "nodes[0].servers[0].weight", msg: "out of range"},
 		{name: "health URL not http", edits: []edit{{`{url: "http://10.1.1.10:8080/health"}`, `{url: "ftp://10.1.1.10/health"}`}}, path: "nodes[0].servers[0].health.url", msg: "not an http(s) URL"},
-		{name: "negative capacity", edits: []edit{{"bandwidth_mbps: 10000", "bandwidth_mbps: -1"}}, path: "nodes[0].servers[0].capacity.bandwidth_mbps", msg: "must be a finite number >= 0"},
+		{name: "negative capacity", edits: []edit{{"bandwidth_mbps: 10000", "bandwidth_mbps: -1"}}, path: "nodes[0].servers[0].capacity.bandwidth_mbps", msg: "-1 is out of range [0, 1e+07]"},
+		{name: "huge capacity", edits: []edit{{"bandwidth_mbps: 10000", "bandwidth_mbps: 1e308"}}, path: "nodes[0].servers[0].capacity.bandwidth_mbps", msg: "1e+308 is out of range [0, 1e+07]"},
 		{name: "infinite radius", edits: []edit{{"coverage_radius_m: 300", "coverage_radius_m: .inf"}}, path: "nodes[0].servers[0].coverage_radius_m", msg: "finite"},
 
 		// locations
@@ -191,6 +192,13 @@ func TestBadDocuments(t *testing.T) {
 		// anycast
 		{name: "center prefix without the service IP", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.1.0/26"}}, path: "anycast.center_prefix", msg: "does not contain anycast.service_ip 198.18.0.1"},
 		{name: "center prefix with host bits", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.1/26"}}, path: "anycast.center_prefix", msg: "host bits set: \"198.18.0.1/26\" (did you mean 198.18.0.0/26?)"},
+		{name: "center prefix is everything", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 0.0.0.0/0"}}, path: "anycast.center_prefix", msg: "shorter than /16"},
+		{name: "center prefix too wide", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.0.0.0/8"}}, path: "anycast.center_prefix", msg: "shorter than /16"},
+		{name: "service IP unspecified", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 0.0.0.0"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
+		{name: "service IP loopback", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 127.0.0.1"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
+		{name: "service IP multicast", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 224.0.0.5"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
+		{name: "service IP broadcast", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 255.255.255.255"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
+		{name: "service IP link-local", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 169.254.0.1"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
 		{name: "center prefix is a host route", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.1/32"}}, path: "anycast.center_prefix", msg: "host route"},
 		{name: "service IP not an IP", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: anycast.example"}}, path: "anycast.service_ip", msg: "not an IP address"},
 		{name: "service IP missing", edits: []edit{{"  service_ip: 198.18.0.1\n", ""}}, path: "anycast.service_ip", msg: "required"},
@@ -199,7 +207,8 @@ func TestBadDocuments(t *testing.T) {
 		{name: "empty bitrate ladder", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: []"}}, path: "services[0].bitrates_kbps", msg: "at least one bitrate is required"},
 		{name: "unsorted ladder", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [730, 2000, 1100]"}}, path: "services[0].bitrates_kbps[2]", msg: "1100 is not above the previous 2000"},
 		{name: "repeated bitrate", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [730, 730, 2000]"}}, path: "services[0].bitrates_kbps[1]", msg: "strictly ascending"},
-		{name: "zero bitrate", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [0, 1100, 2000]"}}, path: "services[0].bitrates_kbps[0]", msg: "0 must be > 0"},
+		{name: "zero bitrate", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [0, 1100, 2000]"}}, path: "services[0].bitrates_kbps[0]", msg: "0 is out of range [1, 1000000]"},
+		{name: "huge bitrate", edits: []edit{{"bitrates_kbps: [730, 1100, 2000]", "bitrates_kbps: [730, 1100, 2000000]"}}, path: "services[0].bitrates_kbps[2]", msg: "2000000 is out of range [1, 1000000]"},
 		{name: "bad hostname", edits: []edit{{"hostnames: [live.iptv.example]", "hostnames: [live..iptv.example]"}}, path: "services[0].hostnames[0]", msg: "not a valid DNS name"},
 		{name: "hostname with underscore", edits: []edit{{"hostnames: [live.iptv.example]", "hostnames: [live_tv.example]"}}, path: "services[0].hostnames[0]", msg: "not a valid DNS name"},
 		{name: "IP as hostname", edits: []edit{{"hostnames: [live.iptv.example]", "hostnames: [live.iptv.example, 198.18.0.1]"}}, path: "services[0].hostnames[1]", msg: "not a valid DNS name"},

@@ -1,0 +1,63 @@
+package topology
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// The shortest aggregate a center may announce: a covering prefix this
+// wide already takes an operator's whole address block; anything wider
+// (a /0 in OSPF mode, say) would pull traffic that is not the province's.
+const (
+	MinCenterPrefixBits4 = 16
+	MinCenterPrefixBits6 = 48
+)
+
+// CheckServiceIP says why ip may not be the Anycast service address: it
+// must be a global or private unicast host address, never unspecified,
+// loopback, link-local, multicast or the broadcast address, since routers
+// would carry it to every city.
+func CheckServiceIP(ip netip.Addr) error {
+	if !ip.IsGlobalUnicast() {
+		return fmt.Errorf("%s is not a unicast host address (unspecified, loopback, link-local, multicast and broadcast addresses cannot be announced)", ip)
+	}
+	return nil
+}
+
+// CheckCenterPrefix says why p may not be the center's aggregate for
+// service IP ip: it must contain ip, be no shorter than the limits above,
+// and not be a host route.
+func CheckCenterPrefix(p netip.Prefix, ip netip.Addr) error {
+	min := MinCenterPrefixBits4
+	if p.Addr().Is6() {
+		min = MinCenterPrefixBits6
+	}
+	switch {
+	case p.Bits() == p.Addr().BitLen():
+		return fmt.Errorf("%s is a host route; the center must announce a covering aggregate", p)
+	case p.Bits() < min:
+		return fmt.Errorf("%s is shorter than /%d: the center would announce more than the province's addresses", p, min)
+	case ip.IsValid() && !p.Contains(ip):
+		return fmt.Errorf("%s does not contain anycast.service_ip %s, so routers could not fall back to the center", p, ip)
+	}
+	return nil
+}
+
+// CheckAnnounced is the last line before a route reaches a router: a
+// scheduler announces only the service /32 (/128) or the center's
+// aggregate that CheckServiceIP and CheckCenterPrefix accept.
+func CheckAnnounced(p netip.Prefix, ip netip.Addr) error {
+	if err := CheckServiceIP(ip); err != nil {
+		return fmt.Errorf("topology: refusing to announce %s: %w", p, err)
+	}
+	if p.Bits() == p.Addr().BitLen() {
+		if p.Addr() != ip {
+			return fmt.Errorf("topology: refusing to announce %s: a host route other than the service address %s", p, ip)
+		}
+		return nil
+	}
+	if err := CheckCenterPrefix(p, ip); err != nil {
+		return fmt.Errorf("topology: refusing to announce %s: %w", p, err)
+	}
+	return nil
+}
