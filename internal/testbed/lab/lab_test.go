@@ -73,6 +73,11 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		}
 		return nil
 	})
+	// Every city can fall back to the center before a test takes a city's
+	// route away.
+	for i := range cities {
+		centerRouted(t, l, i)
+	}
 	return l
 }
 
@@ -636,5 +641,19 @@ func edgesAndHealth(t *testing.T, l *lab.Lab) {
 	wait.For(t, "the restarted edge getting its STBs back", 15*time.Second, func() bool {
 		loc, _ := l.Redirect(context.Background(), 0)
 		return containsAll(loc, victimAddr)
+	})
+}
+
+// centerRouted waits until city i's router holds the center's aggregate,
+// the route its STBs fall back to: the center's BGP session may come up
+// after the cities already answer, and a drill or a stop in that window
+// leaves the city's STBs without a route.
+func centerRouted(t testing.TB, l *lab.Lab, i int) {
+	t.Helper()
+	wait.ForErr(t, "the center's aggregate at the city's router", 30*time.Second, func() error {
+		if out := l.Birdc(fmt.Sprintf("r%d", i+1), "show", "route", lab.CenterPrefix.String()); !strings.Contains(out, lab.CenterPrefix.String()) {
+			return fmt.Errorf("\n%s", out)
+		}
+		return nil
 	})
 }
