@@ -184,10 +184,9 @@ AWK
     rm -f "$root/usr/local/share/ca-certificates/host-local.crt"
   fi
 fi
-# The repository: a fresh clone of the committed HEAD, with no shared/ beside it.
+# The repository: a fresh clone of the committed HEAD, alone in its directory.
 git clone -q --no-hardlinks "$repo" "$root/root/anysched"
 git -C "$root/root/anysched" checkout -q --detach "$commit"
-[ ! -e "$root/root/shared" ] || die "shared/ beside the clone"
 # The modules the clone needs, into the host's cache (from the cache or the
 # proxy), so that the root rarely needs the network for Go.
 (cd "$root/root/anysched" && "$GO" mod download) || log "warning: go mod download failed on the host"
