@@ -86,21 +86,13 @@ func TestLiveAllocation(t *testing.T) {
 		cfgs = append(cfgs, rc)
 	}
 	key := token.Key{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
 	get := func(listen, client, tok string) (int, string) {
-		u := "http://" + listen + "/cctv1/index.m3u8"
+		pq := "/cctv1/index.m3u8"
 		if tok != "" {
-			u += "?token=" + tok
+			pq += "?token=" + tok
 		}
-		req, _ := http.NewRequest("GET", u, nil)
-		req.Host = "live.iptv.example"
-		req.Header.Set("X-Forwarded-For", client)
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Location")
+		code, loc, _ := stbGet(listen, "live.iptv.example", pq, client)
+		return code, loc
 	}
 	tok := func(sub string) string {
 		s, err := token.Sign(key, token.Claims{Subject: sub, Expires: time.Now().Add(time.Hour), DesiredKbps: 5000, DanmakuPerHour: 1, Gift: math.NaN()})

@@ -76,17 +76,9 @@ func TestExplainAgreesWithSTBs(t *testing.T) {
 	defer conn.Close()
 	admin := pb.NewAdminClient(conn)
 
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
 	get := func(listen, host, client, p string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+listen+p, nil)
-		req.Host = host
-		req.Header.Set("X-Forwarded-For", client)
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Location")
+		code, loc, _ := stbGet(listen, host, p, client)
+		return code, loc
 	}
 	for _, l := range []string{cc.HTTP.Listen, rc.HTTP.Listen} {
 		wait.For(t, "answers from "+l, 30*time.Second, func() bool {

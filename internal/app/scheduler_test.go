@@ -169,6 +169,26 @@ func info(admin string) (snapInfo, error) {
 	return si, err
 }
 
+// stbGet is one STB request to a scheduler's HTTP front end, located at
+// client (X-Forwarded-For, from a trusted loopback proxy; "" for none); it
+// returns the status, the redirect and the instance that answered, without
+// following the redirect.
+func stbGet(listen, host, pathQuery, client string) (code int, location, instance string) {
+	req, _ := http.NewRequest("GET", "http://"+listen+pathQuery, nil)
+	req.Host = host
+	if client != "" {
+		req.Header.Set("X-Forwarded-For", client)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		return 0, err.Error(), ""
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("X-Anysched-Instance")
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
+
 // waitUp polls cond for up to 30 s: daemons start, elect and converge.
 func waitUp(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -359,19 +379,8 @@ func TestSTBAnswers(t *testing.T) {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
 	get := func(listen, xff string) (int, string, string) {
-		req, _ := http.NewRequest("GET", "http://"+listen+"/cctv1/index.m3u8", nil)
-		req.Host = "live.iptv.example"
-		if xff != "" {
-			req.Header.Set("X-Forwarded-For", xff)
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			return 0, err.Error(), ""
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("X-Anysched-Instance")
+		return stbGet(listen, "live.iptv.example", "/cctv1/index.m3u8", xff)
 	}
 	waitUp(t, "regional answers", func() bool { code, _, _ := get(rc.HTTP.Listen, ""); return code == http.StatusFound })
 	waitUp(t, "center answers", func() bool { code, _, _ := get(cc.HTTP.Listen, ""); return code == http.StatusFound })
