@@ -48,8 +48,8 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opt
 	if err := syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	admin := &obs.Admin{Addr: c.Admin.Listen, Gatherer: reg, Logger: log.With("component", "admin"), Ready: syncer.Ready}
-	serveAdmin := admin.Run
+	admin := &obs.Admin{Gatherer: reg, Logger: log.With("component", "admin"), Ready: syncer.Ready}
+	serveAdmin := admin.Run // no address: it waits for the end
 	var l Listeners
 	if c.Admin.Listen != "" {
 		ln, err := net.Listen("tcp", c.Admin.Listen)

@@ -135,7 +135,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		}
 		return 0
 	}))
-	s.Admin = &obs.Admin{Addr: c.Admin.Listen, Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin"),
+	s.Admin = &obs.Admin{Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin"),
 		Extra: map[string]http.Handler{"/debug/snapshot": http.HandlerFunc(s.serveSnapshotInfo)}}
 	return s
 }
