@@ -25,6 +25,918 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The certificate's subject common name ("local" for a plaintext
+	// loopback caller).
+	Identity string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	// viewer, operator or admin.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The caller's address as the server sees it.
+	Peer          string `protobuf:"bytes,3,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WhoAmIResponse) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+type HistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many entries; 0: all kept.
+	Limit         int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HistoryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type HistoryEntry struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Revision  int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Digest    string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	AppliedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
+	// Who applied it (certificate identity) and how ("apply", "rollback to N").
+	Identity string           `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	Note     string           `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	Summary  *TopologySummary `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The document of this revision is still kept (rollback possible).
+	Kept          bool `protobuf:"varint,7,opt,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEntry) Reset() {
+	*x = HistoryEntry{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEntry) ProtoMessage() {}
+
+func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
+func (*HistoryEntry) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HistoryEntry) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetAppliedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AppliedAt
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetSummary() *TopologySummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetKept() bool {
+	if x != nil {
+		return x.Kept
+	}
+	return false
+}
+
+type HistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Current       int64                  `protobuf:"varint,1,opt,name=current,proto3" json:"current,omitempty"`
+	Entries       []*HistoryEntry        `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HistoryResponse) GetCurrent() int64 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetEntries() []*HistoryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type DiffTopologyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Compare from_revision with to_revision (0: the current one) ...
+	FromRevision int64 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	ToRevision   int64 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	// ... or, when set, the current topology with this document.
+	Document      []byte `protobuf:"bytes,3,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffTopologyRequest) Reset() {
+	*x = DiffTopologyRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffTopologyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffTopologyRequest) ProtoMessage() {}
+
+func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffTopologyRequest.ProtoReflect.Descriptor instead.
+func (*DiffTopologyRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DiffTopologyRequest) GetFromRevision() int64 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+func (x *DiffTopologyRequest) GetToRevision() int64 {
+	if x != nil {
+		return x.ToRevision
+	}
+	return 0
+}
+
+func (x *DiffTopologyRequest) GetDocument() []byte {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+type DiffTopologyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromRevision  int64                  `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	ToRevision    int64                  `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	Diff          *TopologyDiff          `protobuf:"bytes,3,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffTopologyResponse) Reset() {
+	*x = DiffTopologyResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffTopologyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffTopologyResponse) ProtoMessage() {}
+
+func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffTopologyResponse.ProtoReflect.Descriptor instead.
+func (*DiffTopologyResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DiffTopologyResponse) GetFromRevision() int64 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+func (x *DiffTopologyResponse) GetToRevision() int64 {
+	if x != nil {
+		return x.ToRevision
+	}
+	return 0
+}
+
+func (x *DiffTopologyResponse) GetDiff() *TopologyDiff {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+type RollbackRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The revision the operator saw as current; when non-zero and no longer
+	// current, the rollback is refused (like apply's base revision).
+	BaseRevision int64 `protobuf:"varint,2,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	DryRun       bool  `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Allow a rollback the removal guard refuses (admin role).
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RollbackRequest) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RollbackRequest) GetBaseRevision() int64 {
+	if x != nil {
+		return x.BaseRevision
+	}
+	return 0
+}
+
+func (x *RollbackRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RollbackRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// TopologyDiff is a structured difference between two documents.
+type TopologyDiff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One section per kind that changed: regions, nodes, servers, zones,
+	// networks, services, settings.
+	Sections []*DiffSection `protobuf:"bytes,1,rep,name=sections,proto3" json:"sections,omitempty"`
+	// Servers and zone networks before and after.
+	ServersBefore  int32 `protobuf:"varint,2,opt,name=servers_before,json=serversBefore,proto3" json:"servers_before,omitempty"`
+	ServersAfter   int32 `protobuf:"varint,3,opt,name=servers_after,json=serversAfter,proto3" json:"servers_after,omitempty"`
+	NetworksBefore int32 `protobuf:"varint,4,opt,name=networks_before,json=networksBefore,proto3" json:"networks_before,omitempty"`
+	NetworksAfter  int32 `protobuf:"varint,5,opt,name=networks_after,json=networksAfter,proto3" json:"networks_after,omitempty"`
+	// Regions left with no server.
+	EmptiedRegions []string `protobuf:"bytes,6,rep,name=emptied_regions,json=emptiedRegions,proto3" json:"emptied_regions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TopologyDiff) Reset() {
+	*x = TopologyDiff{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyDiff) ProtoMessage() {}
+
+func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyDiff.ProtoReflect.Descriptor instead.
+func (*TopologyDiff) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TopologyDiff) GetSections() []*DiffSection {
+	if x != nil {
+		return x.Sections
+	}
+	return nil
+}
+
+func (x *TopologyDiff) GetServersBefore() int32 {
+	if x != nil {
+		return x.ServersBefore
+	}
+	return 0
+}
+
+func (x *TopologyDiff) GetServersAfter() int32 {
+	if x != nil {
+		return x.ServersAfter
+	}
+	return 0
+}
+
+func (x *TopologyDiff) GetNetworksBefore() int32 {
+	if x != nil {
+		return x.NetworksBefore
+	}
+	return 0
+}
+
+func (x *TopologyDiff) GetNetworksAfter() int32 {
+	if x != nil {
+		return x.NetworksAfter
+	}
+	return 0
+}
+
+func (x *TopologyDiff) GetEmptiedRegions() []string {
+	if x != nil {
+		return x.EmptiedRegions
+	}
+	return nil
+}
+
+type DiffSection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Added         []string               `protobuf:"bytes,2,rep,name=added,proto3" json:"added,omitempty"`
+	Removed       []string               `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	Changed       []*DiffChange          `protobuf:"bytes,4,rep,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffSection) Reset() {
+	*x = DiffSection{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffSection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffSection) ProtoMessage() {}
+
+func (x *DiffSection) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffSection.ProtoReflect.Descriptor instead.
+func (*DiffSection) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DiffSection) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DiffSection) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *DiffSection) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *DiffSection) GetChanged() []*DiffChange {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+type DiffChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// One line per field: "bandwidth_mbps: 1000 -> 2000".
+	Fields        []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffChange) Reset() {
+	*x = DiffChange{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffChange) ProtoMessage() {}
+
+func (x *DiffChange) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffChange.ProtoReflect.Descriptor instead.
+func (*DiffChange) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DiffChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DiffChange) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+type AuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries at or after this time.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRequest) Reset() {
+	*x = AuditRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRequest) ProtoMessage() {}
+
+func (x *AuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
+func (*AuditRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type AuditEntry struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	Identity string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	Role     string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Peer     string                 `protobuf:"bytes,4,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The gRPC method, e.g. /anysched.v1.Admin/ApplyTopology.
+	Method string `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	// What the call acted on: a region, "server/<name>", a revision.
+	Target string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	// The gRPC status code name, and its message when not OK.
+	Code    string `protobuf:"bytes,7,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// The topology revision after the call (applies and rollbacks).
+	Revision int64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	// A one-line summary of the change (an apply's diff).
+	Detail        string `protobuf:"bytes,10,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type AuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditResponse) Reset() {
+	*x = AuditResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditResponse) ProtoMessage() {}
+
+func (x *AuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
+func (*AuditResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 type DrillEtcdLossRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	DurationSeconds float64                `protobuf:"fixed64,1,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
@@ -40,7 +952,7 @@ type DrillEtcdLossRequest struct {
 
 func (x *DrillEtcdLossRequest) Reset() {
 	*x = DrillEtcdLossRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -52,7 +964,7 @@ func (x *DrillEtcdLossRequest) String() string {
 func (*DrillEtcdLossRequest) ProtoMessage() {}
 
 func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +977,7 @@ func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillEtcdLossRequest.ProtoReflect.Descriptor instead.
 func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
@@ -101,7 +1013,7 @@ type DrillRequest struct {
 
 func (x *DrillRequest) Reset() {
 	*x = DrillRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +1025,7 @@ func (x *DrillRequest) String() string {
 func (*DrillRequest) ProtoMessage() {}
 
 func (x *DrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +1038,7 @@ func (x *DrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
 func (*DrillRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DrillRequest) GetRegion() string {
@@ -168,7 +1080,7 @@ type DrillResponse struct {
 
 func (x *DrillResponse) Reset() {
 	*x = DrillResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +1092,7 @@ func (x *DrillResponse) String() string {
 func (*DrillResponse) ProtoMessage() {}
 
 func (x *DrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +1105,7 @@ func (x *DrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
 func (*DrillResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
@@ -250,7 +1162,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +1174,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +1187,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -309,7 +1221,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +1233,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +1246,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -363,7 +1275,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +1287,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +1300,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -423,7 +1335,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +1347,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +1360,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -512,7 +1424,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +1436,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +1449,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -580,7 +1492,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +1504,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +1517,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -653,7 +1565,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +1577,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +1590,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -733,7 +1645,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +1657,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +1670,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -876,7 +1788,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1800,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1813,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Candidate) GetServer() string {
@@ -976,15 +1888,18 @@ type ApplyTopologyRequest struct {
 	// The revision the document was based on. When non-zero (or when the
 	// document carries `revision:`) and older than the stored revision, the
 	// apply is refused unless force is set.
-	BaseRevision  int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
-	Force         bool  `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	BaseRevision int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	// Apply a stale document, or a change the removal guard refuses (a large
+	// share of servers or zone networks removed, a region emptied); the
+	// guard's override needs the admin role.
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1911,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1924,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -1047,14 +1962,18 @@ type ApplyTopologyResponse struct {
 	Applied  bool             `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	Summary  *TopologySummary `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
 	// Whether the document differs from the stored one.
-	Changed       bool `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	// What the document changes against the current topology.
+	Diff *TopologyDiff `protobuf:"bytes,5,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Problems that do not stop the apply.
+	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1985,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1998,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -1110,6 +2029,20 @@ func (x *ApplyTopologyResponse) GetChanged() bool {
 	return false
 }
 
+func (x *ApplyTopologyResponse) GetDiff() *TopologyDiff {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+func (x *ApplyTopologyResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type TopologySummary struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Regions  int32                  `protobuf:"varint,1,opt,name=regions,proto3" json:"regions,omitempty"`
@@ -1126,7 +2059,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +2071,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +2084,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -1211,7 +2144,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +2156,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +2169,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type GetTopologyResponse struct {
@@ -1252,7 +2185,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +2197,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +2210,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -1316,7 +2249,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +2261,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +2274,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type StatusResponse struct {
@@ -1364,7 +2297,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +2309,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +2322,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -1459,7 +2392,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +2404,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +2417,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -1557,7 +2490,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +2502,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +2515,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Instance) GetId() string {
@@ -1725,7 +2658,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +2670,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +2683,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -1814,7 +2747,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2759,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2772,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -1867,7 +2800,75 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\rWhoAmIRequest\"T\n" +
+	"\x0eWhoAmIResponse\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
+	"\x04peer\x18\x03 \x01(\tR\x04peer\"&\n" +
+	"\x0eHistoryRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\"\xf9\x01\n" +
+	"\fHistoryEntry\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x129\n" +
+	"\n" +
+	"applied_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x126\n" +
+	"\asummary\x18\x06 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x12\x12\n" +
+	"\x04kept\x18\a \x01(\bR\x04kept\"`\n" +
+	"\x0fHistoryResponse\x12\x18\n" +
+	"\acurrent\x18\x01 \x01(\x03R\acurrent\x123\n" +
+	"\aentries\x18\x02 \x03(\v2\x19.anysched.v1.HistoryEntryR\aentries\"w\n" +
+	"\x13DiffTopologyRequest\x12#\n" +
+	"\rfrom_revision\x18\x01 \x01(\x03R\ffromRevision\x12\x1f\n" +
+	"\vto_revision\x18\x02 \x01(\x03R\n" +
+	"toRevision\x12\x1a\n" +
+	"\bdocument\x18\x03 \x01(\fR\bdocument\"\x8b\x01\n" +
+	"\x14DiffTopologyResponse\x12#\n" +
+	"\rfrom_revision\x18\x01 \x01(\x03R\ffromRevision\x12\x1f\n" +
+	"\vto_revision\x18\x02 \x01(\x03R\n" +
+	"toRevision\x12-\n" +
+	"\x04diff\x18\x03 \x01(\v2\x19.anysched.v1.TopologyDiffR\x04diff\"\x81\x01\n" +
+	"\x0fRollbackRequest\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12#\n" +
+	"\rbase_revision\x18\x02 \x01(\x03R\fbaseRevision\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\x89\x02\n" +
+	"\fTopologyDiff\x124\n" +
+	"\bsections\x18\x01 \x03(\v2\x18.anysched.v1.DiffSectionR\bsections\x12%\n" +
+	"\x0eservers_before\x18\x02 \x01(\x05R\rserversBefore\x12#\n" +
+	"\rservers_after\x18\x03 \x01(\x05R\fserversAfter\x12'\n" +
+	"\x0fnetworks_before\x18\x04 \x01(\x05R\x0enetworksBefore\x12%\n" +
+	"\x0enetworks_after\x18\x05 \x01(\x05R\rnetworksAfter\x12'\n" +
+	"\x0femptied_regions\x18\x06 \x03(\tR\x0eemptiedRegions\"\x84\x01\n" +
+	"\vDiffSection\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05added\x18\x02 \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\x121\n" +
+	"\achanged\x18\x04 \x03(\v2\x17.anysched.v1.DiffChangeR\achanged\"8\n" +
+	"\n" +
+	"DiffChange\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\tR\x06fields\"V\n" +
+	"\fAuditRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x8e\x02\n" +
+	"\n" +
+	"AuditEntry\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1a\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04peer\x18\x04 \x01(\tR\x04peer\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\x12\x16\n" +
+	"\x06target\x18\x06 \x01(\tR\x06target\x12\x12\n" +
+	"\x04code\x18\a \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12\x1a\n" +
+	"\brevision\x18\t \x01(\x03R\brevision\x12\x16\n" +
+	"\x06detail\x18\n" +
+	" \x01(\tR\x06detail\"B\n" +
+	"\rAuditResponse\x121\n" +
+	"\aentries\x18\x01 \x03(\v2\x17.anysched.v1.AuditEntryR\aentries\"~\n" +
 	"\x14DrillEtcdLossRequest\x12)\n" +
 	"\x10duration_seconds\x18\x01 \x01(\x01R\x0fdurationSeconds\x12\x18\n" +
 	"\amembers\x18\x02 \x01(\rR\amembers\x12!\n" +
@@ -1954,12 +2955,14 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12#\n" +
 	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"\x9f\x01\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xea\x01\n" +
 	"\x15ApplyTopologyResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x126\n" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x12\x18\n" +
-	"\achanged\x18\x04 \x01(\bR\achanged\"\xc1\x01\n" +
+	"\achanged\x18\x04 \x01(\bR\achanged\x12-\n" +
+	"\x04diff\x18\x05 \x01(\v2\x19.anysched.v1.TopologyDiffR\x04diff\x12\x1a\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"\xc1\x01\n" +
 	"\x0fTopologySummary\x12\x18\n" +
 	"\aregions\x18\x01 \x01(\x05R\aregions\x12\x14\n" +
 	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\x12\x18\n" +
@@ -2023,7 +3026,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xce\x04\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xba\a\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -2032,7 +3035,12 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x05Drain\x12\x19.anysched.v1.DrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12B\n" +
 	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12>\n" +
 	"\x05Drill\x12\x19.anysched.v1.DrillRequest\x1a\x1a.anysched.v1.DrillResponse\x12N\n" +
-	"\rDrillEtcdLoss\x12!.anysched.v1.DrillEtcdLossRequest\x1a\x1a.anysched.v1.DrillResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\rDrillEtcdLoss\x12!.anysched.v1.DrillEtcdLossRequest\x1a\x1a.anysched.v1.DrillResponse\x12D\n" +
+	"\aHistory\x12\x1b.anysched.v1.HistoryRequest\x1a\x1c.anysched.v1.HistoryResponse\x12S\n" +
+	"\fDiffTopology\x12 .anysched.v1.DiffTopologyRequest\x1a!.anysched.v1.DiffTopologyResponse\x12L\n" +
+	"\bRollback\x12\x1c.anysched.v1.RollbackRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12>\n" +
+	"\x05Audit\x12\x19.anysched.v1.AuditRequest\x1a\x1a.anysched.v1.AuditResponse\x12A\n" +
+	"\x06WhoAmI\x12\x1a.anysched.v1.WhoAmIRequest\x1a\x1b.anysched.v1.WhoAmIResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -2046,74 +3054,108 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*DrillEtcdLossRequest)(nil),  // 0: anysched.v1.DrillEtcdLossRequest
-	(*DrillRequest)(nil),          // 1: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),         // 2: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),          // 3: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 4: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 5: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 6: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 7: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 8: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 9: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 10: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 11: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 12: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 13: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 14: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 15: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 16: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 17: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 18: anysched.v1.StatusResponse
-	(*RegionTraffic)(nil),         // 19: anysched.v1.RegionTraffic
-	(*Instance)(nil),              // 20: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 21: anysched.v1.QoEPlan
-	(*BGPPeer)(nil),               // 22: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*WhoAmIRequest)(nil),         // 0: anysched.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 1: anysched.v1.WhoAmIResponse
+	(*HistoryRequest)(nil),        // 2: anysched.v1.HistoryRequest
+	(*HistoryEntry)(nil),          // 3: anysched.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 4: anysched.v1.HistoryResponse
+	(*DiffTopologyRequest)(nil),   // 5: anysched.v1.DiffTopologyRequest
+	(*DiffTopologyResponse)(nil),  // 6: anysched.v1.DiffTopologyResponse
+	(*RollbackRequest)(nil),       // 7: anysched.v1.RollbackRequest
+	(*TopologyDiff)(nil),          // 8: anysched.v1.TopologyDiff
+	(*DiffSection)(nil),           // 9: anysched.v1.DiffSection
+	(*DiffChange)(nil),            // 10: anysched.v1.DiffChange
+	(*AuditRequest)(nil),          // 11: anysched.v1.AuditRequest
+	(*AuditEntry)(nil),            // 12: anysched.v1.AuditEntry
+	(*AuditResponse)(nil),         // 13: anysched.v1.AuditResponse
+	(*DrillEtcdLossRequest)(nil),  // 14: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),          // 15: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),         // 16: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),          // 17: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 18: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 19: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 20: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 21: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 22: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 23: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 24: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 25: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 26: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 27: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 28: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 29: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 30: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 31: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 32: anysched.v1.StatusResponse
+	(*RegionTraffic)(nil),         // 33: anysched.v1.RegionTraffic
+	(*Instance)(nil),              // 34: anysched.v1.Instance
+	(*QoEPlan)(nil),               // 35: anysched.v1.QoEPlan
+	(*BGPPeer)(nil),               // 36: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	23, // 0: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	23, // 1: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	23, // 2: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	11, // 3: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	14, // 4: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	14, // 5: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	23, // 6: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	20, // 7: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	6,  // 8: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	7,  // 9: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	8,  // 10: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	19, // 11: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	23, // 12: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	23, // 13: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	23, // 14: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	23, // 15: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 16: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	21, // 17: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	19, // 18: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	12, // 19: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	15, // 20: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	17, // 21: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	9,  // 22: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	3,  // 23: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	4,  // 24: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	1,  // 25: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	0,  // 26: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	13, // 27: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	16, // 28: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	18, // 29: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	10, // 30: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	5,  // 31: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	5,  // 32: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	2,  // 33: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	2,  // 34: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	37, // 0: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	28, // 1: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
+	3,  // 2: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
+	8,  // 3: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	9,  // 4: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
+	10, // 5: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
+	37, // 6: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	37, // 7: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	12, // 8: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
+	37, // 9: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	37, // 10: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	37, // 11: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	25, // 12: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	28, // 13: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	8,  // 14: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	28, // 15: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	37, // 16: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	34, // 17: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	20, // 18: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	21, // 19: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	22, // 20: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	33, // 21: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	37, // 22: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	37, // 23: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	37, // 24: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	37, // 25: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 26: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	35, // 27: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	33, // 28: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	26, // 29: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	29, // 30: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	31, // 31: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	23, // 32: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	17, // 33: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	18, // 34: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	15, // 35: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	14, // 36: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	2,  // 37: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	5,  // 38: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	7,  // 39: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	11, // 40: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	0,  // 41: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	27, // 42: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	30, // 43: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	32, // 44: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	24, // 45: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	19, // 46: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	19, // 47: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	16, // 48: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	16, // 49: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	4,  // 50: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	6,  // 51: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	27, // 52: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	13, // 53: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	1,  // 54: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	42, // [42:55] is the sub-list for method output_type
+	29, // [29:42] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -2127,7 +3169,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,11 @@ const (
 	Admin_Undrain_FullMethodName       = "/anysched.v1.Admin/Undrain"
 	Admin_Drill_FullMethodName         = "/anysched.v1.Admin/Drill"
 	Admin_DrillEtcdLoss_FullMethodName = "/anysched.v1.Admin/DrillEtcdLoss"
+	Admin_History_FullMethodName       = "/anysched.v1.Admin/History"
+	Admin_DiffTopology_FullMethodName  = "/anysched.v1.Admin/DiffTopology"
+	Admin_Rollback_FullMethodName      = "/anysched.v1.Admin/Rollback"
+	Admin_Audit_FullMethodName         = "/anysched.v1.Admin/Audit"
+	Admin_WhoAmI_FullMethodName        = "/anysched.v1.Admin/WhoAmI"
 )
 
 // AdminClient is the client API for Admin service.
@@ -60,6 +65,18 @@ type AdminClient interface {
 	// etcd cluster, for a while and starts them again (lab only): every
 	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossRequest, opts ...grpc.CallOption) (*DrillResponse, error)
+	// History lists the kept topology revisions, newest first.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// DiffTopology compares two kept revisions, or a document with the
+	// current topology.
+	DiffTopology(ctx context.Context, in *DiffTopologyRequest, opts ...grpc.CallOption) (*DiffTopologyResponse, error)
+	// Rollback makes a kept revision's document current again: a new
+	// revision, guarded like an apply.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*ApplyTopologyResponse, error)
+	// Audit lists recorded admin calls, newest first.
+	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
+	// WhoAmI tells the caller the identity and role the server sees.
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
 }
 
 type adminClient struct {
@@ -150,6 +167,56 @@ func (c *adminClient) DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossReques
 	return out, nil
 }
 
+func (c *adminClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, Admin_History_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DiffTopology(ctx context.Context, in *DiffTopologyRequest, opts ...grpc.CallOption) (*DiffTopologyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffTopologyResponse)
+	err := c.cc.Invoke(ctx, Admin_DiffTopology_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*ApplyTopologyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyTopologyResponse)
+	err := c.cc.Invoke(ctx, Admin_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditResponse)
+	err := c.cc.Invoke(ctx, Admin_Audit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, Admin_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -178,6 +245,18 @@ type AdminServer interface {
 	// etcd cluster, for a while and starts them again (lab only): every
 	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error)
+	// History lists the kept topology revisions, newest first.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// DiffTopology compares two kept revisions, or a document with the
+	// current topology.
+	DiffTopology(context.Context, *DiffTopologyRequest) (*DiffTopologyResponse, error)
+	// Rollback makes a kept revision's document current again: a new
+	// revision, guarded like an apply.
+	Rollback(context.Context, *RollbackRequest) (*ApplyTopologyResponse, error)
+	// Audit lists recorded admin calls, newest first.
+	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
+	// WhoAmI tells the caller the identity and role the server sees.
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -211,6 +290,21 @@ func (UnimplementedAdminServer) Drill(context.Context, *DrillRequest) (*DrillRes
 }
 func (UnimplementedAdminServer) DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DrillEtcdLoss not implemented")
+}
+func (UnimplementedAdminServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedAdminServer) DiffTopology(context.Context, *DiffTopologyRequest) (*DiffTopologyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DiffTopology not implemented")
+}
+func (UnimplementedAdminServer) Rollback(context.Context, *RollbackRequest) (*ApplyTopologyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedAdminServer) Audit(context.Context, *AuditRequest) (*AuditResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Audit not implemented")
+}
+func (UnimplementedAdminServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WhoAmI not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -377,6 +471,96 @@ func _Admin_DrillEtcdLoss_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).History(ctx, req.(*HistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DiffTopology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffTopologyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DiffTopology(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DiffTopology_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DiffTopology(ctx, req.(*DiffTopologyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Audit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Audit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Audit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Audit(ctx, req.(*AuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -415,6 +599,26 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrillEtcdLoss",
 			Handler:    _Admin_DrillEtcdLoss_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _Admin_History_Handler,
+		},
+		{
+			MethodName: "DiffTopology",
+			Handler:    _Admin_DiffTopology_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _Admin_Rollback_Handler,
+		},
+		{
+			MethodName: "Audit",
+			Handler:    _Admin_Audit_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _Admin_WhoAmI_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
