@@ -48,7 +48,7 @@ func TestIssueChainsAndCarriesRole(t *testing.T) {
 	if len(leaf.IPAddresses) != 1 || len(leaf.DNSNames) != 1 {
 		t.Errorf("hosts: IPs %v, names %v", leaf.IPAddresses, leaf.DNSNames)
 	}
-	if _, err := ca.Issue(Leaf{CN: "x"}); err == nil {
+	if _, _, err := ca.Issue(Leaf{CN: "x"}); err == nil {
 		t.Error("a leaf for neither server nor client was issued")
 	}
 }
