@@ -5,14 +5,11 @@ package adminapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
@@ -21,10 +18,7 @@ import (
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/tlsutil"
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/yamlstrict"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -66,160 +60,6 @@ type Service struct {
 	Traffic func() []store.RegionTraffic
 	// EtcdLeader names the etcd cluster's leader; nil: asked of Store.
 	EtcdLeader func(context.Context) (string, error)
-}
-
-// DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
-// cluster, for the drill's duration (lab only).
-func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
-	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
-	if d < time.Second || d > 10*time.Minute {
-		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 10m]", d)
-	}
-	if !s.Lab {
-		return nil, status.Error(codes.FailedPrecondition, "refused: an etcd-loss drill runs only in a lab (lab: true)")
-	}
-	if len(s.LabEtcdMembers) > 0 {
-		return s.drillEtcdMembers(ctx, d, int(req.GetMembers()), req.GetLeaderFirst())
-	}
-	if s.Etcd == nil {
-		return nil, status.Error(codes.FailedPrecondition, "refused: this center uses an external etcd cluster; stop its members yourself")
-	}
-	if n := req.GetMembers(); n > 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the center's embedded etcd is a single member", n)
-	}
-	until := time.Now().Add(d)
-	s.Logger.Warn("etcd-loss drill: stopping the embedded etcd", "until", until)
-	go func() { // stopping etcd takes a moment (it closes its listeners): answer now
-		s.Etcd.Stop()
-		time.Sleep(time.Until(until))
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Etcd.Start(ctx); err != nil {
-			s.Logger.Error("etcd-loss drill: restarting the embedded etcd failed", "err", err)
-			return
-		}
-		s.Logger.Info("etcd-loss drill over: embedded etcd running again")
-	}()
-	return &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembersStopped: []string{s.Etcd.Name()}, EtcdMembers: 1}, nil
-}
-
-// drillEtcdMembers stops the first n (0: all) of the lab's etcd members
-// through their control endpoints, the current leader first when asked;
-// each starts again by itself after d.
-func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, leaderFirst bool) (*pb.DrillResponse, error) {
-	total := len(s.LabEtcdMembers)
-	if n == 0 {
-		n = total
-	}
-	if n > total {
-		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the lab's etcd cluster has %d", n, total)
-	}
-	addrs := slices.Clone(s.LabEtcdMembers)
-	leader, lerr := s.etcdLeader(ctx)
-	if leaderFirst {
-		if lerr != nil {
-			return nil, status.Errorf(codes.Unavailable, "leader first: cannot tell the leader: %v", lerr)
-		}
-		i := slices.IndexFunc(addrs, func(a string) bool {
-			st, err := store.GetMember(ctx, a)
-			return err == nil && st.Name == leader
-		})
-		if i < 0 {
-			return nil, status.Errorf(codes.FailedPrecondition, "leader first: the leader %s is not behind any of lab_etcd_members", leader)
-		}
-		first := addrs[i] // before Delete shifts the rest down
-		addrs = append([]string{first}, slices.Delete(addrs, i, i+1)...)
-	}
-	until := time.Now().Add(d)
-	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1, EtcdLeader: leader}
-	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "leader", leader, "leader_first", leaderFirst, "order", addrs[:n], "quorum_kept", resp.QuorumKept, "until", until)
-	names, errs := make([]string, n), make([]error, n)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, addr := range addrs[:n] { // together: the quorum goes at once
-		wg.Go(func() {
-			st, err := store.StopMember(ctx, addr, d)
-			names[i], errs[i] = st.Name, err
-		})
-	}
-	wg.Wait()
-	var failed []string
-	for i, err := range errs {
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", addrs[i], err))
-			continue
-		}
-		resp.EtcdMembersStopped = append(resp.EtcdMembersStopped, names[i])
-	}
-	if len(failed) > 0 {
-		return nil, status.Errorf(codes.Unavailable, "stopped %v; could not stop %s", resp.EtcdMembersStopped, strings.Join(failed, "; "))
-	}
-	return resp, nil
-}
-
-// etcdLeader names the etcd cluster's current leader, as the first
-// endpoint that answers sees it.
-func (s *Service) etcdLeader(ctx context.Context) (string, error) {
-	if s.EtcdLeader != nil {
-		return s.EtcdLeader(ctx)
-	}
-	if s.Store == nil {
-		return "", errors.New("no store")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	cli := s.Store.Client()
-	members, err := cli.MemberList(ctx)
-	if err != nil {
-		return "", err
-	}
-	for _, ep := range cli.Endpoints() {
-		st, err := cli.Status(ctx, ep)
-		if err != nil || st.Leader == 0 {
-			continue
-		}
-		for _, m := range members.Members {
-			if m.ID == st.Leader {
-				return m.Name, nil
-			}
-		}
-	}
-	return "", errors.New("no endpoint knows a leader")
-}
-
-// Drill starts a failover drill for a region ("center" drills the center).
-func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillResponse, error) {
-	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
-	if d < time.Second || d > time.Hour {
-		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 1h]", d)
-	}
-	if !s.Lab && !req.GetProductionConfirmed() {
-		return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
-	}
-	target, err := opstate.ParseDrillTarget(req.GetRegion())
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if !target.Center {
-		if _, err := s.drainTarget(string(opstate.DrainRegion), target.Region); err != nil {
-			return nil, err
-		}
-	}
-	dr, err := opstate.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), target, d)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
-	}
-	resp := &pb.DrillResponse{Until: timestamppb.New(dr.Until)}
-	if ins, err := s.Store.Instances(ctx); err == nil {
-		for _, in := range ins {
-			if (!target.Center && in.Region == target.Region) || (target.Center && in.Role == "central") {
-				resp.Instances = append(resp.Instances, in.ID)
-			}
-		}
-	}
-	s.Logger.Warn("failover drill started", "target", target, "until", dr.Until, "instances", resp.Instances)
-	return resp, nil
 }
 
 // Drain records an operator drain after checking the target exists.
@@ -347,70 +187,6 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 	return resp, nil
 }
 
-// ApplyTopology validates and stores a document.
-func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyRequest) (*pb.ApplyTopologyResponse, error) {
-	t, err := topology.Decode(req.GetDocument())
-	if err == nil {
-		err = topology.Validate(t)
-	}
-	if err != nil {
-		return nil, invalid(err)
-	}
-	base := req.GetBaseRevision()
-	if base == 0 {
-		base = t.Revision
-	}
-	_, digest, err := store.Canonical(t)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	summary := summarize(t, digest)
-	if req.GetDryRun() {
-		cur, err := s.Store.Current(ctx)
-		if err != nil && !errors.Is(err, store.ErrNoTopology) {
-			return nil, status.Errorf(codes.Unavailable, "read current topology: %v", err)
-		}
-		var rev int64
-		var curDigest string
-		if cur != nil {
-			rev, curDigest = cur.Revision, cur.Digest
-		}
-		if base != 0 && !req.GetForce() && base != rev {
-			return nil, status.Error(codes.FailedPrecondition, (&store.StaleError{Base: base, Current: rev}).Error())
-		}
-		return &pb.ApplyTopologyResponse{Revision: rev, Applied: false, Summary: summary, Changed: curDigest != digest}, nil
-	}
-	res, err := s.Store.Apply(ctx, t, store.ApplyOptions{BaseRevision: base, Force: req.GetForce()})
-	var stale *store.StaleError
-	switch {
-	case errors.As(err, &stale):
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		return nil, status.Error(codes.Aborted, err.Error())
-	case err != nil:
-		s.Logger.Error("apply failed", "err", err)
-		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
-	}
-	return &pb.ApplyTopologyResponse{Revision: res.Revision, Applied: res.Changed, Summary: summary, Changed: res.Changed}, nil
-}
-
-// GetTopology returns the stored document with its revision.
-func (s *Service) GetTopology(ctx context.Context, _ *pb.GetTopologyRequest) (*pb.GetTopologyResponse, error) {
-	st, err := s.Store.Current(ctx)
-	if errors.Is(err, store.ErrNoTopology) {
-		return nil, status.Error(codes.NotFound, err.Error())
-	}
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
-	}
-	st.Topology.Revision = st.Revision
-	doc, err := st.Topology.YAML()
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.GetTopologyResponse{Revision: st.Revision, Document: doc, Summary: summarize(st.Topology, st.Digest), AppliedAt: timestamppb.New(st.AppliedAt)}, nil
-}
-
 // Status lists the registered scheduler instances.
 func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	rev, err := s.Store.CurrentRevision(ctx)
@@ -510,40 +286,6 @@ func peersPB(ps []store.Peer) []*pb.BGPPeer {
 		out = append(out, &pb.BGPPeer{Address: p.Address, Asn: p.ASN, State: p.State})
 	}
 	return out
-}
-
-func summarize(t *topology.Topology, digest string) *pb.TopologySummary {
-	c := t.Counts()
-	return &pb.TopologySummary{
-		Regions: int32(c.Regions), Nodes: int32(c.Nodes), Servers: int32(c.Servers),
-		Zones: int32(c.Zones), Networks: int32(c.Networks), Services: int32(c.Services), Digest: digest,
-	}
-}
-
-// invalid turns validation errors into INVALID_ARGUMENT with one field
-// violation per problem.
-func invalid(err error) error {
-	fes, ok := yamlstrict.AsErrors(err)
-	if !ok {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	br := &errdetails.BadRequest{}
-	for i, fe := range fes {
-		if i == maxViolations {
-			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: "", Description: fmt.Sprintf("... and %d more", len(fes)-maxViolations)})
-			break
-		}
-		desc := fe.Msg
-		if fe.Line > 0 {
-			desc = fmt.Sprintf("%s (line %d)", fe.Msg, fe.Line)
-		}
-		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: fe.Path, Description: desc})
-	}
-	st, derr := status.New(codes.InvalidArgument, fmt.Sprintf("topology rejected: %d problem(s), nothing was applied", len(fes))).WithDetails(br)
-	if derr != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	return st.Err()
 }
 
 // NewServer builds the gRPC server: the admin service, gRPC health (SERVING

@@ -1,0 +1,172 @@
+package adminapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anysched/anysched/internal/opstate"
+	"github.com/anysched/anysched/internal/store"
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
+// cluster, for the drill's duration (lab only).
+func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
+	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
+	if d < time.Second || d > 10*time.Minute {
+		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 10m]", d)
+	}
+	if !s.Lab {
+		return nil, status.Error(codes.FailedPrecondition, "refused: an etcd-loss drill runs only in a lab (lab: true)")
+	}
+	if len(s.LabEtcdMembers) > 0 {
+		return s.drillEtcdMembers(ctx, d, int(req.GetMembers()), req.GetLeaderFirst())
+	}
+	if s.Etcd == nil {
+		return nil, status.Error(codes.FailedPrecondition, "refused: this center uses an external etcd cluster; stop its members yourself")
+	}
+	if n := req.GetMembers(); n > 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the center's embedded etcd is a single member", n)
+	}
+	until := time.Now().Add(d)
+	s.Logger.Warn("etcd-loss drill: stopping the embedded etcd", "until", until)
+	go func() { // stopping etcd takes a moment (it closes its listeners): answer now
+		s.Etcd.Stop()
+		time.Sleep(time.Until(until))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Etcd.Start(ctx); err != nil {
+			s.Logger.Error("etcd-loss drill: restarting the embedded etcd failed", "err", err)
+			return
+		}
+		s.Logger.Info("etcd-loss drill over: embedded etcd running again")
+	}()
+	return &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembersStopped: []string{s.Etcd.Name()}, EtcdMembers: 1}, nil
+}
+
+// drillEtcdMembers stops the first n (0: all) of the lab's etcd members
+// through their control endpoints, the current leader first when asked;
+// each starts again by itself after d.
+func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, leaderFirst bool) (*pb.DrillResponse, error) {
+	total := len(s.LabEtcdMembers)
+	if n == 0 {
+		n = total
+	}
+	if n > total {
+		return nil, status.Errorf(codes.InvalidArgument, "members: %d, but the lab's etcd cluster has %d", n, total)
+	}
+	addrs := slices.Clone(s.LabEtcdMembers)
+	leader, lerr := s.etcdLeader(ctx)
+	if leaderFirst {
+		if lerr != nil {
+			return nil, status.Errorf(codes.Unavailable, "leader first: cannot tell the leader: %v", lerr)
+		}
+		i := slices.IndexFunc(addrs, func(a string) bool {
+			st, err := store.GetMember(ctx, a)
+			return err == nil && st.Name == leader
+		})
+		if i < 0 {
+			return nil, status.Errorf(codes.FailedPrecondition, "leader first: the leader %s is not behind any of lab_etcd_members", leader)
+		}
+		first := addrs[i] // before Delete shifts the rest down
+		addrs = append([]string{first}, slices.Delete(addrs, i, i+1)...)
+	}
+	until := time.Now().Add(d)
+	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1, EtcdLeader: leader}
+	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "leader", leader, "leader_first", leaderFirst, "order", addrs[:n], "quorum_kept", resp.QuorumKept, "until", until)
+	names, errs := make([]string, n), make([]error, n)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, addr := range addrs[:n] { // together: the quorum goes at once
+		wg.Go(func() {
+			st, err := store.StopMember(ctx, addr, d)
+			names[i], errs[i] = st.Name, err
+		})
+	}
+	wg.Wait()
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", addrs[i], err))
+			continue
+		}
+		resp.EtcdMembersStopped = append(resp.EtcdMembersStopped, names[i])
+	}
+	if len(failed) > 0 {
+		return nil, status.Errorf(codes.Unavailable, "stopped %v; could not stop %s", resp.EtcdMembersStopped, strings.Join(failed, "; "))
+	}
+	return resp, nil
+}
+
+// etcdLeader names the etcd cluster's current leader, as the first
+// endpoint that answers sees it.
+func (s *Service) etcdLeader(ctx context.Context) (string, error) {
+	if s.EtcdLeader != nil {
+		return s.EtcdLeader(ctx)
+	}
+	if s.Store == nil {
+		return "", errors.New("no store")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cli := s.Store.Client()
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, ep := range cli.Endpoints() {
+		st, err := cli.Status(ctx, ep)
+		if err != nil || st.Leader == 0 {
+			continue
+		}
+		for _, m := range members.Members {
+			if m.ID == st.Leader {
+				return m.Name, nil
+			}
+		}
+	}
+	return "", errors.New("no endpoint knows a leader")
+}
+
+// Drill starts a failover drill for a region ("center" drills the center).
+func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillResponse, error) {
+	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
+	if d < time.Second || d > time.Hour {
+		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 1h]", d)
+	}
+	if !s.Lab && !req.GetProductionConfirmed() {
+		return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
+	}
+	target, err := opstate.ParseDrillTarget(req.GetRegion())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if !target.Center {
+		if _, err := s.drainTarget(string(opstate.DrainRegion), target.Region); err != nil {
+			return nil, err
+		}
+	}
+	dr, err := opstate.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), target, d)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
+	}
+	resp := &pb.DrillResponse{Until: timestamppb.New(dr.Until)}
+	if ins, err := s.Store.Instances(ctx); err == nil {
+		for _, in := range ins {
+			if (!target.Center && in.Region == target.Region) || (target.Center && in.Role == "central") {
+				resp.Instances = append(resp.Instances, in.ID)
+			}
+		}
+	}
+	s.Logger.Warn("failover drill started", "target", target, "until", dr.Until, "instances", resp.Instances)
+	return resp, nil
+}
