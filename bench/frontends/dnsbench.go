@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,11 @@ func benchDNS(ctx context.Context, o opts, w *world, env *environment) (*pairRes
 		pc.Close()
 		return nil, err
 	}
-	srv := dnsd.New(dnsd.Config{Listen: pc.LocalAddr().String(), InstanceID: "bench-frontends"}, w.engineFunc, w.rec, nil)
+	// The load generator speaks for its STBs with ECS, as a resolver would.
+	srv := dnsd.New(dnsd.Config{
+		Listen: pc.LocalAddr().String(), InstanceID: "bench-frontends",
+		TrustedResolvers: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	}, w.engineFunc, w.rec, nil)
 	sctx, stopSrv := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, pc, ln) }()

@@ -224,8 +224,8 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 	fmt.Printf("  city-core link delays (one-way, by %s): %s\n", res.Settings.DelayBy, lab.FormatDelays(res.Settings.Links))
 	step("applying the topology through the center's admin API")
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.NS("ctr"), filepath.Join(absBin, "schedctl"),
-			"--server", "10.0.0.2:9090", "apply", "-f", filepath.Join(dir, "topology.yaml")).CombinedOutput()
+		argv := append([]string{"netns", "exec", l.NS("ctr"), filepath.Join(absBin, "schedctl")}, l.SchedctlArgs()...)
+		out, err := exec.CommandContext(ctx, "ip", append(argv, "apply", "--yes", "-f", filepath.Join(dir, "topology.yaml"))...).CombinedOutput()
 		if err == nil {
 			fmt.Print("  " + string(out))
 			break

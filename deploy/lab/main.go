@@ -83,6 +83,9 @@ func run(args []string) error {
 	fs.StringVar(&member.PeerListen, "peer-listen", "", "etcd-member: peer host:port")
 	fs.StringVar(&member.InitialCluster, "initial-cluster", "", "etcd-member: name=http://peer,...")
 	fs.StringVar(&member.ControlURL, "control", "", "etcd-member: host:port of the drill control endpoint")
+	fs.StringVar(&member.CertFile, "tls-cert", "", "etcd-member: the member's certificate (clients and peers)")
+	fs.StringVar(&member.KeyFile, "tls-key", "", "etcd-member: the member's key")
+	fs.StringVar(&member.CAFile, "tls-ca", "", "etcd-member: the CA of the client and peer certificates it accepts")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -185,7 +188,7 @@ func up(o lab.Options) (*lab.Lab, error) {
 	step("applying the province topology through the center's admin API")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, err := schedctl(l, "apply", "-f", filepath.Join(o.Dir, "topology.yaml"))
+		out, err := schedctl(l, "apply", "--yes", "-f", filepath.Join(o.Dir, "topology.yaml"))
 		if err == nil {
 			fmt.Print("  " + out)
 			break
@@ -220,7 +223,8 @@ func schedctl(l *lab.Lab, args ...string) (string, error) {
 	if _, err := os.Stat(bin); err != nil {
 		bin = "bin/schedctl"
 	}
-	out, err := exec.Command("ip", append([]string{"netns", "exec", l.NS("ctr"), bin, "--server", "10.0.0.2:9090"}, args...)...).CombinedOutput()
+	argv := append([]string{"netns", "exec", l.NS("ctr"), bin}, l.SchedctlArgs()...)
+	out, err := exec.Command("ip", append(argv, args...)...).CombinedOutput()
 	return string(out), err
 }
 

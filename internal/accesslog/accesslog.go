@@ -41,9 +41,18 @@ type Entry struct {
 // Options tune the recorder.
 type Options struct {
 	Queue int // lines buffered before dropping; default 8192
-	// SampleEvery logs one decision in N (errors always); 0 or 1 logs all.
+	// SampleEvery logs one decision in N (MISS and ERROR are not sampled);
+	// 0 or 1 logs all.
 	SampleEvery uint64
+	// MaxErrorsPerSecond limits the MISS and ERROR lines, which sampling
+	// does not thin out: spoofed UDP queries for names we do not serve
+	// cost the sender nothing and must not become a log flood. The burst
+	// is the same number. Default 50.
+	MaxErrorsPerSecond int
 }
+
+// DefaultMaxErrorsPerSecond: see Options.MaxErrorsPerSecond.
+const DefaultMaxErrorsPerSecond = 50
 
 // Recorder is shared by the HTTP and DNS front ends of one scheduler.
 type Recorder struct {
@@ -54,7 +63,12 @@ type Recorder struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	dropped  prometheus.Counter
-	tallies  tallies
+	// errLimit bounds MISS and ERROR lines; what it refuses is counted by
+	// result in limited (resolved once: no label lookup per line).
+	errLimit              *limiter
+	limited               *prometheus.CounterVec
+	limitedMiss, limitedE prometheus.Counter
+	tallies               tallies
 }
 
 // New creates a recorder writing JSON lines to out (nil: discard) and
@@ -65,6 +79,9 @@ func New(reg prometheus.Registerer, out io.Writer, o Options) *Recorder {
 	}
 	if o.Queue <= 0 {
 		o.Queue = 8192
+	}
+	if o.MaxErrorsPerSecond <= 0 {
+		o.MaxErrorsPerSecond = DefaultMaxErrorsPerSecond
 	}
 	r := &Recorder{
 		out:    out,
@@ -81,7 +98,13 @@ func New(reg prometheus.Registerer, out io.Writer, o Options) *Recorder {
 			Name: "anysched_accesslog_dropped_total", Help: "Access-log lines dropped because the log queue was full.",
 		}),
 	}
-	reg.MustRegister(r.requests, r.latency, r.dropped)
+	r.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anysched_accesslog_rate_limited_total", Help: "MISS and ERROR access-log lines not written because access_log.max_errors_per_second was reached, by result.",
+	}, []string{"result"})
+	r.errLimit = newLimiter(o.MaxErrorsPerSecond)
+	r.limitedMiss = r.limited.WithLabelValues(steer.ResultMiss.String())
+	r.limitedE = r.limited.WithLabelValues(steer.ResultError.String())
+	reg.MustRegister(r.requests, r.latency, r.dropped, r.limited)
 	return r
 }
 
@@ -98,8 +121,24 @@ func (r *Recorder) Record(e Entry) {
 		client = "none"
 	}
 	r.tallies.record(client, e.Time, failedAnswer(&e))
-	if r.sample > 1 && e.Result != steer.ResultError && e.Result != steer.ResultMiss && r.n.Add(1)%r.sample != 0 {
-		return
+	switch e.Result {
+	case steer.ResultMiss, steer.ResultError:
+		now := e.Time.UnixNano()
+		if e.Time.IsZero() {
+			now = time.Now().UnixNano()
+		}
+		if !r.errLimit.allow(now) {
+			if e.Result == steer.ResultMiss {
+				r.limitedMiss.Inc()
+			} else {
+				r.limitedE.Inc()
+			}
+			return
+		}
+	default:
+		if r.sample > 1 && r.n.Add(1)%r.sample != 0 {
+			return
+		}
 	}
 	select {
 	case r.q <- e:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -71,5 +72,64 @@ func TestSamplingKeepsErrors(t *testing.T) {
 	}
 	if got := len(r.q); got != 2+3 {
 		t.Fatalf("%d lines queued, want 2 sampled + 3 errors", got)
+	}
+}
+
+// TestErrorLinesRateLimited: a flood of MISS and ERROR decisions (spoofed
+// UDP queries) is logged at most max_errors_per_second, the rest counted by
+// result; sampled normal lines and the request metrics are unaffected, and
+// the budget refills with time.
+func TestErrorLinesRateLimited(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := New(reg, nil, Options{Queue: 10000, MaxErrorsPerSecond: 50})
+	if problems := obs.LintMetrics(reg); len(problems) > 0 {
+		t.Fatalf("metric lint: %v", problems)
+	}
+	at := time.Unix(1000, 0)
+	for range 150 {
+		r.Record(Entry{Time: at, Proto: "dns", Result: steer.ResultMiss})
+	}
+	for range 50 {
+		r.Record(Entry{Time: at, Proto: "dns", Result: steer.ResultError})
+	}
+	for range 100 {
+		r.Record(Entry{Time: at, Proto: "http", Result: steer.ResultCZ, Region: "hefei"})
+	}
+	if got := len(r.q); got != 50+100 {
+		t.Fatalf("%d lines queued, want 50 errors (the burst) + 100 normal", got)
+	}
+	limited := func(result string) float64 {
+		return testutil.ToFloat64(r.limited.WithLabelValues(result))
+	}
+	if m, e := limited("MISS"), limited("ERROR"); m != 100 || e != 50 {
+		t.Fatalf("rate-limited MISS %v ERROR %v, want 100 and 50", m, e)
+	}
+	if got := testutil.ToFloat64(r.requests.WithLabelValues("dns", "none", "MISS")); got != 150 {
+		t.Fatalf("requests_total MISS = %v, want 150 (metrics count every decision)", got)
+	}
+	if got := testutil.ToFloat64(r.dropped); got != 0 {
+		t.Fatalf("queue drops = %v, want 0: rate limiting is counted apart", got)
+	}
+	// 100 ms later: 5 more tokens (50/s).
+	for range 20 {
+		r.Record(Entry{Time: at.Add(100 * time.Millisecond), Proto: "dns", Result: steer.ResultMiss})
+	}
+	if got := len(r.q); got != 150+5 {
+		t.Fatalf("%d lines queued after 100ms, want 155", got)
+	}
+	// A quiet second refills the whole burst, no more.
+	for range 60 {
+		r.Record(Entry{Time: at.Add(5 * time.Second), Proto: "dns", Result: steer.ResultError})
+	}
+	if got := len(r.q); got != 155+50 {
+		t.Fatalf("%d lines queued after a quiet spell, want 205", got)
+	}
+}
+
+func TestLimiterDoesNotAllocate(t *testing.T) {
+	l := newLimiter(50)
+	now := int64(0)
+	if n := testing.AllocsPerRun(1000, func() { now += 1e6; l.allow(now) }); n != 0 {
+		t.Fatalf("allow allocates %v times", n)
 	}
 }

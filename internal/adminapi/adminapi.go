@@ -7,17 +7,21 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/audit"
+	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/tlsutil"
+	"github.com/anysched/anysched/internal/topology"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,8 +33,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// MaxMessageBytes bounds one admin message: a province-scale topology
-// (10,000 servers, 100,000 networks) is about 10 MB of YAML.
+// MaxMessageBytes bounds one admin response (and what schedctl accepts):
+// a province-scale topology (10,000 servers, 100,000 networks) is about
+// 10 MB of YAML. Requests are bounded by grpc.max_request_bytes.
 const MaxMessageBytes = 128 << 20
 
 // maxViolations caps the field errors returned in one response.
@@ -60,10 +65,21 @@ type Service struct {
 	Traffic func() []store.RegionTraffic
 	// EtcdLeader names the etcd cluster's leader; nil: asked of Store.
 	EtcdLeader func(context.Context) (string, error)
+	// Trail is the audit trail (nil: calls are only logged).
+	Trail *audit.Trail
+	// Apply guards, signs and keeps topology changes (apply.go).
+	Apply ApplyPolicy
+	// Limits are the route-safety limits documents are validated with
+	// (anycast.center_prefix_min_length); zero: the defaults.
+	Limits topology.Limits
+	// AllowProductionDrills is drills.allow_production: without it a
+	// failover drill on a production center (Lab false) is refused.
+	AllowProductionDrills bool
 }
 
 // Drain records an operator drain after checking the target exists.
 func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) { n.Target = req.GetKind() + "/" + req.GetName(); n.Detail = req.GetReason() })
 	n, err := s.drainTarget(req.GetKind(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -83,6 +99,7 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 
 // Undrain removes an operator drain.
 func (s *Service) Undrain(ctx context.Context, req *pb.UndrainRequest) (*pb.DrainResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) { n.Target = req.GetKind() + "/" + req.GetName() })
 	kind, err := opstate.ParseDrainKind(req.GetKind())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -289,12 +306,33 @@ func peersPB(ps []store.Peer) []*pb.BGPPeer {
 }
 
 // NewServer builds the gRPC server: the admin service, gRPC health (SERVING
-// while the process runs) and reflection for grpcurl.
+// while the process runs) and reflection for grpcurl, every call
+// authenticated (client certificate, or "local" on loopback), checked
+// against the role table, logged and audited (svc.Trail).
 func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server, error) {
+	g := &guard{log: log, trail: svc.Trail}
+	if host, _, err := net.SplitHostPort(c.Listen); err == nil {
+		a, perr := netip.ParseAddr(host)
+		g.local = host == "localhost" || (perr == nil && a.Unmap().IsLoopback())
+	}
+	if c.LocalRole != "" {
+		r, err := authz.ParseRole(c.LocalRole)
+		if err != nil {
+			return nil, nil, fmt.Errorf("grpc.local_role: %w", err)
+		}
+		g.localRole = r
+	}
+	maxReq := c.MaxRequestBytes
+	if maxReq <= 0 {
+		maxReq = config.DefaultMaxRequestBytes
+	}
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		// Checked against the message's length prefix, before it is read
+		// or decoded: ResourceExhausted.
+		grpc.MaxRecvMsgSize(maxReq),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(logCalls(log)),
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
 	}
 	if c.TLS.Enabled() {
 		tc, err := tlsutil.Server(c.TLS)
@@ -309,17 +347,4 @@ func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *gr
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
 	return srv, hs, nil
-}
-
-func logCalls(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := h(ctx, req)
-		lv := slog.LevelDebug
-		if _, isApply := req.(*pb.ApplyTopologyRequest); isApply || err != nil {
-			lv = slog.LevelInfo
-		}
-		log.Log(ctx, lv, "admin call", "method", info.FullMethod, "code", status.Code(err).String(), "took", time.Since(start).Round(time.Microsecond).String())
-		return resp, err
-	}
 }

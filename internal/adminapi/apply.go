@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/anysched/anysched/internal/audit"
+	"github.com/anysched/anysched/internal/authz"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/yamlstrict"
@@ -15,11 +19,35 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ApplyTopology validates and stores a document.
+// DefaultMaxRemovalShare is the removal guard's default (apply.max_removal_share).
+const DefaultMaxRemovalShare = 0.2
+
+// ApplyPolicy is how topology changes are guarded, signed and kept.
+type ApplyPolicy struct {
+	// MaxRemovalShare: a change removing more than this share of the
+	// servers or of the zone networks is refused unless forced by an
+	// admin; 0: DefaultMaxRemovalShare.
+	MaxRemovalShare float64
+	// HistoryKeep is how many revisions' documents stay for diff and
+	// rollback; 0: store.DefaultHistoryKeep.
+	HistoryKeep int
+	// Signer signs each applied document; nil stores them unsigned.
+	Signer *signing.Signer
+}
+
+func (p ApplyPolicy) share() float64 {
+	if p.MaxRemovalShare <= 0 {
+		return DefaultMaxRemovalShare
+	}
+	return p.MaxRemovalShare
+}
+
+// ApplyTopology validates a document, shows what it changes against the
+// current topology, guards against large removals and stores it.
 func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyRequest) (*pb.ApplyTopologyResponse, error) {
 	t, err := topology.Decode(req.GetDocument())
 	if err == nil {
-		err = topology.Validate(t)
+		err = s.Limits.Validate(t)
 	}
 	if err != nil {
 		return nil, invalid(err)
@@ -28,27 +56,98 @@ func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyReques
 	if base == 0 {
 		base = t.Revision
 	}
+	return s.change(ctx, t, change{base: base, forceStale: req.GetForce(), forceGuard: req.GetForce(), dryRun: req.GetDryRun(), note: "apply"})
+}
+
+// Rollback makes a kept revision's document current again, as a new
+// revision: guarded like an apply, refused when base_revision is stale.
+func (s *Service) Rollback(ctx context.Context, req *pb.RollbackRequest) (*pb.ApplyTopologyResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) { n.Target = fmt.Sprintf("revision/%d", req.GetRevision()) })
+	if req.GetRevision() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "revision: required (see schedctl history)")
+	}
+	old, err := s.Store.Revision(ctx, req.GetRevision())
+	if errors.Is(err, store.ErrNotKept) {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
+	}
+	// Rules may have tightened since it was applied.
+	if err := s.Limits.Validate(old.Topology); err != nil {
+		return nil, invalid(fmt.Errorf("revision %d no longer validates: %w", req.GetRevision(), err))
+	}
+	return s.change(ctx, old.Topology, change{
+		base: req.GetBaseRevision(), forceGuard: req.GetForce(), dryRun: req.GetDryRun(),
+		note: fmt.Sprintf("rollback to %d", req.GetRevision()),
+	})
+}
+
+// change is one apply or rollback.
+type change struct {
+	base int64
+	// forceStale applies over a newer revision than base (operator);
+	// forceGuard past the removal guard (admin).
+	forceStale, forceGuard bool
+	dryRun                 bool
+	note                   string // "apply", "rollback to N"
+}
+
+func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*pb.ApplyTopologyResponse, error) {
 	_, digest, err := store.Canonical(t)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	summary := summarize(t, digest)
-	if req.GetDryRun() {
-		cur, err := s.Store.Current(ctx)
-		if err != nil && !errors.Is(err, store.ErrNoTopology) {
-			return nil, status.Errorf(codes.Unavailable, "read current topology: %v", err)
-		}
-		var rev int64
-		var curDigest string
-		if cur != nil {
-			rev, curDigest = cur.Revision, cur.Digest
-		}
-		if base != 0 && !req.GetForce() && base != rev {
-			return nil, status.Error(codes.FailedPrecondition, (&store.StaleError{Base: base, Current: rev}).Error())
-		}
-		return &pb.ApplyTopologyResponse{Revision: rev, Applied: false, Summary: summary, Changed: curDigest != digest}, nil
+	cur, err := s.Store.Current(ctx)
+	if err != nil && !errors.Is(err, store.ErrNoTopology) {
+		return nil, status.Errorf(codes.Unavailable, "read current topology: %v", err)
 	}
-	res, err := s.Store.Apply(ctx, t, store.ApplyOptions{BaseRevision: base, Force: req.GetForce()})
+	var rev int64
+	var curDigest string
+	var curTop *topology.Topology
+	if cur != nil {
+		rev, curDigest, curTop = cur.Revision, cur.Digest, cur.Topology
+	}
+	if c.base != 0 && !c.forceStale && c.base != rev {
+		return nil, status.Error(codes.FailedPrecondition, (&store.StaleError{Base: c.base, Current: rev}).Error())
+	}
+	d := topology.Diff(curTop, t)
+	summary := d.Summary()
+	audit.Annotate(ctx, func(n *audit.Note) {
+		n.Target, n.Revision = "topology", rev
+		if n.Detail = summary; c.note != "apply" {
+			n.Detail = c.note + ": " + summary
+		}
+		if c.dryRun {
+			n.Detail = "dry run: " + n.Detail
+		}
+	})
+	diff := diffPB(d)
+	var warnings []string
+	if dangers := d.Dangers(s.Apply.share()); len(dangers) > 0 {
+		caller, _ := authz.FromContext(ctx)
+		what := strings.Join(dangers, "; ")
+		switch {
+		case !c.forceGuard:
+			return nil, withDiff(status.New(codes.FailedPrecondition, fmt.Sprintf("refused: the change %s; check the diff, then apply with --force as admin", what)), diff)
+		case caller.Role < authz.Admin:
+			return nil, status.Errorf(codes.PermissionDenied, "forcing a change that %s needs the admin role (%s has %s)", what, orNobody(caller.Identity), caller.Role)
+		}
+		warnings = append(warnings, "forced past the removal guard: "+what)
+	}
+	changed := curDigest != digest
+	if signer := s.Apply.Signer; !changed && cur != nil && signer != nil && cur.KeyID != signer.KeyID() {
+		changed = true // a key rotation: the same document, signed anew
+		warnings = append(warnings, fmt.Sprintf("the same document, signed again with key %s (was %s)", signer.KeyID(), orNone(cur.KeyID)))
+	}
+	if c.dryRun {
+		return &pb.ApplyTopologyResponse{Revision: rev, Summary: summarize(t, digest), Changed: changed, Diff: diff, Warnings: warnings}, nil
+	}
+	caller, _ := authz.FromContext(ctx)
+	res, err := s.Store.Apply(ctx, t, store.ApplyOptions{
+		BaseRevision: c.base, Force: c.forceStale, Expect: &rev,
+		Signer: s.Apply.Signer, Identity: caller.Identity, Note: c.note, Change: summary, Keep: s.Apply.HistoryKeep,
+	})
 	var stale *store.StaleError
 	switch {
 	case errors.As(err, &stale):
@@ -59,7 +158,34 @@ func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyReques
 		s.Logger.Error("apply failed", "err", err)
 		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
-	return &pb.ApplyTopologyResponse{Revision: res.Revision, Applied: res.Changed, Summary: summary, Changed: res.Changed}, nil
+	audit.Annotate(ctx, func(n *audit.Note) { n.Revision = res.Revision })
+	if res.Changed {
+		s.Logger.Info("topology changed", "revision", res.Revision, "previous", rev, "by", caller.Identity, "note", c.note, "change", summary)
+	}
+	return &pb.ApplyTopologyResponse{Revision: res.Revision, Applied: res.Changed, Summary: summarize(t, digest), Changed: res.Changed, Diff: diff, Warnings: warnings}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unsigned"
+	}
+	return s
+}
+
+func orNobody(id string) string {
+	if id == "" {
+		return "an unauthenticated caller"
+	}
+	return id
+}
+
+// withDiff attaches the diff to a refusal, so that the operator sees what
+// was refused.
+func withDiff(st *status.Status, d *pb.TopologyDiff) error {
+	if withD, err := st.WithDetails(d); err == nil {
+		return withD.Err()
+	}
+	return st.Err()
 }
 
 // GetTopology returns the stored document with its revision.
@@ -80,7 +206,10 @@ func (s *Service) GetTopology(ctx context.Context, _ *pb.GetTopologyRequest) (*p
 }
 
 func summarize(t *topology.Topology, digest string) *pb.TopologySummary {
-	c := t.Counts()
+	return countsPB(t.Counts(), digest)
+}
+
+func countsPB(c topology.Counts, digest string) *pb.TopologySummary {
 	return &pb.TopologySummary{
 		Regions: int32(c.Regions), Nodes: int32(c.Nodes), Servers: int32(c.Servers),
 		Zones: int32(c.Zones), Networks: int32(c.Networks), Services: int32(c.Services), Digest: digest,

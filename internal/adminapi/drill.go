@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/audit"
+	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/store"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -20,6 +23,10 @@ import (
 // DrillEtcdLoss stops the embedded etcd, or members of the lab's etcd
 // cluster, for the drill's duration (lab only).
 func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossRequest) (*pb.DrillResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) {
+		n.Target = "etcd"
+		n.Detail = fmt.Sprintf("members %d, leader first %t, %gs", req.GetMembers(), req.GetLeaderFirst(), req.GetDurationSeconds())
+	})
 	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
 	if d < time.Second || d > 10*time.Minute {
 		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 10m]", d)
@@ -138,13 +145,27 @@ func (s *Service) etcdLeader(ctx context.Context) (string, error) {
 }
 
 // Drill starts a failover drill for a region ("center" drills the center).
+// In production it needs the admin role, drills.allow_production and the
+// caller's confirmation; anywhere, it is refused if it would leave a
+// region without an announcing scheduler.
 func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) { n.Target = "drill/" + req.GetRegion() })
 	d := time.Duration(req.GetDurationSeconds() * float64(time.Second))
 	if d < time.Second || d > time.Hour {
 		return nil, status.Errorf(codes.InvalidArgument, "duration: %s is out of range [1s, 1h]", d)
 	}
-	if !s.Lab && !req.GetProductionConfirmed() {
-		return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
+	if !s.Lab {
+		if c, ok := authz.FromContext(ctx); ok {
+			if err := c.Check(pb.Admin_Drill_FullMethodName+" on a production center", authz.Admin); err != nil {
+				return nil, status.Error(codes.PermissionDenied, err.Error())
+			}
+		}
+		if !s.AllowProductionDrills {
+			return nil, status.Error(codes.FailedPrecondition, "refused: failover drills on a production center are off; set drills.allow_production: true in the central scheduler's configuration to allow them")
+		}
+		if !req.GetProductionConfirmed() {
+			return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
+		}
 	}
 	target, err := opstate.ParseDrillTarget(req.GetRegion())
 	if err != nil {
@@ -155,18 +176,102 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 			return nil, err
 		}
 	}
-	dr, err := opstate.StartDrill(ctx, s.Store.Client(), s.Store.Prefix(), target, d)
+	cli, prefix := s.Store.Client(), s.Store.Prefix()
+	drills, rev, err := opstate.ListDrills(ctx, cli, prefix)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	ins, err := s.Store.Instances(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if why := s.drillRefusal(target, drills, ins, time.Now()); why != "" {
+		return nil, status.Error(codes.FailedPrecondition, "refused: "+why)
+	}
+	dr, err := opstate.StartDrillIf(ctx, cli, prefix, target, d, rev)
+	if errors.Is(err, opstate.ErrDrillsChanged) {
+		return nil, status.Error(codes.Aborted, "another drill started or ended meanwhile; try again")
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	resp := &pb.DrillResponse{Until: timestamppb.New(dr.Until)}
-	if ins, err := s.Store.Instances(ctx); err == nil {
-		for _, in := range ins {
-			if (!target.Center && in.Region == target.Region) || (target.Center && in.Role == "central") {
-				resp.Instances = append(resp.Instances, in.ID)
-			}
+	for _, in := range ins {
+		if (!target.Center && in.Region == target.Region) || (target.Center && in.Role == "central") {
+			resp.Instances = append(resp.Instances, in.ID)
 		}
 	}
 	s.Logger.Warn("failover drill started", "target", target, "until", dr.Until, "instances", resp.Instances)
 	return resp, nil
+}
+
+// drillRefusal says why drilling target now would be unsafe, or "": the
+// same target already drilled, or a region that an announcing scheduler
+// covers now and would not after (its own schedulers all drilled or not
+// announcing, and the center drilled or not announcing). Regions are those
+// of the topology and of the registered instances.
+func (s *Service) drillRefusal(target opstate.DrillTarget, drills []opstate.Drill, ins []store.Instance, now time.Time) string {
+	drilled := map[opstate.DrillTarget]bool{}
+	for _, dr := range drills {
+		if dr.Until.After(now) {
+			drilled[dr.Target] = true
+		}
+	}
+	if drilled[target] {
+		return fmt.Sprintf("a drill of %s is already in force", target)
+	}
+	var regions []string
+	if s.Engine != nil {
+		if eng := s.Engine(); eng != nil {
+			for _, r := range eng.Snapshot().Regions {
+				regions = append(regions, r.Name)
+			}
+		}
+	}
+	for _, in := range ins {
+		if in.Role != "central" && in.Region != "" && !slices.Contains(regions, in.Region) {
+			regions = append(regions, in.Region)
+		}
+	}
+	covered := func(region string, drilled map[opstate.DrillTarget]bool) (own, center bool) {
+		for _, in := range ins {
+			switch {
+			case !in.Covers():
+			case in.Role == "central":
+				center = center || !drilled[opstate.CenterTarget]
+			case in.Region == region:
+				own = own || !drilled[opstate.RegionTarget(region)]
+			}
+		}
+		return own, center
+	}
+	after := maps.Clone(drilled)
+	after[target] = true
+	var lost []string
+	for _, r := range regions {
+		ownNow, centerNow := covered(r, drilled)
+		ownAfter, centerAfter := covered(r, after)
+		if !(ownNow || centerNow) || ownAfter || centerAfter {
+			continue
+		}
+		own := "none of its own schedulers announces"
+		switch {
+		case target == opstate.RegionTarget(r):
+			own = "its schedulers would be drilled"
+		case drilled[opstate.RegionTarget(r)]:
+			own = "its schedulers are drilled"
+		}
+		center := "the center does not announce"
+		switch {
+		case target.Center:
+			center = "the center would be drilled"
+		case drilled[opstate.CenterTarget]:
+			center = "the center is drilled"
+		}
+		lost = append(lost, fmt.Sprintf("%s (%s, and %s)", r, own, center))
+	}
+	if len(lost) > 0 {
+		return fmt.Sprintf("drilling %s would leave a region without an announcing scheduler: %s", target, strings.Join(lost, "; "))
+	}
+	return ""
 }

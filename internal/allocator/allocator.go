@@ -177,7 +177,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		return nil
 	}
 	ladder := snap.Services[d.Service].BitratesKbps
-	user, prof, err := a.gate.viewer(tok)
+	user, prof, err := a.gate.viewer(tok, req.Client)
 	if err != nil {
 		return err
 	}

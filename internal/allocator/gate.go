@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 
 	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
@@ -23,8 +24,9 @@ type Gate struct {
 	rejected *prometheus.CounterVec
 }
 
-// NewGate builds a gate; v may be nil (tokens are then not read, and auth
-// must be optional); reg may be nil.
+// NewGate builds a gate; v may be nil (no keys: auth must be optional, and
+// a request that carries a token anyway is refused, since it cannot be
+// checked); reg may be nil.
 func NewGate(auth string, v *token.Verifier, def qoe.Profile, reg prometheus.Registerer) (*Gate, error) {
 	switch {
 	case auth == "":
@@ -52,44 +54,53 @@ var ErrForbidden = errors.New("forbidden")
 
 var errTokenRequired = fmt.Errorf("%w: a viewer token is required", ErrForbidden)
 
-// viewer verifies tok ("" for none) and returns the viewer (the token's
-// subject, "" without a token) and its profile over the default. An error
-// wraps ErrForbidden.
-func (g *Gate) viewer(tok string) (string, qoe.Profile, error) {
+// errNoKeys refuses a token this scheduler has no key to check.
+var errNoKeys = fmt.Errorf("%w: this scheduler has no token keys", token.ErrUnknownKey)
+
+// viewer verifies tok ("" for none), sent from client, and returns the
+// viewer (the token's subject, "" without a token) and its profile over the
+// default. Only an absent token is anonymous: one that is present and does
+// not verify is refused whatever auth says, also without keys (else a
+// forged profile would pass wherever keys were forgotten). An error wraps
+// ErrForbidden.
+func (g *Gate) viewer(tok string, client netip.Addr) (string, qoe.Profile, error) {
 	prof := g.def
-	switch {
-	case tok != "" && g.verifier != nil:
-		c, err := g.verifier.Verify(tok)
-		if err != nil {
-			g.rejected.WithLabelValues(token.Reason(err)).Inc()
-			return "", prof, fmt.Errorf("%w: %v", ErrForbidden, err)
+	if tok == "" {
+		if g.auth == AuthRequired {
+			g.rejected.WithLabelValues("missing").Inc()
+			return "", prof, errTokenRequired
 		}
-		if !math.IsNaN(c.DesiredKbps) {
-			prof.DesiredKbps = c.DesiredKbps
-		}
-		if !math.IsNaN(c.DanmakuPerHour) {
-			prof.Danmaku = c.DanmakuPerHour
-		}
-		if !math.IsNaN(c.Gift) {
-			prof.Gift = c.Gift
-		}
-		return c.Subject, prof, nil
-	case g.auth == AuthRequired:
-		g.rejected.WithLabelValues("missing").Inc()
-		return "", prof, errTokenRequired
+		return "", prof, nil
 	}
-	return "", prof, nil
+	c, err := token.Claims{}, errNoKeys
+	if g.verifier != nil {
+		c, err = g.verifier.VerifyFrom(tok, client)
+	}
+	if err != nil {
+		g.rejected.WithLabelValues(token.Reason(err)).Inc()
+		return "", prof, fmt.Errorf("%w: %v", ErrForbidden, err)
+	}
+	if !math.IsNaN(c.DesiredKbps) {
+		prof.DesiredKbps = c.DesiredKbps
+	}
+	if !math.IsNaN(c.DanmakuPerHour) {
+		prof.Danmaku = c.DanmakuPerHour
+	}
+	if !math.IsNaN(c.Gift) {
+		prof.Gift = c.Gift
+	}
+	return c.Subject, prof, nil
 }
 
 // Allocate checks the token of a request to a QoE service and sets the
 // decision's bitrate to the viewer's rung (Rung); the steer decision's
 // server stands. Requests to other services pass untouched.
-func (g *Gate) Allocate(eng *steer.Engine, d *steer.Decision, _ steer.Request, tok string) error {
+func (g *Gate) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Request, tok string) error {
 	snap := eng.Snapshot()
 	if d.Service < 0 || snap.Services[d.Service].Selection != Selection {
 		return nil
 	}
-	_, prof, err := g.viewer(tok)
+	_, prof, err := g.viewer(tok, req.Client)
 	if err != nil {
 		return err
 	}

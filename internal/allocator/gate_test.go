@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,7 @@ func TestGate(t *testing.T) {
 	noKeys, _ := gateRig(t, AuthOptional, nil, nil)
 	noDesire, _ := token.Sign(key1, token.Claims{Subject: "v", Expires: time.Now().Add(time.Hour), DesiredKbps: math.NaN(), DanmakuPerHour: math.NaN(), Gift: math.NaN()})
 	expired, _ := token.Sign(key1, token.Claims{Subject: "v", Expires: time.Now().Add(-time.Hour), DesiredKbps: 2500, DanmakuPerHour: math.NaN(), Gift: math.NaN()})
+	bound, _ := token.Sign(key1, token.Claims{Subject: "v", Expires: time.Now().Add(time.Hour), Network: netip.MustParsePrefix("100.64.1.0/24"), DesiredKbps: 2000, DanmakuPerHour: math.NaN(), Gift: math.NaN()})
 	for _, tt := range []struct {
 		name         string
 		r            *rig
@@ -75,10 +77,15 @@ func TestGate(t *testing.T) {
 		{"another city's STB: its nearest server", req, "100.64.9.7", "/cctv1/index.m3u8?token=" + signed(t, "v1", 2500), 302, "http://10.2.1.1:8080/live/cctv1/2500/"},
 		{"required, missing", req, "100.64.1.7", "/cctv1/index.m3u8", 403, "token is required"},
 		{"required, expired", req, "100.64.1.7", "/cctv1/index.m3u8?token=" + expired, 403, "expired"},
-		{"required, tampered", req, "100.64.1.7", "/cctv1/index.m3u8?token=" + noDesire[:len(noDesire)-2] + "xx", 403, "signature"},
+		{"required, tampered", req, "100.64.1.7", "/cctv1/index.m3u8?token=" + tamper(noDesire), 403, "signature does not verify"},
 		{"optional, missing: default profile (top rung)", opt, "100.64.1.7", "/cctv1/index.m3u8", 302, "/live/cctv1/5000/"},
 		{"optional, invalid is still refused", opt, "100.64.1.7", "/cctv1/index.m3u8?token=" + expired, 403, "expired"},
-		{"no keys: tokens are not read", noKeys, "100.64.1.7", "/cctv1/index.m3u8?token=" + expired, 302, "/live/cctv1/5000/"},
+		{"optional, garbage is refused", opt, "100.64.1.7", "/cctv1/index.m3u8?token=garbage", 403, "malformed"},
+		{"optional, no keys, garbage is refused", noKeys, "100.64.1.7", "/cctv1/index.m3u8?token=garbage", 403, "no token keys"},
+		{"optional, no keys, a signed token is refused", noKeys, "100.64.1.7", "/cctv1/index.m3u8?token=" + noDesire, 403, "no token keys"},
+		{"optional, no keys, missing: default profile", noKeys, "100.64.1.7", "/cctv1/index.m3u8", 302, "/live/cctv1/5000/"},
+		{"bound to the client's network", req, "100.64.1.7", "/cctv1/index.m3u8?token=" + bound, 302, "/live/cctv1/2500/"},
+		{"bound to another network", req, "100.64.9.7", "/cctv1/index.m3u8?token=" + bound, 403, "outside 100.64.1.0/24"},
 		{"not a qoe service: untouched", req, "100.64.1.7", "/movie.mp4", 302, "/movie.mp4"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +106,7 @@ func TestGate(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "anysched_alloc_token_rejections_total"); err != nil || n != 1+len(token.Reasons) {
 		t.Errorf("registered rejection series: %d, %v (want missing + every token reason)", n, err)
 	}
-	for reason, want := range map[string]float64{"missing": 1, "expired": 1, "bad_signature": 1, "malformed": 0} {
+	for reason, want := range map[string]float64{"missing": 1, "expired": 1, "bad_signature": 1, "bad_network": 1, "malformed": 0} {
 		if got := testutil.ToFloat64(reqGate.rejected.WithLabelValues(reason)); got != want {
 			t.Errorf("rejections{reason=%q} = %v, want %v", reason, got, want)
 		}
@@ -135,4 +142,15 @@ func TestUnplannedAnswersGiveTheViewersRung(t *testing.T) {
 	if st := r.a.Status(); st.Sessions != 1 || st.PlannedN != 1 {
 		t.Fatalf("sessions %d, planned %d: want only the city's own viewer", st.Sessions, st.PlannedN)
 	}
+}
+
+// tamper changes one signature character in the middle (where every
+// character's bits count, so the token stays canonical base64url).
+func tamper(tok string) string {
+	i := len(tok) - 10
+	c := byte('A')
+	if tok[i] == 'A' {
+		c = 'B'
+	}
+	return tok[:i] + string(c) + tok[i+1:]
 }

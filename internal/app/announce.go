@@ -9,7 +9,7 @@ import (
 
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/netconfig"
 	"golang.org/x/sync/errgroup"
 )
@@ -112,7 +112,7 @@ func (s *Scheduler) anycastPrefix() (netip.Prefix, bool) {
 	}
 	// The last line: a snapshot compiled here was validated already, but
 	// nothing that validation would refuse may reach a router.
-	if err := topology.CheckAnnounced(p, snap.ServiceIP); err != nil {
+	if err := s.Syncer.Limits.CheckAnnounced(p, snap.ServiceIP); err != nil {
 		if s.refusedRoute.Swap(snap) != snap {
 			s.Logger.Error("not announcing", "component", "announce", "revision", snap.Revision, "err", err)
 		}
@@ -155,7 +155,7 @@ func (s *Scheduler) announceReady() error {
 // AnnounceState reports the route state for status: announced, why not, BGP peers.
 func (s *Scheduler) AnnounceState(ctx context.Context) (announced bool, why string, peers []announce.PeerStatus) {
 	if s.announcer == nil {
-		return false, "announce.mode none", nil
+		return false, store.NotAnnouncedModeNone, nil
 	}
 	announced, why = s.announcer.ctrl.State()
 	if s.announcer.bgp != nil {

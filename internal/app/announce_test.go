@@ -30,6 +30,7 @@ func bgpAnnounce(r *bgptest.Router, asn uint32) config.Announce {
 func TestAnnouncementFollowsReadiness(t *testing.T) {
 	router := bgptest.New(t, 65000, 65101, "")
 	cc := centerConfig(t)
+	cc.Drills.AllowProduction = true // the drill below runs as on a production center
 	runCenter(t, &cc)
 	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 
@@ -45,7 +46,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	if rs := router.Routes(t); len(rs) != 0 {
 		t.Fatalf("announced before any topology: %v", rs)
 	}
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", "../../deploy/examples/topology.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	waitUp(t, "the /32 is announced", func() bool {

@@ -8,12 +8,16 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/allocator"
+	"github.com/anysched/anysched/internal/audit"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/version"
 )
@@ -37,6 +41,11 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 		return err
 	}
 	defer cli.Close()
+	if emb != nil && c.Etcd.Embedded.TLS.Enabled() {
+		if err := provisionEmbedded(ctx, cli, c.Etcd, log); err != nil {
+			return err
+		}
+	}
 	st := store.New(cli, c.Etcd.Prefix, log)
 	s := New(RoleCentral, "", c.Common, st, log)
 	s.DefaultRegion = c.DefaultRegion
@@ -46,10 +55,26 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 	if s.qoe, err = s.newGate(c.Alloc); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
+	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
+		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
+	}
+	applyPolicy := adminapi.ApplyPolicy{MaxRemovalShare: c.Apply.MaxRemovalShare, HistoryKeep: c.Apply.HistoryKeep}
+	if c.Apply.SigningKeyFile != "" {
+		key, err := signing.LoadPrivateKey(c.Apply.SigningKeyFile)
+		if err != nil {
+			return &daemon.ConfigError{Err: fmt.Errorf("apply.signing_key_file: %w", err)}
+		}
+		applyPolicy.Signer = signing.NewSigner(key)
+		log.Info("applied topologies are signed", "key_id", applyPolicy.Signer.KeyID())
+	} else {
+		log.Warn("no apply.signing_key_file: applied topologies are unsigned, and schedulers with snapshot.trusted_keys will refuse them")
+	}
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.traffic}, log)
+	trail := audit.New(cli, c.Etcd.Prefix, audit.Options{Keep: c.Audit.Keep, MaxAge: c.Audit.MaxAge}, s.Registry, log)
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.traffic,
+		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits()}, log.With("component", "adminapi"))
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
@@ -103,6 +128,29 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 	}
 	collect(opts).listening(l)
 	return s.runServing(ctx, comps...)
+}
+
+// provisionEmbedded gives the embedded etcd the users and roles of
+// etcd.embedded.identities (and the center's own, with the root role, so
+// that it can do this again at every start), revokes and deletes what is
+// no longer listed, and turns etcd's auth on. It changes nothing when all
+// is in place.
+func provisionEmbedded(ctx context.Context, cli *clientv3.Client, c config.Etcd, log *slog.Logger) error {
+	ids, err := etcdauth.ParseIdentities(c.Embedded.Identities)
+	if err != nil {
+		return &daemon.ConfigError{Err: fmt.Errorf("etcd.embedded.identities: %w", err)}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	changes, err := etcdauth.Provision(pctx, cli, ids, etcdauth.Options{Prefix: c.Prefix, CenterRoot: true, Prune: true})
+	for _, ch := range changes {
+		log.Info("embedded etcd: "+ch.What, "component", "etcdauth")
+	}
+	if err != nil {
+		return fmt.Errorf("embedded etcd: provisioning users and roles: %w", err)
+	}
+	log.Info("embedded etcd: users and roles in place, auth on", "component", "etcdauth", "identities", len(ids)+1, "changes", len(changes))
+	return nil
 }
 
 // newGate builds the center's viewer-token gate for QoE services.

@@ -44,7 +44,10 @@ func (s *Scheduler) rebuildEngine() {
 	}
 	// Policies that follow load (swrr's adaptive weights and slow start,
 	// p2c) are rebuilt on every health tick, about once a second.
-	eng, err := steer.Build(snap, steer.Inputs{DefaultRegion: s.DefaultRegion, Avail: av, Balance: bc, Prev: s.table, Now: time.Now()})
+	eng, err := steer.Build(snap, steer.Inputs{
+		DefaultRegion: s.DefaultRegion, Avail: av, Balance: bc, Prev: s.table, Now: time.Now(),
+		StripQuery: s.common.HTTP.StripQueryParams,
+	})
 	if err != nil && err.Error() != s.buildErr {
 		s.Logger.Error("routing engine built without balance tables", "component", "balance", "err", err)
 	}

@@ -66,7 +66,7 @@ func TestExplainAgreesWithSTBs(t *testing.T) {
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	runRegional(t, &rc)
 	wait.ForErr(t, "center admin API", 30*time.Second, func() error { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err })
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", path); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", path); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	conn, err := grpc.NewClient(cc.GRPC.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -90,7 +90,7 @@ func startHealthProvince(t testing.TB, edges []*edge, interval time.Duration, em
 	cc := centerConfig(t)
 	runCenter(t, &cc)
 	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", healthTopology(t, edges)); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", healthTopology(t, edges)); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	rc := regionalConfig(t, cc, "hefei")

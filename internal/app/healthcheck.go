@@ -11,8 +11,10 @@ import (
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/obs"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/snapshot"
 	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -43,12 +45,19 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opt
 		return &daemon.ConfigError{Err: err}
 	}
 	syncer := &snapshot.Syncer{Source: st, CacheFile: c.Snapshot.CacheFile, ConfirmInterval: c.Snapshot.ConfirmInterval,
-		MaxStaleness: c.Snapshot.MaxStaleness, Logger: log.With("component", "snapshot"), OnSwap: agent.SetSnapshot}
+		MaxStaleness: c.Snapshot.MaxStaleness, Logger: log.With("component", "snapshot"), OnSwap: agent.SetSnapshot,
+		Limits: topology.LoosestLimits} // a checker announces nothing: any province's limits will do
 	syncer.Register(reg)
+	if syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
+		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
+	}
 	if err := syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
 	admin := &obs.Admin{Gatherer: reg, Logger: log.With("component", "admin"), Ready: syncer.Ready}
+	if admin.TLS, err = adminTLS(c.Admin); err != nil {
+		return err
+	}
 	serveAdmin := admin.Run // no address: it waits for the end
 	var l Listeners
 	if c.Admin.Listen != "" {

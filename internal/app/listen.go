@@ -2,11 +2,15 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 
+	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
 	"github.com/anysched/anysched/internal/netutil"
+	"github.com/anysched/anysched/internal/tlsutil"
 )
 
 // Listeners is where a daemon listens once bound (host:port; empty when
@@ -56,6 +60,9 @@ func (s *Scheduler) listen() (Listeners, error) {
 	var err error
 	b := &s.bound
 	if a := s.common.Admin.Listen; a != "" {
+		if s.Admin.TLS, err = adminTLS(s.common.Admin); err != nil {
+			return l, err
+		}
 		if b.admin, err = net.Listen("tcp", a); err != nil {
 			return l, fmt.Errorf("admin listener: %w", err)
 		}
@@ -77,6 +84,18 @@ func (s *Scheduler) listen() (Listeners, error) {
 	}
 	s.listeners = l
 	return l, nil
+}
+
+// adminTLS is the admin listener's TLS (admin.tls), nil without.
+func adminTLS(c config.Admin) (*tls.Config, error) {
+	if !c.TLS.Enabled() {
+		return nil, nil
+	}
+	tc, err := tlsutil.Server(c.TLS)
+	if err != nil {
+		return nil, &daemon.ConfigError{Err: fmt.Errorf("admin.tls: %w", err)}
+	}
+	return tc, nil
 }
 
 // close releases whatever was bound (a failed start; serving closes them

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
@@ -35,6 +37,9 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 	}
 	if s.allocator, err = s.newAllocator(c.Alloc); err != nil {
 		return &daemon.ConfigError{Err: err}
+	}
+	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
+		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
 	s.qoe = s.allocator
 	comps := append(s.components(), s.allocator.Run)
@@ -93,7 +98,10 @@ func newVerifier(c config.Viewers) (*token.Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return token.NewVerifier(keys, token.Options{Leeway: c.Leeway, CacheSize: tokenCache})
+	return token.NewVerifier(keys, token.Options{
+		Leeway: c.Leeway, CacheSize: tokenCache, Issuer: c.TokenIssuer, Audience: c.TokenAudience,
+		MaxLifetime: c.MaxTokenLifetime, RequireNetwork: c.RequireNetworkBinding,
+	})
 }
 
 func profile(p config.Profile) qoe.Profile {

@@ -111,7 +111,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		Source: st, CacheFile: c.Snapshot.CacheFile,
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
-		OnSwap: s.onSwap,
+		OnSwap: s.onSwap, Limits: c.Anycast.Limits(),
 	}
 	s.Merger = &health.Merger{
 		Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log,
@@ -126,7 +126,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 	if !c.AccessLog.Enabled {
 		accessOut = io.Discard
 	}
-	s.Recorder = accesslog.New(s.Registry, accessOut, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery})
+	s.Recorder = accesslog.New(s.Registry, accessOut, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery, MaxErrorsPerSecond: c.AccessLog.MaxErrorsPerSecond})
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {
@@ -186,18 +186,35 @@ func DefaultInstanceID(role, region string) string {
 }
 
 // Ready reports whether this scheduler can answer: it holds a snapshot that
-// is fresh enough and, for a regional scheduler, names its region.
+// is fresh enough, has a server to send STBs to and, for a regional
+// scheduler, names its region.
 func (s *Scheduler) Ready() error {
 	if err := s.Syncer.Ready(); err != nil {
 		return err
 	}
+	snap := s.Syncer.Snapshot()
+	// With no server anywhere every answer would be a 503: not ready, so
+	// that the announcer withdraws and STBs go to a scheduler that can
+	// answer (or fail over visibly) instead.
+	if !hasServers(snap) {
+		return fmt.Errorf("topology revision %d has no servers in any region: every answer would be 503", snap.Revision)
+	}
 	if s.Region != "" {
-		snap := s.Syncer.Snapshot()
 		if _, ok := snap.Region(s.Region); !ok {
 			return fmt.Errorf("region %q is not in topology revision %d", s.Region, snap.Revision)
 		}
 	}
 	return nil
+}
+
+// hasServers reports whether some region of snap has a server.
+func hasServers(snap *topology.Snapshot) bool {
+	for _, r := range snap.Regions {
+		if len(r.Servers) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Scheduler) instance() store.Instance {
@@ -248,16 +265,21 @@ func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
 	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace}
 	if c := s.common.HTTP; c.Listen != "" {
-		hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID}
+		hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections}
 		if s.qoe != nil {
 			hc.Allocator = s.qoe
 		}
 		h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
+		h.Register(s.Registry)
 		s.httpServer = h
 		comps = append(comps, func(ctx context.Context) error { return h.Serve(ctx, s.bound.http) })
 	}
 	if c := s.common.DNS; c.Listen != "" {
-		d := dnsd.New(dnsd.Config{Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID}, s.Engine, s.Recorder, s.Logger)
+		d := dnsd.New(dnsd.Config{
+			Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID,
+			TrustedResolvers: c.TrustedResolverPrefixes(), MaxTCPConnections: c.MaxTCPConnections,
+		}, s.Engine, s.Recorder, s.Logger)
+		d.Register(s.Registry)
 		s.dnsServer = d
 		comps = append(comps, func(ctx context.Context) error { return d.Serve(ctx, s.bound.dnsUDP, s.bound.dnsTCP) })
 	}

@@ -225,14 +225,16 @@ func TestProvince(t *testing.T) {
 	}
 
 	for i, weight := range []int{100, 200} {
-		out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", writeTopology(t, weight))
+		out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", writeTopology(t, weight))
 		if err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
 		var rev int64
-		if _, err := fmt.Sscanf(out, "applied revision %d", &rev); err != nil {
-			t.Fatalf("apply output %q: %v", out, err)
+		m := regexp.MustCompile(`(?m)^applied revision (\d+):`).FindStringSubmatch(out) // after the diff
+		if m == nil {
+			t.Fatalf("apply output %q: no applied revision", out)
 		}
+		fmt.Sscan(m[1], &rev)
 		applied := time.Now()
 		for _, a := range admins {
 			for {
@@ -271,7 +273,7 @@ func TestProvince(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := schedctl(t, cc.GRPC.Listen, "get", "topology")
-	out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", bad)
+	out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", bad)
 	if err == nil {
 		t.Fatalf("a broken topology was applied:\n%s", out)
 	}
@@ -289,13 +291,13 @@ func TestProvince(t *testing.T) {
 	if err := os.WriteFile(older, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", writeTopology(t, 400)); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", writeTopology(t, 400)); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	if _, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", older); err == nil || !strings.Contains(err.Error(), "based on revision") {
+	if _, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", older); err == nil || !strings.Contains(err.Error(), "based on revision") {
 		t.Fatalf("apply of a stale document: %v, want a refusal naming the revisions", err)
 	}
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--force", "-f", older); err != nil || !strings.Contains(out, "applied revision") {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "--force", "-f", older); err != nil || !strings.Contains(out, "applied revision") {
 		t.Fatalf("forced apply: %v\n%s", err, out)
 	}
 
@@ -373,9 +375,10 @@ func TestSTBAnswers(t *testing.T) {
 	rc.HTTP.Listen = anyPort
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	rc.DNS.Listen = anyPort
+	rc.DNS.TrustedResolvers = []config.Network{config.MustParseNetwork("127.0.0.0/8")} // the test speaks ECS for its STBs
 	runRegional(t, &rc)
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", "../../deploy/examples/topology.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 
@@ -426,7 +429,7 @@ func TestSTBAnswers(t *testing.T) {
 	moved := strings.ReplaceAll(string(doc), ":8080", ":9080")
 	path := filepath.Join(t.TempDir(), "moved.yaml")
 	os.WriteFile(path, []byte(moved), 0o644)
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", path); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", path); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	applied := time.Now()
@@ -463,7 +466,7 @@ func TestEtcdLossDrill(t *testing.T) {
 	rc := regionalConfig(t, cc, "hefei")
 	rc.HTTP.Listen = anyPort
 	runRegional(t, &rc)
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", "../../deploy/examples/topology.yaml"); err != nil {
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", "../../deploy/examples/topology.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	get := func(listen string) int {
@@ -502,7 +505,8 @@ func TestEtcdLossDrill(t *testing.T) {
 	if !strings.Contains(out, "store unreachable") || !strings.Contains(out, "store back") {
 		t.Fatalf("drill report:\n%s", out)
 	}
-	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "-f", writeTopology(t, 150)); err != nil {
+	// Another province altogether: past the removal guard (local is admin).
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "--force", "-f", writeTopology(t, 150)); err != nil {
 		t.Fatalf("apply after the drill: %v\n%s", err, out)
 	}
 	// Outside a lab it is refused.

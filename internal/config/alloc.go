@@ -3,9 +3,12 @@ package config
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
@@ -34,11 +37,22 @@ type Viewers struct {
 	Keys           []TokenKey    `yaml:"keys"`
 	Leeway         time.Duration `yaml:"leeway"` // clock skew allowed on exp/nbf/iat
 	DefaultProfile Profile       `yaml:"default_profile"`
+	// TokenIssuer and TokenAudience, when set, must match the token's iss
+	// and (one of) its aud; without an audience a token carrying aud is
+	// refused (RFC 7519 §4.1.3).
+	TokenIssuer   string `yaml:"token_issuer"`
+	TokenAudience string `yaml:"token_audience"`
+	// MaxTokenLifetime bounds exp - iat (exp - now without iat), so a
+	// leaked token is not good for years.
+	MaxTokenLifetime time.Duration `yaml:"max_token_lifetime"`
+	// RequireNetworkBinding refuses tokens without a cnet claim (the
+	// client network the platform saw at login).
+	RequireNetworkBinding bool `yaml:"require_network_binding"`
 }
 
 // DefaultViewers returns the token defaults.
 func DefaultViewers() Viewers {
-	return Viewers{Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}}
+	return Viewers{Auth: "optional", Leeway: 30 * time.Second, DefaultProfile: Profile{DanmakuPerHour: 1}, MaxTokenLifetime: 24 * time.Hour}
 }
 
 // Model holds optional overrides of the QoE model's symbols. Units:
@@ -65,6 +79,11 @@ type Model struct {
 	FallbackLatency *float64 `yaml:"fallback_latency_s"`
 }
 
+// MaxModelValue bounds every QoE model override: far above any meaningful
+// weight, latency or rate, low enough that the planner's products over a
+// million sessions stay finite.
+const MaxModelValue = 1e6
+
 func (m Model) validate(errs *yamlstrict.Errors) {
 	for _, f := range []struct {
 		name     string
@@ -81,8 +100,8 @@ func (m Model) validate(errs *yamlstrict.Errors) {
 	} {
 		switch {
 		case f.v == nil:
-		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0:
-			errs.Add("alloc.model."+f.name, "%v must be a finite number >= 0", *f.v)
+		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0 || *f.v > MaxModelValue:
+			errs.Add("alloc.model."+f.name, "%v is out of range [0, %g]", *f.v, MaxModelValue)
 		case f.positive && *f.v == 0:
 			errs.Add("alloc.model."+f.name, "must be > 0")
 		}
@@ -166,19 +185,44 @@ func (a Viewers) validate(errs *yamlstrict.Errors) {
 			errs.Add(p+".secret_file", "required")
 		} else if _, err := token.ReadSecret(k.SecretFile); err != nil {
 			errs.Add(p+".secret_file", "%v", err)
+		} else {
+			privateFile(errs, p+".secret_file", k.SecretFile)
 		}
 	}
 	if a.Leeway < 0 || a.Leeway > 5*time.Minute {
 		errs.Add("alloc.leeway", "%s is out of range [0, 5m]", a.Leeway)
 	}
+	if a.MaxTokenLifetime < time.Minute || a.MaxTokenLifetime > 31*24*time.Hour {
+		errs.Add("alloc.max_token_lifetime", "%s is out of range [1m, 744h]", a.MaxTokenLifetime)
+	}
+	for _, f := range []struct{ name, v string }{{"alloc.token_issuer", a.TokenIssuer}, {"alloc.token_audience", a.TokenAudience}} {
+		if len(f.v) > 256 || strings.TrimSpace(f.v) != f.v || strings.ContainsFunc(f.v, unicode.IsControl) {
+			errs.Add(f.name, "%q must be at most 256 bytes, without surrounding spaces or control characters", f.v)
+		}
+	}
 	d := a.DefaultProfile
-	if d.DesiredKbps < 0 {
-		errs.Add("alloc.default_profile.desired_kbps", "must be >= 0")
+	if d.DesiredKbps < 0 || d.DesiredKbps > topology.MaxBitrateKbps {
+		errs.Add("alloc.default_profile.desired_kbps", "%v is out of range [0, %d]", d.DesiredKbps, topology.MaxBitrateKbps)
 	}
-	if d.DanmakuPerHour < 0 {
-		errs.Add("alloc.default_profile.danmaku_per_hour", "must be >= 0")
+	if d.DanmakuPerHour < 0 || d.DanmakuPerHour > MaxModelValue {
+		errs.Add("alloc.default_profile.danmaku_per_hour", "must be >= 0 and at most %g", MaxModelValue)
 	}
-	if d.Gift < 0 {
-		errs.Add("alloc.default_profile.gift", "must be >= 0")
+	if d.Gift < 0 || d.Gift > MaxModelValue {
+		errs.Add("alloc.default_profile.gift", "must be >= 0 and at most %g", MaxModelValue)
+	}
+}
+
+// validateStrip checks http.strip_query_params: names as they appear in a
+// query, so that one written here matches what STBs send.
+func (h HTTP) validateStrip(errs *yamlstrict.Errors) {
+	for i, name := range h.StripQueryParams {
+		ok := name != "" && len(name) <= 64
+		for j := 0; j < len(name) && ok; j++ {
+			c := name[j]
+			ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
+		}
+		if !ok {
+			errs.Add(fmt.Sprintf("http.strip_query_params[%d]", i), "%q must be 1-64 letters, digits or -._~", name)
+		}
 	}
 }

@@ -13,12 +13,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
@@ -58,6 +57,14 @@ type Embedded struct {
 	ClientListen string `yaml:"client_listen"`
 	PeerListen   string `yaml:"peer_listen"`
 	Name         string `yaml:"name"`
+	// TLS makes the embedded etcd serve https and require client
+	// certificates (client_ca_file) with etcd's RBAC on: required beyond
+	// loopback.
+	TLS ServerTLS `yaml:"tls"`
+	// Identities are the etcd users (client certificate CNs) the center
+	// provisions with their roles at every start when TLS is on: the
+	// regionals' and checkers' (docs/security.md); its own is implied.
+	Identities []string `yaml:"identities"`
 }
 
 // Etcd configures the store.
@@ -70,15 +77,48 @@ type Etcd struct {
 }
 
 // Admin is the operator listener: /metrics, /healthz, /readyz, /debug/pprof/.
+// Beyond loopback it must serve HTTPS with client certificates (TLS with
+// client_ca_file): pprof and the debug pages are not for everyone who can
+// reach the management network.
 type Admin struct {
-	Listen string `yaml:"listen"`
-}
-
-// GRPC is the central scheduler's admin API listener.
-type GRPC struct {
 	Listen string    `yaml:"listen"`
 	TLS    ServerTLS `yaml:"tls"`
 }
+
+// GRPC is the central scheduler's admin API listener. Beyond loopback it
+// must use mutual TLS: callers are identified by their client certificate
+// and get the role it carries (docs/security.md).
+type GRPC struct {
+	Listen string    `yaml:"listen"`
+	TLS    ServerTLS `yaml:"tls"`
+	// LocalRole is the role of a plaintext caller on a loopback listener
+	// (identity "local"): whoever reaches the center's loopback can already
+	// read its keys and its etcd, so admin by default.
+	LocalRole string `yaml:"local_role"`
+	// MaxRequestBytes bounds one admin request, refused before it is
+	// decoded (a 10,000-server province is about 10 MB of YAML).
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+}
+
+// Audit bounds the admin audit trail the center keeps in etcd.
+type Audit struct {
+	Keep   int           `yaml:"keep"`    // newest entries kept
+	MaxAge time.Duration `yaml:"max_age"` // older entries are trimmed
+}
+
+// Drills configures the center's failover drills.
+type Drills struct {
+	// AllowProduction lets an admin run failover drills on a production
+	// center (lab: false); off, every production drill is refused.
+	AllowProduction bool `yaml:"allow_production"`
+}
+
+// Request-size bounds of grpc.max_request_bytes.
+const (
+	DefaultMaxRequestBytes = 16 << 20
+	minRequestBytes        = 1 << 20
+	maxRequestBytes        = 256 << 20
+)
 
 // HTTP is the STB-facing redirect listener.
 type HTTP struct {
@@ -86,6 +126,12 @@ type HTTP struct {
 	// TrustedProxies: X-Forwarded-For is believed only from these networks
 	// (written as CIDR prefixes or single addresses).
 	TrustedProxies []Network `yaml:"trusted_proxies"`
+	// MaxConnections caps the connections open at once (idle keep-alive
+	// ones included); one beyond it is reset at once.
+	MaxConnections int `yaml:"max_connections"`
+	// StripQueryParams are query parameters {query} does not copy to the
+	// edge, besides the viewer token ("token"), which it never copies.
+	StripQueryParams []string `yaml:"strip_query_params"`
 }
 
 // TrustedPrefixes is TrustedProxies as netip prefixes.
@@ -101,13 +147,32 @@ func (h HTTP) TrustedPrefixes() []netip.Prefix {
 type DNS struct {
 	Listen string        `yaml:"listen"` // empty disables it
 	TTL    time.Duration `yaml:"ttl"`
+	// TrustedResolvers: EDNS Client Subnet is believed only from these
+	// networks (written like http.trusted_proxies); everyone else is
+	// answered for the packet source.
+	TrustedResolvers []Network `yaml:"trusted_resolvers"`
+	// MaxTCPConnections caps the DNS-over-TCP connections open at once.
+	MaxTCPConnections int `yaml:"max_tcp_connections"`
+}
+
+// TrustedResolverPrefixes is TrustedResolvers as netip prefixes.
+func (d DNS) TrustedResolverPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, len(d.TrustedResolvers))
+	for i, n := range d.TrustedResolvers {
+		out[i] = n.Prefix()
+	}
+	return out
 }
 
 // AccessLog configures the per-decision log.
 type AccessLog struct {
 	Enabled bool `yaml:"enabled"`
-	// SampleEvery logs one decision in N (MISS and ERROR always); 1 logs all.
+	// SampleEvery logs one decision in N (MISS and ERROR are not sampled);
+	// 1 logs all.
 	SampleEvery uint64 `yaml:"sample_every"`
+	// MaxErrorsPerSecond limits MISS and ERROR lines (burst the same); the
+	// rest are counted, not written.
+	MaxErrorsPerSecond int `yaml:"max_errors_per_second"`
 }
 
 // Snapshot configures how a daemon keeps its copy of the topology.
@@ -119,6 +184,25 @@ type Snapshot struct {
 	// ConfirmInterval: how often the scheduler checks the store's revision,
 	// besides watching it, so that a lost watch cannot go unnoticed.
 	ConfirmInterval time.Duration `yaml:"confirm_interval"`
+	// TrustedKeys are Ed25519 public key files (PEM): a topology document
+	// must be signed by one of them (the center's apply.signing_key_file)
+	// to be used, from etcd or from the cache. Several allow a rotation.
+	// Empty: documents are used unverified (a warning at start).
+	TrustedKeys []string `yaml:"trusted_keys"`
+}
+
+// Apply configures how the center guards, keeps and signs topology changes.
+type Apply struct {
+	// MaxRemovalShare: a change that removes more than this share of the
+	// servers or of the zone networks (or empties a region, or removes
+	// every node) is refused unless forced by an admin.
+	MaxRemovalShare float64 `yaml:"max_removal_share"`
+	// HistoryKeep is how many revisions' documents stay in etcd for
+	// schedctl diff and rollback.
+	HistoryKeep int `yaml:"history_keep"`
+	// SigningKeyFile is the Ed25519 private key (PKCS#8 PEM, mode 0600)
+	// the center signs each applied document with; empty: unsigned.
+	SigningKeyFile string `yaml:"signing_key_file"`
 }
 
 // Base is what every daemon's configuration has (the schedulers' through
@@ -161,6 +245,12 @@ type Center struct {
 	// schedulers check them (the center plans no city: the rest of a
 	// regional alloc section does not apply).
 	Alloc Viewers `yaml:"alloc"`
+	// Audit: retention of the admin audit trail.
+	Audit Audit `yaml:"audit"`
+	// Drills: what the admin API allows of failover drills.
+	Drills Drills `yaml:"drills"`
+	// Apply: the removal guard, the history kept and the signing key.
+	Apply Apply `yaml:"apply"`
 }
 
 // Regional is a city scheduler's configuration.
@@ -193,10 +283,11 @@ func defaultBase(stateDir, adminListen string) Base {
 func defaultCommon(stateDir, adminListen string) Common {
 	return Common{
 		Base:      defaultBase(stateDir, adminListen),
-		DNS:       DNS{TTL: 30 * time.Second},
-		AccessLog: AccessLog{Enabled: true, SampleEvery: 1},
+		HTTP:      HTTP{MaxConnections: 50000},
+		DNS:       DNS{TTL: 30 * time.Second, MaxTCPConnections: 1000},
+		AccessLog: AccessLog{Enabled: true, SampleEvery: 1, MaxErrorsPerSecond: 50},
 		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
-		Anycast:   AnycastLocal{Interface: "anycast0", ManageAddress: true},
+		Anycast:   AnycastLocal{Interface: "anycast0", ManageAddress: true, CenterPrefixMinLength: PrefixMinLength{IPv4: topology.MinCenterPrefixBits4, IPv6: topology.MinCenterPrefixBits6}},
 		Announce:  Announce{Mode: AnnounceNone, CheckInterval: 200 * time.Millisecond, Rise: 3, Fall: 2, HoldDown: 2 * time.Second, Drain: Drain{PreWithdraw: 2 * time.Second, Linger: 5 * time.Second}},
 	}
 }
@@ -205,6 +296,10 @@ func defaultCommon(stateDir, adminListen string) Common {
 func DefaultCenter() Center {
 	c := Center{Common: defaultCommon("/var/lib/anysched/center", "127.0.0.1:9100"), Alloc: DefaultViewers()}
 	c.GRPC.Listen = "127.0.0.1:9090"
+	c.GRPC.LocalRole = "admin"
+	c.GRPC.MaxRequestBytes = DefaultMaxRequestBytes
+	c.Audit = Audit{Keep: 10000, MaxAge: 90 * 24 * time.Hour}
+	c.Apply = Apply{MaxRemovalShare: 0.2, HistoryKeep: 20}
 	return c
 }
 
@@ -233,6 +328,27 @@ func (c *Center) Validate() error {
 	c.Common.validate(&errs, true)
 	hostPort(&errs, "grpc.listen", c.GRPC.Listen, true)
 	c.GRPC.TLS.validate(&errs, "grpc.tls")
+	mutualTLSBeyondLoopback(&errs, "grpc", c.GRPC.Listen, c.GRPC.TLS)
+	if c.GRPC.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.GRPC.LocalRole) {
+		errs.Add("grpc.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.GRPC.LocalRole)
+	}
+	if c.GRPC.MaxRequestBytes < minRequestBytes || c.GRPC.MaxRequestBytes > maxRequestBytes {
+		errs.Add("grpc.max_request_bytes", "%d is out of range [%d, %d]", c.GRPC.MaxRequestBytes, minRequestBytes, maxRequestBytes)
+	}
+	if c.Audit.Keep < 1 {
+		errs.Add("audit.keep", "must be >= 1")
+	}
+	if c.Audit.MaxAge < time.Hour {
+		errs.Add("audit.max_age", "%s must be >= 1h", c.Audit.MaxAge)
+	}
+	if !(c.Apply.MaxRemovalShare > 0 && c.Apply.MaxRemovalShare <= 1) {
+		errs.Add("apply.max_removal_share", "%v is out of range (0, 1]", c.Apply.MaxRemovalShare)
+	}
+	if c.Apply.HistoryKeep < 2 || c.Apply.HistoryKeep > 1000 {
+		errs.Add("apply.history_keep", "%d is out of range [2, 1000]", c.Apply.HistoryKeep)
+	}
+	fileExists(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
+	privateFile(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
 	if c.Health.Embedded {
 		errs.Add("health.embedded", "only a regional scheduler embeds a checker; run the healthcheck daemon instead")
 	}
@@ -282,31 +398,16 @@ func (c *Base) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		errs.Add("log.format", "%q is not one of text, json", c.Log.Format)
 	}
-	for i, ep := range c.Etcd.Endpoints {
-		p := fmt.Sprintf("etcd.endpoints[%d]", i)
-		u, err := url.Parse(ep)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs.Add(p, "not an http(s) URL: %q", ep)
-		}
-	}
-	if c.Etcd.DialTimeout <= 0 {
-		errs.Add("etcd.dial_timeout", "must be > 0")
-	}
-	if !strings.HasPrefix(c.Etcd.Prefix, "/") || !strings.HasSuffix(c.Etcd.Prefix, "/") {
-		errs.Add("etcd.prefix", "%q must start and end with '/'", c.Etcd.Prefix)
-	}
-	c.Etcd.TLS.validate(errs, "etcd.tls")
-	if len(c.Etcd.Endpoints) == 0 && embeddedAllowed {
-		if c.Etcd.Embedded.Dir == "" {
-			errs.Add("etcd.embedded.dir", "required when etcd.endpoints is empty")
-		}
-		hostPort(errs, "etcd.embedded.client_listen", c.Etcd.Embedded.ClientListen, true)
-		hostPort(errs, "etcd.embedded.peer_listen", c.Etcd.Embedded.PeerListen, true)
-		if c.Etcd.Embedded.Name == "" {
-			errs.Add("etcd.embedded.name", "required")
-		}
-	}
+	c.Etcd.validate(errs, embeddedAllowed) // etcd.go
 	hostPort(errs, "admin.listen", c.Admin.Listen, false)
+	c.Admin.TLS.validate(errs, "admin.tls")
+	if c.Admin.Listen != "" {
+		if host, _, err := net.SplitHostPort(c.Admin.Listen); err == nil && wildcardHost(host) {
+			errs.Add("admin.listen", "%q listens on every address; name the management address (pprof and debug pages must not reach the STB network)", c.Admin.Listen)
+		} else {
+			mutualTLSBeyondLoopback(errs, "admin", c.Admin.Listen, c.Admin.TLS)
+		}
+	}
 	if c.Snapshot.MaxStaleness <= 0 {
 		errs.Add("snapshot.max_staleness", "must be > 0")
 	}
@@ -314,6 +415,12 @@ func (c *Base) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 		errs.Add("snapshot.confirm_interval", "must be > 0")
 	} else if c.Snapshot.MaxStaleness > 0 && c.Snapshot.ConfirmInterval >= c.Snapshot.MaxStaleness {
 		errs.Add("snapshot.confirm_interval", "%s must be below snapshot.max_staleness %s", c.Snapshot.ConfirmInterval, c.Snapshot.MaxStaleness)
+	}
+	for i, f := range c.Snapshot.TrustedKeys {
+		p := fmt.Sprintf("snapshot.trusted_keys[%d]", i)
+		if _, err := signing.LoadPublicKey(f); err != nil {
+			errs.Add(p, "%v", err)
+		}
 	}
 }
 
@@ -325,9 +432,21 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 			errs.Add(fmt.Sprintf("http.trusted_proxies[%d]", i), "required: an IP address or CIDR prefix")
 		}
 	}
+	if c.HTTP.MaxConnections < 1 {
+		errs.Add("http.max_connections", "must be >= 1")
+	}
+	c.HTTP.validateStrip(errs)
 	hostPort(errs, "dns.listen", c.DNS.Listen, false)
 	if c.DNS.TTL < time.Second || c.DNS.TTL > 24*time.Hour {
 		errs.Add("dns.ttl", "%s is out of range [1s, 24h]", c.DNS.TTL)
+	}
+	for i, p := range c.DNS.TrustedResolvers {
+		if !p.Prefix().IsValid() {
+			errs.Add(fmt.Sprintf("dns.trusted_resolvers[%d]", i), "required: an IP address or CIDR prefix")
+		}
+	}
+	if c.DNS.MaxTCPConnections < 1 {
+		errs.Add("dns.max_tcp_connections", "must be >= 1")
 	}
 	if c.Health.Merge != "optimistic" && c.Health.Merge != "majority" {
 		errs.Add("health.merge", "%q is not one of optimistic, majority", c.Health.Merge)
@@ -342,14 +461,21 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 		c.Health.Check.validate(errs, "health.check.")
 	}
 	c.Announce.validate(errs)
-	if c.Anycast.Interface == "" || len(c.Anycast.Interface) > 15 {
-		errs.Add("anycast.interface", "%q is not an interface name (1-15 characters)", c.Anycast.Interface)
-	}
+	c.Anycast.validate(errs)
 	if c.AccessLog.SampleEvery == 0 {
 		errs.Add("access_log.sample_every", "must be >= 1")
 	}
+	if c.AccessLog.MaxErrorsPerSecond < 1 || c.AccessLog.MaxErrorsPerSecond > 1e6 {
+		errs.Add("access_log.max_errors_per_second", "%d is out of range [1, 1000000]", c.AccessLog.MaxErrorsPerSecond)
+	}
 	if c.Admin.Listen != "" && !anyPort(c.Admin.Listen) && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
 		errs.Add("admin.listen", "must differ from the STB-facing listeners")
+	} else if ah, ok := listenHost(c.Admin.Listen); ok && !isLoopbackHost(ah) {
+		for _, stb := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"dns.listen", c.DNS.Listen}} {
+			if h, ok := listenHost(stb.addr); ok && (h == ah || wildcardHost(h)) {
+				errs.Add("admin.listen", "shares its address with %s %q, the STB-facing address: put it on the management network", stb.key, stb.addr)
+			}
+		}
 	}
 }
 
@@ -360,6 +486,7 @@ func (t ClientTLS) validate(errs *yamlstrict.Errors, path string) {
 	for _, f := range []struct{ key, file string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
 		fileExists(errs, path+"."+f.key, f.file)
 	}
+	privateFile(errs, path+".key_file", t.KeyFile)
 }
 
 func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
@@ -371,6 +498,20 @@ func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
 	}
 	for _, f := range []struct{ key, file string }{{"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"client_ca_file", t.ClientCAFile}} {
 		fileExists(errs, path+"."+f.key, f.file)
+	}
+	privateFile(errs, path+".key_file", t.KeyFile)
+}
+
+// privateFile refuses a private key or secret that group or others may
+// read: whoever can read it can impersonate this daemon. Certificates and
+// CA files may be world-readable. A file that cannot be found is reported
+// by fileExists, not here.
+func privateFile(errs *yamlstrict.Errors, path, file string) {
+	if file == "" {
+		return
+	}
+	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		errs.Add(path, "%s is readable by group/others (mode %#o): chmod 600", file, uint32(fi.Mode().Perm()))
 	}
 }
 
@@ -405,6 +546,45 @@ func hostPort(errs *yamlstrict.Errors, path, v string, required bool) {
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		errs.Add(path, "bad port %q", port)
 	}
+}
+
+// mutualTLSBeyondLoopback: a listener beyond loopback (a wildcard address
+// included) must authenticate its callers with client certificates.
+func mutualTLSBeyondLoopback(errs *yamlstrict.Errors, key, listen string, t ServerTLS) {
+	host, ok := listenHost(listen)
+	if !ok || isLoopbackHost(host) {
+		return
+	}
+	switch {
+	case t.CertFile == "" || t.KeyFile == "":
+		errs.Add(key+".tls.client_ca_file", "%s.listen %q is beyond loopback: it needs mutual TLS (%s.tls.cert_file, key_file and client_ca_file)", key, listen, key)
+	case t.ClientCAFile == "":
+		errs.Add(key+".tls.client_ca_file", "required: %s.listen %q is beyond loopback, and TLS without client certificates authenticates nobody", key, listen)
+	}
+}
+
+// listenHost is the host of a listen address; false when there is none.
+func listenHost(addr string) (string, bool) {
+	if addr == "" {
+		return "", false
+	}
+	h, _, err := net.SplitHostPort(addr)
+	return h, err == nil
+}
+
+// wildcardHost: an empty host, 0.0.0.0 or :: listens on every address.
+func wildcardHost(h string) bool {
+	a, err := netip.ParseAddr(h)
+	return h == "" || (err == nil && a.IsUnspecified())
+}
+
+// isLoopbackHost: localhost or a loopback address (127.0.0.0/8, ::1).
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // anyPort reports whether addr asks for any free port (port 0): two such

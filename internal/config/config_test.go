@@ -150,7 +150,7 @@ func TestCenterLabEtcdMembers(t *testing.T) {
 		}
 	}
 	c.Lab, c.LabEtcdMembers = true, []string{"10.0.1.2:2390"}
-	c.Etcd.Endpoints = []string{"http://10.0.1.2:2379"}
+	c.Etcd.Endpoints = []string{"http://127.0.0.1:2379"} // beyond loopback it would need https (TestEtcdTransport)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,14 @@ func TestAllocModel(t *testing.T) {
 	}
 	bad := DefaultRegional()
 	bad.Region, bad.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
-	if err := LoadFile(write(t, "alloc:\n  model:\n    c: -1\n    theta_s: 0\n    omega: .nan\n"), &bad); err != nil {
+	if err := LoadFile(write(t, "alloc:\n  model:\n    omega: .nan\n"), &bad); err == nil || !strings.Contains(err.Error(), "alloc.model.omega: invalid value: .nan is not a finite number") {
+		t.Fatalf(".nan: %v", err)
+	}
+	if err := LoadFile(write(t, "alloc:\n  model:\n    c: -1\n    theta_s: 0\n    omega: 1e9\n"), &bad); err != nil {
 		t.Fatal(err)
 	}
 	err := bad.Validate()
-	for _, want := range []string{"alloc.model.c: -1 must be", "alloc.model.theta_s: must be > 0", "alloc.model.omega: NaN must be"} {
+	for _, want := range []string{"alloc.model.c: -1 is out of range", "alloc.model.theta_s: must be > 0", "alloc.model.omega: 1e+09 is out of range [0, 1e+06]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}
@@ -430,5 +433,38 @@ func TestAdminListenApartFromSTBs(t *testing.T) {
 		if got := err == nil || !strings.Contains(err.Error(), "admin.listen"); got != c.ok {
 			t.Errorf("admin %s, http %s: %v", c.admin, c.http, err)
 		}
+	}
+}
+
+// TestFrontEndLimits: the STB-facing limits have safe defaults, load from
+// the file, and out-of-range values name their field.
+func TestFrontEndLimits(t *testing.T) {
+	r := DefaultRegional()
+	if r.HTTP.MaxConnections != 50000 || r.DNS.MaxTCPConnections != 1000 || r.AccessLog.MaxErrorsPerSecond != 50 || len(r.DNS.TrustedResolvers) != 0 {
+		t.Fatalf("defaults: http %d, dns %d, errors/s %d, resolvers %v", r.HTTP.MaxConnections, r.DNS.MaxTCPConnections, r.AccessLog.MaxErrorsPerSecond, r.DNS.TrustedResolvers)
+	}
+	body := "region: hefei\netcd:\n  endpoints: [http://127.0.0.1:2379]\n" +
+		"http:\n  max_connections: 10\ndns:\n  trusted_resolvers: [10.9.0.0/24, 10.9.1.53]\n  max_tcp_connections: 5\n" +
+		"access_log:\n  max_errors_per_second: 7\n"
+	if err := LoadFile(write(t, body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24"), netip.MustParsePrefix("10.9.1.53/32")}
+	if r.HTTP.MaxConnections != 10 || r.DNS.MaxTCPConnections != 5 || r.AccessLog.MaxErrorsPerSecond != 7 || !slices.Equal(r.DNS.TrustedResolverPrefixes(), want) {
+		t.Fatalf("loaded: %+v %+v %+v", r.HTTP, r.DNS, r.AccessLog)
+	}
+	r.HTTP.MaxConnections, r.DNS.MaxTCPConnections, r.AccessLog.MaxErrorsPerSecond = 0, -1, 0
+	r.DNS.TrustedResolvers = append(r.DNS.TrustedResolvers, Network{})
+	err := r.Validate()
+	for _, f := range []string{"http.max_connections", "dns.max_tcp_connections", "access_log.max_errors_per_second", "dns.trusted_resolvers[2]"} {
+		if err == nil || !strings.Contains(err.Error(), f+":") {
+			t.Errorf("missing %s in %v", f, err)
+		}
+	}
+	if err := LoadFile(write(t, "dns:\n  trusted_resolvers: [resolver.example]\n"), &r); err == nil || !strings.Contains(err.Error(), "dns.trusted_resolvers") {
+		t.Errorf("a name as a trusted resolver: %v", err)
 	}
 }

@@ -46,7 +46,10 @@ type command struct {
 // commands is the command table, in the order the usage lists them.
 func commands() []command {
 	return []command{
-		{name: "apply", synopsis: []string{"apply -f FILE [--dry-run] [--force] [--base-revision N]"}, run: applyCmd},
+		{name: "apply", synopsis: []string{"apply -f FILE [--yes] [--dry-run] [--force] [--base-revision N] [-o table|json]"}, run: applyCmd},
+		{name: "history", synopsis: []string{"history [--limit N] [-o table|json|yaml]"}, run: historyCmd},
+		{name: "diff", synopsis: []string{"diff REV [REV] | diff -f FILE   [-o table|json|yaml]   (REV alone: against the current revision)"}, run: diffCmd},
+		{name: "rollback", synopsis: []string{"rollback REV [--yes] [--dry-run] [--force] [-o table|json]"}, run: rollbackCmd},
 		{name: "get", synopsis: []string{"get topology|regions|nodes|servers|zones|services [-o table|yaml|json]"}, run: getCmd},
 		{name: "status", synopsis: []string{"status [-o table|yaml|json]"}, run: statusCmd},
 		{name: "explain", synopsis: []string{"explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]"}, run: explainCmd},
@@ -56,7 +59,15 @@ func commands() []command {
 			"drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]",
 			"drill etcd-loss --duration D [--members N] [--leader]   (lab only; N of the lab's etcd members, default all; --leader: the leader first)",
 		}, timeout: drillTimeout, run: drillCmd},
+		{name: "audit", synopsis: []string{"audit [--limit N] [--since DURATION] [-o table|json|yaml]"}, run: auditCmd},
+		{name: "whoami", synopsis: []string{"whoami [-o table|json|yaml]"}, run: whoamiCmd},
+		{name: "etcd-roles", synopsis: []string{"etcd-roles --endpoints URL[,URL] [--cacert F] --cert F --key F [--prefix /anysched/] --identity NAME ... [--prune] [--dry-run]   (an external etcd; root certificate)"}, offline: true, run: etcdRolesCmd},
 		{name: "token", synopsis: []string{"token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]"}, offline: true, run: tokenCmd},
+		{name: "pki", synopsis: []string{
+			"pki ca --dir DIR [--cn NAME] [--validity D]",
+			"pki issue --ca-dir DIR --cn NAME [--role viewer|operator|admin] [--server --hosts H,...] [--client] [--out DIR] [--name FILE]",
+		}, offline: true, run: pkiCmd},
+		{name: "keygen", synopsis: []string{"keygen --signing FILE   (topology signing key pair: FILE and FILE.pub)"}, offline: true, run: keygenCmd},
 		{name: "version", synopsis: []string{"version"}, offline: true, run: versionCmd},
 	}
 }
@@ -106,6 +117,9 @@ type env struct {
 	out, errOut io.Writer
 	clock       clock
 	getenv      func(string) string
+	// isTerminal: standard input is a terminal an operator answers on
+	// (apply and rollback confirm there); nil: not one.
+	isTerminal func() bool
 	// dial connects to the admin API the global flags name.
 	dial func(globals) (pb.AdminClient, io.Closer, error)
 
@@ -116,7 +130,7 @@ type env struct {
 // Run executes one schedctl command. Its errors read "schedctl COMMAND:
 // what was wrong"; errors.Is(err, ErrUsage) for command-line mistakes.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return run(ctx, args, &env{stdin: os.Stdin, out: stdout, errOut: stderr, clock: wallClock{}, getenv: os.Getenv, dial: dial})
+	return run(ctx, args, &env{stdin: os.Stdin, out: stdout, errOut: stderr, clock: wallClock{}, getenv: os.Getenv, dial: dial, isTerminal: stdinIsTerminal})
 }
 
 func run(ctx context.Context, args []string, e *env) error {
@@ -167,6 +181,12 @@ func run(ctx context.Context, args []string, e *env) error {
 	defer conn.Close()
 	e.admin = admin
 	return wrap(name, e.cmd.run(ctx, e, rest))
+}
+
+// stdinIsTerminal reports whether standard input is a character device.
+func stdinIsTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // flagSet reports whether the named flag was given on the command line.
@@ -294,6 +314,12 @@ func (e apiError) GRPCStatus() *status.Status { return e.st }
 
 func (e apiError) Error() string {
 	var b strings.Builder
+	switch e.st.Code() { // said first: the message alone reads like a fault
+	case codes.PermissionDenied:
+		b.WriteString("permission denied: ")
+	case codes.Unauthenticated:
+		b.WriteString("not authenticated: ")
+	}
 	b.WriteString(e.st.Message())
 	for _, d := range e.st.Details() {
 		br, ok := d.(*errdetails.BadRequest)
@@ -310,6 +336,9 @@ func (e apiError) Error() string {
 	}
 	if e.st.Code() == codes.Unavailable {
 		b.WriteString("\n(is the central scheduler running and reachable? see --server)")
+	}
+	if e.st.Code() == codes.Unauthenticated {
+		b.WriteString("\n(the admin API wants a client certificate: --tls-ca, --tls-cert, --tls-key)")
 	}
 	return b.String()
 }

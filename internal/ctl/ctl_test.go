@@ -173,7 +173,7 @@ func TestRoot(t *testing.T) {
 		{name: "command help", args: []string{"apply", "-h"}, wantErr: "usage error", usage: true},
 		{name: "command flag", args: []string{"status", "--watch"}, wantErr: "schedctl status: flag provided but not defined: -watch", usage: true},
 		{name: "api error", args: []string{"status"}, rpc: map[string]handler{"Status": fail(codes.PermissionDenied, "no client certificate")},
-			wantErr: "schedctl status: no client certificate", sent: []call{{method: "Status", req: &pb.StatusRequest{}}}},
+			wantErr: "schedctl status: permission denied: no client certificate", sent: []call{{method: "Status", req: &pb.StatusRequest{}}}},
 		{name: "unavailable", args: []string{"status"}, rpc: map[string]handler{"Status": fail(codes.Unavailable, "connection refused")},
 			wantErr: "schedctl status: connection refused\n(is the central scheduler running and reachable? see --server)", sent: []call{{method: "Status", req: &pb.StatusRequest{}}}},
 		{name: "field violations", args: []string{"status"}, rpc: map[string]handler{"Status": badRequest("3 problems", "a.b", "bad", "", "... and 2 more")},
@@ -191,7 +191,7 @@ func TestUsageText(t *testing.T) {
 	}{
 		{nil, []string{"Usage:\n  schedctl [global flags] apply -f FILE", "  schedctl [global flags] drill etcd-loss", "\n  schedctl token --key-id", "  schedctl version\n", "Global flags:\n", "-server string"}},
 		{[]string{"frob"}, []string{"Usage:\n", "-tls-ca string"}},
-		{[]string{"apply", "-h"}, []string{"usage: schedctl [global flags] apply -f FILE [--dry-run]", "-base-revision int"}},
+		{[]string{"apply", "-h"}, []string{"usage: schedctl [global flags] apply -f FILE [--yes] [--dry-run]", "-base-revision int"}},
 		{[]string{"drill", "failover", "--bogus"}, []string{"usage: schedctl [global flags] drill failover", "\n       schedctl [global flags] drill etcd-loss", "-no-watch"}},
 		{[]string{"token", "-h"}, []string{"usage: schedctl token --key-id ID", "-secret-file string"}},
 		{[]string{"status", "-o"}, []string{"usage: schedctl [global flags] status [-o table|yaml|json]\n  -o format\n    \toutput format: table, yaml or json (default table)\n"}},

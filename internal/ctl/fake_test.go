@@ -103,6 +103,14 @@ func (f *fakeAdmin) DrillEtcdLoss(ctx context.Context, in *pb.DrillEtcdLossReque
 	return answer[*pb.DrillResponse](ctx, f, "DrillEtcdLoss", in)
 }
 
+func (f *fakeAdmin) Audit(ctx context.Context, in *pb.AuditRequest, _ ...grpc.CallOption) (*pb.AuditResponse, error) {
+	return answer[*pb.AuditResponse](ctx, f, "Audit", in)
+}
+
+func (f *fakeAdmin) WhoAmI(ctx context.Context, in *pb.WhoAmIRequest, _ ...grpc.CallOption) (*pb.WhoAmIResponse, error) {
+	return answer[*pb.WhoAmIResponse](ctx, f, "WhoAmI", in)
+}
+
 var _ pb.AdminClient = (*fakeAdmin)(nil)
 
 // fakeClock moves only when slept on: a drill's polling runs through at

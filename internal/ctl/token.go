@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/anysched/anysched/internal/token"
@@ -17,7 +18,10 @@ func tokenCmd(_ context.Context, e *env, args []string) error {
 	kid := fs.String("key-id", "", "key id (kid), as in the schedulers' alloc.keys")
 	file := fs.String("secret-file", "", "file holding the key's secret (at least 32 bytes)")
 	sub := fs.String("sub", "", "viewer id")
-	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime (exp = now + ttl)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime (iat = now, exp = now + ttl); at most the schedulers' alloc.max_token_lifetime")
+	iss := fs.String("issuer", "", "iss, as the schedulers' alloc.token_issuer")
+	aud := fs.String("audience", "", "aud, as the schedulers' alloc.token_audience")
+	network := fs.String("network", "", "cnet: the CIDR prefix the STB must request from (e.g. 100.64.1.0/24)")
 	kbps := fs.Float64("desired-kbps", math.NaN(), "desired bitrate (default: the scheduler's default profile)")
 	dm := fs.Float64("danmaku-per-hour", math.NaN(), "live comments per hour")
 	gift := fs.Float64("gift", math.NaN(), "gift spend")
@@ -30,12 +34,22 @@ func tokenCmd(_ context.Context, e *env, args []string) error {
 	if *ttl <= 0 {
 		return usagef("--ttl must be positive, not %s", *ttl)
 	}
+	var cnet netip.Prefix
+	if *network != "" {
+		p, err := netip.ParsePrefix(*network)
+		if err != nil || p.Addr().Is4In6() {
+			return usagef("--network %q is not an IPv4 or IPv6 CIDR prefix", *network)
+		}
+		cnet = p.Masked()
+	}
 	secret, err := token.ReadSecret(*file)
 	if err != nil {
 		return fmt.Errorf("--secret-file: %w", err)
 	}
+	now := e.clock.Now()
 	tok, err := token.Sign(token.Key{ID: *kid, Secret: secret}, token.Claims{
-		Subject: *sub, Expires: e.clock.Now().Add(*ttl), DesiredKbps: *kbps, DanmakuPerHour: *dm, Gift: *gift,
+		Subject: *sub, IssuedAt: now, Expires: now.Add(*ttl), Issuer: *iss, Audience: *aud, Network: cnet,
+		DesiredKbps: *kbps, DanmakuPerHour: *dm, Gift: *gift,
 	})
 	if err != nil {
 		return err

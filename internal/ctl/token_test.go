@@ -3,7 +3,9 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +46,7 @@ func TestToken(t *testing.T) {
 		{name: "nothing", args: []string{"token"}, wantErr: "schedctl token: missing --key-id, --secret-file and --sub", usage: true},
 		{name: "zero ttl", args: append(sign, "--ttl", "0s"), wantErr: "schedctl token: --ttl must be positive, not 0s", usage: true},
 		{name: "bad kbps", args: append(sign, "--desired-kbps", "fast"), wantErr: `schedctl token: invalid value "fast" for flag -desired-kbps: parse error`, usage: true},
+		{name: "bad network", args: append(sign, "--network", "100.64.1.7"), wantErr: `schedctl token: --network "100.64.1.7" is not an IPv4 or IPv6 CIDR prefix`, usage: true},
 		{name: "argument", args: append(sign, "v2"), wantErr: `schedctl token: unexpected argument "v2"`, usage: true},
 		{name: "short secret", args: []string{"token", "--key-id", "k1", "--secret-file", short, "--sub", "v1"},
 			wantErr: "schedctl token: --secret-file: " + short + ": secret is 10 bytes, want at least 32"},
@@ -73,6 +76,40 @@ func TestToken(t *testing.T) {
 				t.Errorf("claims %+v, want %+v", c, tc.want)
 			}
 		})
+	}
+}
+
+// The issuer, audience, network and lifetime flags make tokens a scheduler
+// with the matching alloc settings accepts, from inside the network only.
+func TestTokenBinding(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "k.key")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := token.NewVerifier([]token.Key{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}}, token.Options{
+		Now: func() time.Time { return t0 }, Issuer: "iptv-platform", Audience: "anysched", MaxLifetime: 24 * time.Hour, RequireNetwork: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(extra ...string) string {
+		var out bytes.Buffer
+		args := append([]string{"token", "--key-id", "k1", "--secret-file", secret, "--sub", "v1",
+			"--issuer", "iptv-platform", "--audience", "anysched", "--network", "100.64.1.9/24"}, extra...)
+		if err := run(context.Background(), args, testEnv(nil, &out, io.Discard)); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	tok := mint()
+	if c, err := v.VerifyFrom(tok, netip.MustParseAddr("100.64.1.200")); err != nil || c.Network.String() != "100.64.1.0/24" || !c.IssuedAt.Equal(t0) {
+		t.Fatalf("inside the network: %+v %v", c, err)
+	}
+	if _, err := v.VerifyFrom(tok, netip.MustParseAddr("100.64.2.1")); !errors.Is(err, token.ErrNetwork) {
+		t.Fatalf("outside the network: %v", err)
+	}
+	if _, err := v.VerifyFrom(mint("--ttl", "25h"), netip.MustParseAddr("100.64.1.200")); !errors.Is(err, token.ErrLifetime) {
+		t.Fatalf("--ttl beyond the maximum: %v", err)
 	}
 }
 

@@ -52,15 +52,15 @@ func regional(args ...string) (config.Regional, bool, error) {
 
 // TestLayers: defaults, then the file, then the flags that were given.
 func TestLayers(t *testing.T) {
-	file := write(t, "region: hefei\nchecker_id: from-file\netcd:\n  endpoints: [http://10.0.0.1:2379]\nlog:\n  level: warn\ninterval: 2s\n")
-	cfg, _, err := checker("--config", file, "--checker-id", "from-flag", "--etcd-endpoints", "http://a:2379, ,http://b:2379", "--log-format", "json")
+	file := write(t, "region: hefei\nchecker_id: from-file\netcd:\n  endpoints: [http://127.0.0.1:2379]\nlog:\n  level: warn\ninterval: 2s\n")
+	cfg, _, err := checker("--config", file, "--checker-id", "from-flag", "--etcd-endpoints", "http://127.0.0.1:2379, ,http://127.0.0.2:2379", "--log-format", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Region != "hefei" || cfg.Log.Level != "warn" || cfg.Interval != 2*time.Second {
 		t.Errorf("file values lost: %+v", cfg)
 	}
-	if cfg.CheckerID != "from-flag" || cfg.Log.Format != "json" || !slices.Equal(cfg.Etcd.Endpoints, []string{"http://a:2379", "http://b:2379"}) {
+	if cfg.CheckerID != "from-flag" || cfg.Log.Format != "json" || !slices.Equal(cfg.Etcd.Endpoints, []string{"http://127.0.0.1:2379", "http://127.0.0.2:2379"}) {
 		t.Errorf("flags not applied over the file: %+v", cfg)
 	}
 	if cfg.Timeout != config.DefaultCheck().Timeout || cfg.Admin.Listen != config.DefaultChecker().Admin.Listen {
@@ -71,7 +71,7 @@ func TestLayers(t *testing.T) {
 		t.Errorf("empty --region: %v", err)
 	}
 
-	r, cleanup, err := regional("--config", write(t, "etcd:\n  endpoints: [http://10.0.0.1:2379]\n"), "--region", "wuhu", "--instance-id", "wuhu-9", "--admin-listen", "127.0.0.1:9999", "--cleanup")
+	r, cleanup, err := regional("--config", write(t, "etcd:\n  endpoints: [http://127.0.0.1:2379]\n"), "--region", "wuhu", "--instance-id", "wuhu-9", "--admin-listen", "127.0.0.1:9999", "--cleanup")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestLayers(t *testing.T) {
 // TestConfigErrors: every way a command line or file can be wrong exits 2,
 // naming what is wrong.
 func TestConfigErrors(t *testing.T) {
-	good := write(t, "region: hefei\netcd:\n  endpoints: [http://10.0.0.1:2379]\n")
+	good := write(t, "region: hefei\netcd:\n  endpoints: [http://127.0.0.1:2379]\n")
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -123,7 +123,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestCheckConfig(t *testing.T) {
-	_, out, err := checker("--config", write(t, "region: hefei\netcd:\n  endpoints: [http://10.0.0.1:2379]\n"), "--check-config")
+	_, out, err := checker("--config", write(t, "region: hefei\netcd:\n  endpoints: [http://127.0.0.1:2379]\n"), "--check-config")
 	if !errors.Is(err, daemon.ErrCheckedOnly) || daemon.ExitCode(err) != 0 || !strings.Contains(out, "configuration OK") {
 		t.Fatalf("--check-config: %v, code %d, output %q", err, daemon.ExitCode(err), out)
 	}

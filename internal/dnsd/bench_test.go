@@ -24,10 +24,11 @@ func BenchmarkServeDNS(b *testing.B) {
 	}{
 		{"A", nil, query("live.iptv.example.", dns.TypeA)},
 		{"A+ECS", nil, query("live.iptv.example.", dns.TypeA, ecs("100.65.0.0/24"))},
+		{"A+ECS/8", nil, query("live.iptv.example.", dns.TypeA, ecs("100.0.0.0/8"))},
 		{"A+accesslog", rec, query("live.iptv.example.", dns.TypeA)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := New(Config{}, engineFunc(eng), bc.rec, nil)
+			s := New(Config{TrustedResolvers: testResolvers}, engineFunc(eng), bc.rec, nil)
 			wire, _ := bc.req.Pack()
 			req := new(dns.Msg)
 			if err := req.Unpack(wire); err != nil {

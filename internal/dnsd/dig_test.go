@@ -1,8 +1,10 @@
 package dnsd
 
 import (
+	"cmp"
 	"context"
 	"net"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,30 +20,42 @@ func TestDig(t *testing.T) {
 	if err != nil {
 		t.Skip("dig not installed (apt-get install dnsutils)")
 	}
-	s := newTestServer(t, Config{InstanceID: "sched-1"}, steer.Options{})
-	host, port, _ := net.SplitHostPort(start(t, s))
+	// trusted takes ECS from loopback; untrusted from nowhere (an empty,
+	// non-nil list: newTestServer's default trusts loopback).
+	trusted := newTestServer(t, Config{InstanceID: "sched-1"}, steer.Options{})
+	untrusted := newTestServer(t, Config{TrustedResolvers: []netip.Prefix{}}, steer.Options{})
+	host, port, _ := net.SplitHostPort(start(t, trusted))
+	_, uport, _ := net.SplitHostPort(start(t, untrusted))
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string // +short output, or a line of the full output
+		port string // default: the trusted server's
 	}{
-		{"A", []string{"live.iptv.example", "A", "+short"}, "10.1.1.10"},
-		{"0x20 case", []string{"LIVE.iptv.Example", "A", "+short"}, "10.1.1.10"},
-		{"ECS south", []string{"live.iptv.example", "A", "+short", "+subnet=100.65.0.0/24"}, "10.2.1.10"},
-		{"ECS north-b", []string{"live.iptv.example", "A", "+short", "+subnet=100.64.1.0/24"}, "10.1.2.10"},
-		{"ECS v6 node", []string{"live.iptv.example", "AAAA", "+short", "+subnet=2001:db8:200::/56"}, "2001:db8:2::10"},
-		{"ECS scope", []string{"live.iptv.example", "A", "+subnet=100.65.0.0/24"}, "; CLIENT-SUBNET: 100.65.0.0/24/24"},
-		{"TCP", []string{"live.iptv.example", "A", "+short", "+tcp"}, "10.1.1.10"},
-		{"TCP ECS", []string{"live.iptv.example", "A", "+short", "+tcp", "+subnet=100.65.0.0/24"}, "10.2.1.10"},
-		{"NSID", []string{"live.iptv.example", "A", "+nsid"}, `; NSID: 73 63 68 65 64 2d 31 ("sched-1")`},
-		{"NXDOMAIN", []string{"nope.live.iptv.example", "A"}, "status: NXDOMAIN"},
-		{"REFUSED", []string{"www.example.com", "A"}, "status: REFUSED"},
-		{"SOA", []string{"live.iptv.example", "SOA", "+short"}, "ns1.live.iptv.example. hostmaster.live.iptv.example. 42 3600 600 86400 30"},
+		{"A", []string{"live.iptv.example", "A", "+short"}, "10.1.1.10", ""},
+		{"0x20 case", []string{"LIVE.iptv.Example", "A", "+short"}, "10.1.1.10", ""},
+		{"ECS south", []string{"live.iptv.example", "A", "+short", "+subnet=100.65.0.0/24"}, "10.2.1.10", ""},
+		{"ECS north-b", []string{"live.iptv.example", "A", "+short", "+subnet=100.64.1.0/24"}, "10.1.2.10", ""},
+		{"ECS v6 node", []string{"live.iptv.example", "AAAA", "+short", "+subnet=2001:db8:200::/56"}, "2001:db8:2::10", ""},
+		{"ECS scope", []string{"live.iptv.example", "A", "+subnet=100.65.0.0/24"}, "; CLIENT-SUBNET: 100.65.0.0/24/24", ""},
+		{"TCP", []string{"live.iptv.example", "A", "+short", "+tcp"}, "10.1.1.10", ""},
+		{"TCP ECS", []string{"live.iptv.example", "A", "+short", "+tcp", "+subnet=100.65.0.0/24"}, "10.2.1.10", ""},
+		{"NSID", []string{"live.iptv.example", "A", "+nsid"}, `; NSID: 73 63 68 65 64 2d 31 ("sched-1")`, ""},
+		{"NXDOMAIN", []string{"nope.live.iptv.example", "A"}, "status: NXDOMAIN", ""},
+		{"REFUSED", []string{"www.example.com", "A"}, "status: REFUSED", ""},
+		{"SOA", []string{"live.iptv.example", "SOA", "+short"}, "ns1.live.iptv.example. hostmaster.live.iptv.example. 42 3600 600 86400 30", ""},
+		// A /8 spans every city: the answer (100.0.0.0 is in no zone: the
+		// default region) holds only for the /10 that has no zone network.
+		{"ECS /8 scope", []string{"live.iptv.example", "A", "+subnet=100.0.0.0/8"}, "; CLIENT-SUBNET: 100.0.0.0/8/10", ""},
+		{"ECS /16 over a nested zone", []string{"live.iptv.example", "A", "+subnet=100.66.0.0/16"}, "; CLIENT-SUBNET: 100.66.0.0/16/17", ""},
+		// Not a trusted resolver: answered for the packet source, scope 0.
+		{"untrusted ECS answer", []string{"live.iptv.example", "A", "+short", "+subnet=100.65.0.0/24"}, "10.1.1.10", uport},
+		{"untrusted ECS scope", []string{"live.iptv.example", "A", "+subnet=100.0.0.0/8"}, "; CLIENT-SUBNET: 100.0.0.0/8/0", uport},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=2"}, tc.args...)
+			args := append([]string{"@" + host, "-p", cmp.Or(tc.port, port), "+time=2", "+tries=2"}, tc.args...)
 			out, err := exec.CommandContext(ctx, dig, args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("dig %s: %v\n%s", strings.Join(args, " "), err, out)

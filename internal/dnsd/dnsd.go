@@ -44,8 +44,19 @@
 // A request with OPT gets an OPT back advertising Config.MaxUDPSize. An NSID
 // request (dig +nsid) is answered with Config.InstanceID, to tell anycast
 // instances apart. EDNS Client Subnet (RFC 7871) locates the client instead
-// of the packet source when its source prefix is non-zero; see ecsScope for
-// the scope returned.
+// of the packet source when its source prefix is non-zero and the query
+// comes from one of Config.TrustedResolvers; from anywhere else the option
+// is validated and echoed with scope 0 (RFC 7871 §7.2.1: the answer does not
+// depend on it) and the packet source decides. See index.ecsScope for the
+// scope of an answer that used it.
+//
+// # Connections
+//
+// TCP connections are capped (Config.MaxTCPConnections): one beyond the
+// cap is accepted and reset at once. A connection must deliver its first
+// query within tcpReadTimeout and each later one within tcpIdleTimeout, and
+// a reply that cannot be written within tcpWriteTimeout ends it, so a slow
+// or silent client holds a place for seconds, not for ever.
 package dnsd
 
 import (
@@ -54,6 +65,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,6 +75,7 @@ import (
 	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures the DNS front end. Zero values take the defaults.
@@ -78,6 +91,15 @@ type Config struct {
 	// MaxUDPSize is the largest UDP response we send and advertise;
 	// default 1232 (DNS flag day 2020: no IP fragmentation), at least 512.
 	MaxUDPSize uint16
+	// TrustedResolvers are the networks whose EDNS Client Subnet option is
+	// believed (the operator's recursive resolvers). Empty: ECS is never
+	// used, every query is answered for its packet source.
+	TrustedResolvers []netip.Prefix
+	// MaxTCPConnections caps the TCP connections open at once; default
+	// 1000. Answers fit in UDP, so TCP is rare (a resolver retrying after
+	// TC, a diagnostic dig): the cap only has to bound what a flood of idle
+	// connections costs (a goroutine and buffers each).
+	MaxTCPConnections int
 }
 
 // Defaults.
@@ -85,6 +107,18 @@ const (
 	DefaultListen     = ":53"
 	DefaultTTL        = 30 * time.Second
 	DefaultMaxUDPSize = 1232
+	// DefaultMaxTCPConnections: see Config.MaxTCPConnections.
+	DefaultMaxTCPConnections = 1000
+)
+
+// DNS-over-TCP timeouts (miekg/dns defaults the first two to these values,
+// but sets no write deadline): RFC 7766 §6.2.3 asks servers to keep idle
+// connections only briefly, and a client that sends a query byte by byte or
+// never reads its answer must not hold a connection.
+const (
+	tcpReadTimeout  = 2 * time.Second // to receive the first query of a connection
+	tcpIdleTimeout  = 8 * time.Second // to receive each later query
+	tcpWriteTimeout = 2 * time.Second // to hand a reply to the kernel
 )
 
 // udpReadSize bounds incoming UDP queries; real ones are far smaller, even
@@ -101,13 +135,16 @@ type EngineFunc func() *steer.Engine
 // Server answers queries from the current engine. Its handler is safe for
 // concurrent use.
 type Server struct {
-	cfg    Config
-	ttl    uint32
-	nsid   string // hex of InstanceID, as EDNS0_NSID carries it
-	engine EngineFunc
-	rec    *accesslog.Recorder
-	log    *slog.Logger
-	index  atomic.Pointer[index] // zones of the last snapshot seen
+	cfg  Config
+	ttl  uint32
+	nsid string // hex of InstanceID, as EDNS0_NSID carries it
+	// trusted: Config.TrustedResolvers, masked and unmapped.
+	trusted []netip.Prefix
+	tcp     *netutil.ConnLimit
+	engine  EngineFunc
+	rec     *accesslog.Recorder
+	log     *slog.Logger
+	index   atomic.Pointer[index] // zones of the last snapshot seen
 	// listening is true while both the UDP and the TCP server run; the
 	// daemon announces the Anycast route only then.
 	listening atomic.Bool
@@ -128,6 +165,9 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 		c.MaxUDPSize = DefaultMaxUDPSize
 	}
 	c.MaxUDPSize = max(c.MaxUDPSize, dns.MinMsgSize)
+	if c.MaxTCPConnections <= 0 {
+		c.MaxTCPConnections = DefaultMaxTCPConnections
+	}
 	if c.NSName != "" {
 		c.NSName = dns.CanonicalName(c.NSName)
 	}
@@ -137,14 +177,39 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
+	s := &Server{
 		cfg:    c,
 		ttl:    uint32(c.TTL / time.Second),
 		nsid:   hex.EncodeToString([]byte(c.InstanceID)),
+		tcp:    netutil.NewConnLimit(c.MaxTCPConnections, netutil.LimitOptions{WriteTimeout: tcpWriteTimeout}),
 		engine: engine,
 		rec:    rec,
 		log:    log.With("component", "dns"),
 	}
+	for _, p := range c.TrustedResolvers {
+		if a := p.Addr(); a.Is4In6() { // query sources are unmapped
+			p = netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0))
+		}
+		if p.IsValid() {
+			s.trusted = append(s.trusted, p.Masked())
+		}
+	}
+	return s
+}
+
+// Register adds the server's connection metrics to reg.
+func (s *Server) Register(reg prometheus.Registerer) {
+	s.tcp.Register(reg, "anysched_dns_tcp_connections", "DNS-over-TCP connections", "dns.max_tcp_connections")
+}
+
+// trustedResolver reports whether src may locate its clients with ECS.
+func (s *Server) trustedResolver(src netip.Addr) bool {
+	for _, p := range s.trusted {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
 }
 
 // mailbox turns hostmaster@example.net into the SOA RNAME
@@ -202,7 +267,10 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	invalid := func(m []byte, err error) { s.log.Debug("unparsable message", "len", len(m), "err", err) }
 	all := []*running{
 		{name: "udp", srv: &dns.Server{PacketConn: pc, UDPSize: udpReadSize}},
-		{name: "tcp", srv: &dns.Server{Listener: ln}},
+		{name: "tcp", srv: &dns.Server{
+			Listener: s.tcp.Listener(ln), ReadTimeout: tcpReadTimeout,
+			IdleTimeout: func() time.Duration { return tcpIdleTimeout },
+		}},
 	}
 	for _, r := range all {
 		r.started, r.done = make(chan struct{}), make(chan struct{})

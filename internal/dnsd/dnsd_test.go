@@ -25,7 +25,8 @@ import (
 )
 
 // testTopology: two regions. The default region (north, the first) has two
-// nodes; zone north-a sits at north-1, north-b at north-2. South has a v4
+// nodes; zone north-a sits at north-1, north-b at north-2, and north-c, a
+// network nested in north-b's 100.66.0.0/16, at north-1. South has a v4
 // node (zone south-a) and a v6-only node (zone south-v6).
 const testTopology = `
 anycast: {service_ip: 198.18.0.1, center_prefix: 198.18.0.0/26}
@@ -54,6 +55,7 @@ zones:
   - {name: north-b, region: north, networks: [100.64.1.0/24, 100.66.0.0/16], location: {lat: 32.4, lon: 117.0}}
   - {name: south-a, region: south, networks: [100.65.0.0/24], location: {lat: 30.0, lon: 117.0}}
   - {name: south-v6, region: south, networks: [100.65.6.0/24, "2001:db8:200::/48"], location: {lat: 29.6, lon: 117.0}}
+  - {name: north-c, region: north, networks: [100.66.128.0/24], location: {lat: 32.05, lon: 117.0}}
 services:
   - name: live
     hostnames: [live.iptv.example]
@@ -70,8 +72,16 @@ func compile(t testing.TB, doc []byte) *topology.Snapshot {
 
 func engineFunc(e *steer.Engine) EngineFunc { return func() *steer.Engine { return e } }
 
+// testResolvers are the trusted resolvers of the test servers: loopback
+// (TestServe's packet source) and north-a's first /24 (the handler tests'
+// usual source). 100.65.0.7 and IPv6 sources are untrusted.
+var testResolvers = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/24")}
+
 func newTestServer(t testing.TB, c Config, o steer.Options) *Server {
 	t.Helper()
+	if c.TrustedResolvers == nil {
+		c.TrustedResolvers = testResolvers
+	}
 	eng := steer.New(compile(t, []byte(testTopology)), o)
 	return New(c, engineFunc(eng), nil, nil)
 }
@@ -319,7 +329,7 @@ func handlerCases() []tcase {
 			answer: []string{north1}, ecs: "100.64.0.0/16/24"},
 		{name: "ECS scope: zone network shorter than source", req: query(apex, dns.TypeA, ecs("100.66.7.0/24")), aa: true,
 			answer: []string{north2}, ecs: "100.66.7.0/24/24"},
-		{name: "ECS no zone: default region", req: query(apex, dns.TypeA, ecs("192.0.2.0/24")), remote: "100.65.0.7", aa: true,
+		{name: "ECS no zone: default region", req: query(apex, dns.TypeA, ecs("192.0.2.0/24")), aa: true,
 			answer: []string{north1}, ecs: "192.0.2.0/24/24"},
 		{name: "ECS /0: packet source", req: query(apex, dns.TypeA, ecs("0.0.0.0/0")), remote: "100.65.0.7", aa: true,
 			answer: []string{south1}, ecs: "0.0.0.0/0/0"},
@@ -327,6 +337,26 @@ func handlerCases() []tcase {
 			answer: []string{soaApex}, ecs: "100.65.0.0/24/0"},
 		{name: "ECS on NXDOMAIN: scope 0", req: query("x.live.iptv.example.", dns.TypeA, ecs("100.65.0.0/24")), rcode: dns.RcodeNameError, aa: true,
 			ns: []string{soaApex}, ecs: "100.65.0.0/24/0"},
+		// Scope: never wider than the part of the source prefix that shares
+		// the answer. 100.0.0.0 is in no zone, but 100.0.0.0/8 holds every
+		// zone: only 100.0.0.0/10 gets the default region's answer.
+		{name: "ECS /8 over every zone: scope narrowed", req: query(apex, dns.TypeA, ecs("100.0.0.0/8")), aa: true,
+			answer: []string{north1}, ecs: "100.0.0.0/8/10"},
+		{name: "ECS v6 /32 over zones: scope narrowed", req: query(apex, dns.TypeAAAA, ecs("2001:db8::/32")), aa: true,
+			ns: []string{soaApex}, ecs: "[2001:db8::]/32/40"},
+		// 100.66.0.0/16 is north-b's, except north-c's 100.66.128.0/24.
+		{name: "ECS zone network holding another zone's", req: query(apex, dns.TypeA, ecs("100.66.0.0/16")), aa: true,
+			answer: []string{north2}, ecs: "100.66.0.0/16/17"},
+		{name: "ECS nested zone", req: query(apex, dns.TypeA, ecs("100.66.128.0/24")), aa: true,
+			answer: []string{north1}, ecs: "100.66.128.0/24/24"},
+		// Untrusted sources: the option is echoed with scope 0 and the
+		// packet source decides.
+		{name: "ECS from untrusted source: ignored", req: query(apex, dns.TypeA, ecs("100.64.1.0/24")), remote: "100.65.0.7", aa: true,
+			answer: []string{south1}, ecs: "100.64.1.0/24/0"},
+		{name: "ECS /8 from untrusted source: scope 0", req: query(apex, dns.TypeA, ecs("100.0.0.0/8")), remote: "100.65.0.7", aa: true,
+			answer: []string{south1}, ecs: "100.0.0.0/8/0"},
+		{name: "ECS from untrusted v6 source: ignored", req: query(apex, dns.TypeAAAA, ecs("100.65.6.0/24")), remote: "2001:db8:100::5", aa: true,
+			ns: []string{soaApex}, ecs: "100.65.6.0/24/0"},
 		{name: "ECS bits beyond prefix: FORMERR", req: query(apex, dns.TypeA, ecsRaw(1, 22, 100, 65, 3)), rcode: dns.RcodeFormatError},
 		{name: "ECS extra address octet: FORMERR", req: query(apex, dns.TypeA, ecsRaw(1, 24, 100, 65, 0, 1)), rcode: dns.RcodeFormatError},
 		{name: "ECS v6 bits beyond prefix: FORMERR", req: query(apex, dns.TypeA, ecsRaw(2, 44, 0x20, 0x01, 0x0d, 0xb8, 0x02, 0x0f)), rcode: dns.RcodeFormatError},
@@ -689,7 +719,7 @@ func TestAccessLog(t *testing.T) {
 	var buf syncBuffer
 	rec := accesslog.New(prometheus.NewRegistry(), &buf, accesslog.Options{})
 	eng := steer.New(compile(t, []byte(testTopology)), steer.Options{})
-	s := New(Config{}, engineFunc(eng), rec, nil)
+	s := New(Config{TrustedResolvers: testResolvers}, engineFunc(eng), rec, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan struct{})
 	go func() { rec.Run(ctx); close(ran) }()
@@ -740,7 +770,7 @@ func TestExampleTopology(t *testing.T) {
 	}
 	snap := compile(t, doc)
 	eng := steer.New(snap, steer.Options{})
-	s := New(Config{}, engineFunc(eng), nil, nil)
+	s := New(Config{TrustedResolvers: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, engineFunc(eng), nil, nil)
 	for _, tc := range []struct {
 		remote, ecs string
 		client      string

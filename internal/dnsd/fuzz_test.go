@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,6 +49,57 @@ func FuzzDNS(f *testing.F) {
 	})
 }
 
+// FuzzECSScope checks the ECS scope against the zone table by brute force:
+// the scope is no shorter than the source prefix, no zone network more
+// specific than the scope lies inside the scope prefix (so every address in
+// it matches the same network as the client), and one bit less would break
+// that (the scope is no longer than it must be) unless it is the source.
+//
+//	go test ./internal/dnsd -run '^$' -fuzz FuzzECSScope -fuzztime 60s
+func FuzzECSScope(f *testing.F) {
+	s := newTestServer(f, Config{}, steer.Options{})
+	eng := s.engine()
+	ix := s.indexFor(eng.Snapshot())
+	var nets []netip.Prefix
+	for _, z := range eng.Snapshot().Zones {
+		nets = append(nets, z.Networks...)
+	}
+	for _, seed := range []struct {
+		addr   string
+		source uint8
+	}{{"100.0.0.0", 8}, {"100.64.0.0", 16}, {"100.66.0.0", 16}, {"100.66.128.0", 17}, {"192.0.2.0", 24}, {"2001:db8::", 32}, {"2001:db8:200::", 56}, {"0.0.0.0", 1}} {
+		a := netip.MustParseAddr(seed.addr)
+		f.Add(a.AsSlice(), seed.source)
+	}
+	// violates reports whether a zone network more specific than bits lies
+	// inside client/bits.
+	violates := func(client netip.Addr, bits int) bool {
+		p := netip.PrefixFrom(client, bits).Masked()
+		for _, n := range nets {
+			if n.Bits() > bits && p.Overlaps(n) {
+				return true
+			}
+		}
+		return false
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, source uint8) {
+		client, ok := netip.AddrFromSlice(raw)
+		if !ok || source == 0 || int(source) > client.BitLen() {
+			return
+		}
+		client = netip.PrefixFrom(client, int(source)).Masked().Addr()
+		scope := int(ix.ecsScope(client, source))
+		switch {
+		case scope < int(source) || scope > client.BitLen():
+			t.Fatalf("%s/%d: scope %d out of [source, %d]", client, source, scope, client.BitLen())
+		case violates(client, scope):
+			t.Fatalf("%s/%d: scope %d holds a more specific zone network", client, source, scope)
+		case scope > int(source) && !violates(client, scope-1):
+			t.Fatalf("%s/%d: scope %d is longer than needed", client, source, scope)
+		}
+	})
+}
+
 // TestFuzzCorpus writes the seed corpus with -update; without, it checks the
 // committed seeds are still what it would write.
 func TestFuzzCorpus(t *testing.T) {
@@ -61,6 +113,7 @@ func TestFuzzCorpus(t *testing.T) {
 		"ecs-v4":     query(apex, dns.TypeA, ecs("100.65.0.0/24")),
 		"ecs-v6":     query(apex, dns.TypeAAAA, ecs("2001:db8:200::/56")),
 		"ecs-bad":    query(apex, dns.TypeA, ecsRaw(1, 22, 100, 65, 3)),
+		"ecs-wide":   query(apex, dns.TypeA, ecs("100.0.0.0/8")),
 		"nxdomain":   query("x.live.iptv.example.", dns.TypeTXT),
 		"refused":    query("www.example.com.", dns.TypeA),
 		"ns1":        query("ns1.live.iptv.example.", dns.TypeA),

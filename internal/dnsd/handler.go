@@ -1,6 +1,8 @@
 package dnsd
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"net"
 	"net/netip"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/topology"
+	"github.com/gaissmai/bart"
 	"github.com/miekg/dns"
 )
 
@@ -90,6 +93,12 @@ func (s *Server) answer(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 	}
 	o := outcome{client: src}
 	e := parseEDNS(req)
+	if e.client.IsValid() && !s.trustedResolver(src) {
+		// Anyone can put any subnet in a query: only the operator's
+		// resolvers may choose where their clients are. The option is still
+		// echoed, with scope 0: this answer does not depend on it.
+		e.client = netip.Addr{}
+	}
 	if e.client.IsValid() {
 		o.client = e.client
 	}
@@ -181,7 +190,7 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 	}
 	var scope uint8
 	if e.client.IsValid() {
-		scope = ecsScope(snap, &o.d, e.client, e.ecs.SourceNetmask)
+		scope = ix.ecsScope(e.client, e.ecs.SourceNetmask)
 	}
 	if rr := s.addrRR(q.Name, snap.Servers[o.d.Server].Addr.Addr().Unmap(), q.Qtype); rr != nil {
 		m.Answer = append(m.Answer, rr)
@@ -277,6 +286,7 @@ func qtypeString(t uint16) string {
 type index struct {
 	snap      *topology.Snapshot
 	zones     map[string]*zone // by apex, lowercase with the root dot
+	networks  bart.Lite        // every coverage-zone network, for ECS scopes
 	targets   []string         // by server: its IP as given out
 	serviceIP string
 }
@@ -309,6 +319,11 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 	}
 	for i, sv := range snap.Servers {
 		ix.targets[i] = sv.Addr.Addr().Unmap().String()
+	}
+	for _, z := range snap.Zones {
+		for _, p := range z.Networks {
+			ix.networks.Insert(p)
+		}
 	}
 	if snap.ServiceIP.IsValid() {
 		ix.serviceIP = snap.ServiceIP.Unmap().String()
@@ -410,23 +425,48 @@ func ecsClient(o *dns.EDNS0_SUBNET) (netip.Addr, bool) {
 	return a, true
 }
 
-// ecsScope is the SCOPE PREFIX-LENGTH of an answer computed for an ECS
-// subnet: the source prefix length, raised to the length of the coverage-zone
-// network that matched when that is longer (the answer then holds only inside
-// that network). It is deliberately not lowered to a shorter zone network:
-// steer spreads a node's clients over its servers by hashing the client
-// address, so an answer is exact only for the subnet it was computed for, and
-// a zone-wide scope would let a resolver send a whole zone to one server.
-// Not detected: a more specific network of another zone inside the source
-// prefix that does not contain the prefix's first address.
-func ecsScope(snap *topology.Snapshot, d *steer.Decision, client netip.Addr, source uint8) uint8 {
-	scope := source
-	if d.Zone >= 0 {
-		for _, p := range snap.Zones[d.Zone].Networks {
-			if p.Bits() > int(scope) && p.Contains(client) {
-				scope = uint8(p.Bits())
-			}
+// ecsScope is the SCOPE PREFIX-LENGTH of an answer computed for the ECS
+// subnet client/source: the shortest prefix of client, no shorter than
+// source, all of whose addresses match the same coverage-zone network as
+// client (or, for a client in no zone, none). So the scope is at least the
+// length of the zone network that matched, and a source prefix wider than
+// that network, or one holding more specific networks of other zones
+// (+subnet=100.0.0.0/8 over a province of /16s), gets a scope narrowed to
+// the part that shares the answer rather than one that spans every city.
+//
+// It is deliberately never shorter than source, even where a zone network
+// is wider: steer spreads a node's clients over its servers by hashing the
+// client address, so an answer is exact only for the subnet it was computed
+// for, and a zone-wide scope would let a resolver send a whole zone to one
+// server. A scope longer than source is allowed by RFC 7871 §7.2.1 (the
+// source prefix was not specific enough); a resolver caches such an answer
+// for its source prefix only and SHOULD ask with the longer prefix next time.
+func (ix *index) ecsScope(client netip.Addr, source uint8) uint8 {
+	p, err := client.Prefix(int(source))
+	if err != nil {
+		return source
+	}
+	scope := int(source)
+	for n := range ix.networks.Subnets(p) {
+		if n.Contains(client) {
+			scope = max(scope, n.Bits()) // the match, or a wider network under it
+		} else {
+			scope = max(scope, commonBits(client, n.Addr())+1) // the first bit that leaves n out
 		}
 	}
-	return scope
+	return uint8(scope)
+}
+
+// commonBits is the length of the common prefix of two addresses of one
+// family.
+func commonBits(a, b netip.Addr) int {
+	a16, b16 := a.As16(), b.As16()
+	n := bits.LeadingZeros64(binary.BigEndian.Uint64(a16[:8]) ^ binary.BigEndian.Uint64(b16[:8]))
+	if n == 64 {
+		n += bits.LeadingZeros64(binary.BigEndian.Uint64(a16[8:]) ^ binary.BigEndian.Uint64(b16[8:]))
+	}
+	if a.Is4() {
+		n -= 96 // As16 maps IPv4 into ::ffff:0:0/96
+	}
+	return min(n, a.BitLen())
 }

@@ -135,8 +135,8 @@ func (m *Merger) updated(kvs []opstate.KV) bool {
 func (m *Merger) apply(kv opstate.KV) bool {
 	switch {
 	case strings.HasPrefix(kv.Key, opstate.PrefixHealth):
-		server, checker, ok := strings.Cut(strings.TrimPrefix(kv.Key, opstate.PrefixHealth), "/")
-		if !ok {
+		checker, server, ok := strings.Cut(strings.TrimPrefix(kv.Key, opstate.PrefixHealth), "/")
+		if !ok || checker == "" || server == "" {
 			return false
 		}
 		if kv.Deleted {

@@ -161,7 +161,7 @@ func TestCheckerDeath(t *testing.T) {
 		}
 	}
 	put("/anysched/checkers/dead", `{"id":"dead","region":"syn-1","targets":4}`)
-	put("/anysched/health/"+s.Servers[0].Name+"/dead", `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
+	put("/anysched/health/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
 	h.eventually("verdict seen", 3*time.Second, s, func(av *health.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
 
 	// Lease expires (~2 s): the checker vanishes, the verdict is kept...

@@ -16,11 +16,14 @@ import (
 
 // Keys under the store prefix:
 //
-//	health/<server>/<checker>  a checker's Report on a server, under the checker's lease
+//	health/<checker>/<server>  a checker's Report on a server, under the checker's lease
 //	checkers/<checker>         CheckerInfo, under the same lease: the checker is alive
 //	drain/<kind>/<name>        an operator's drain (no lease: it survives restarts)
+//
+// The checker comes first so that one etcd permission (health/<checker>/)
+// confines a checker to its own verdicts.
 func reportKey(prefix, server, checker string) string {
-	return prefix + opstate.PrefixHealth + server + "/" + checker
+	return prefix + opstate.PrefixHealth + checker + "/" + server
 }
 
 func checkerKey(prefix, checker string) string { return prefix + opstate.PrefixCheckers + checker }

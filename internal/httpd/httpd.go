@@ -23,6 +23,7 @@ import (
 	"github.com/anysched/anysched/internal/accesslog"
 	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/steer"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures the listener. Zero fields take the defaults below.
@@ -45,6 +46,14 @@ type Config struct {
 	// MaxHeaderBytes limits request line plus headers; default 8 KiB (net/http
 	// answers 431 beyond it).
 	MaxHeaderBytes int
+	// MaxConnections caps the connections open at once, idle keep-alive ones
+	// included; a connection beyond it is accepted and reset at once.
+	// Default 50000: above a city's STBs changing channel at once (each
+	// holds one connection, for at most IdleTimeout), below what file
+	// descriptors (LimitNOFILE) allow, and bounding memory: an idle
+	// connection costs about 15 KiB in the process (buffers and goroutine
+	// stack, measured), so some 750 MiB at the cap; lower it on small hosts.
+	MaxConnections int
 	// Allocator refines the decisions of services that select by QoE; nil:
 	// they are answered like nearest.
 	Allocator Allocator
@@ -65,6 +74,7 @@ const (
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultReadHeaderTimeout = 2 * time.Second
 	DefaultMaxHeaderBytes    = 8 << 10
+	DefaultMaxConnections    = 50000
 )
 
 // MaxURILength is the longest request target answered; longer ones get 414.
@@ -94,6 +104,7 @@ type Server struct {
 	log      *slog.Logger
 	trusted  []netip.Prefix
 	instance []string // header value, shared by every response (read-only)
+	conns    *netutil.ConnLimit
 
 	mu   sync.Mutex
 	addr net.Addr
@@ -140,19 +151,30 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
 	if engine == nil {
 		engine = func() *steer.Engine { return nil }
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: c, engine: engine, rec: rec, log: log.With("component", "http"), instance: []string{c.InstanceID}}
+	s := &Server{
+		cfg: c, engine: engine, rec: rec, log: log.With("component", "http"), instance: []string{c.InstanceID},
+		conns: netutil.NewConnLimit(c.MaxConnections, netutil.LimitOptions{}),
+	}
 	for _, p := range c.TrustedProxies {
 		if p.IsValid() {
 			s.trusted = append(s.trusted, p.Masked())
 		}
 	}
 	return s
+}
+
+// Register adds the server's connection metrics to reg.
+func (s *Server) Register(reg prometheus.Registerer) {
+	s.conns.Register(reg, "anysched_http_connections", "STB-facing HTTP connections (idle keep-alive ones included)", "http.max_connections")
 }
 
 // Config returns the configuration with defaults applied.
@@ -202,6 +224,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	ln = s.conns.Listener(ln)
 	s.setAddr(ln.Addr())
 	defer s.setAddr(nil)
 	s.log.Info("http listener up", "addr", ln.Addr().String(), "instance", s.cfg.InstanceID)
@@ -269,6 +292,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if path[0] != '/' { // "*" or another non-path target
 		s.text(w, r, http.StatusBadRequest, "bad request target\n")
+		return
+	}
+	if reason := steer.PathReason(path); reason != "" { // dot segments and the like
+		s.text(w, r, http.StatusBadRequest, reason+"\n")
 		return
 	}
 	if !validHost(r.Host) {
@@ -528,7 +555,7 @@ func queryValue(q, name string) (string, bool) {
 
 // TokenParam is the query parameter that carries the viewer token (the
 // Authorization: Bearer header works too).
-const TokenParam = "token"
+const TokenParam = steer.TokenParam
 
 // viewerToken returns the viewer token of a request: ?token=..., else an
 // "Authorization: Bearer ..." header; "" when there is none. JWTs are

@@ -465,7 +465,7 @@ func TestCurl(t *testing.T) {
 // the path carried.
 func TestLocationParses(t *testing.T) {
 	s := httpd.New(httpd.Config{InstanceID: instance}, testEngine(t, availAll), nil, nil)
-	for _, p := range []string{"/", "/a%2Fb/c", "/%ZZ", "/ü/x", "/a b", "/\"><script>", "//evil.example/x", "/../../x", "/cctv1?x=\"y\""} {
+	for _, p := range []string{"/", "/a%2Fb/c", "/%ZZ", "/ü/x", "/a b", "/\"><script>", "//evil.example/x", "/cctv1?x=\"y\""} { // dot segments: TestDotSegmentsRefused
 		r := httptest.NewRequest("GET", "http://live.iptv.example/", nil)
 		r.URL = &url.URL{Path: p}
 		r.RequestURI = p

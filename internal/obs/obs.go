@@ -5,6 +5,7 @@ package obs
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ type Admin struct {
 	Logger   *slog.Logger
 	// Extra handlers mounted beside the standard ones (e.g. /debug/snapshot).
 	Extra map[string]http.Handler
+	// TLS, when set, makes the listener HTTPS (admin.tls; with a client CA,
+	// clients without a certificate of it fail the handshake).
+	TLS *tls.Config
 }
 
 // Handler returns the admin mux.
@@ -110,7 +114,10 @@ func (a *Admin) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
 	}
-	a.Logger.Info("admin listener up", "addr", ln.Addr().String())
+	if a.TLS != nil {
+		ln = tls.NewListener(ln, a.TLS)
+	}
+	a.Logger.Info("admin listener up", "addr", ln.Addr().String(), "tls", a.TLS != nil, "client_certificates", a.TLS != nil && a.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -3,6 +3,7 @@ package opstate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,16 +73,57 @@ const drillLeaseSlack = 10 * time.Second
 
 // StartDrill records a drill for target lasting d.
 func StartDrill(ctx context.Context, cli *clientv3.Client, prefix string, target DrillTarget, d time.Duration) (Drill, error) {
+	return StartDrillIf(ctx, cli, prefix, target, d, 0)
+}
+
+// ErrDrillsChanged: another drill started or ended since the drills were
+// read; read them again and decide again.
+var ErrDrillsChanged = errors.New("opstate: the drills in force changed meanwhile")
+
+// StartDrillIf records a drill for target lasting d, provided no drill key
+// changed after etcd revision rev (from ListDrills; 0: unconditionally), so
+// that a decision taken on the drills in force holds when it is written.
+func StartDrillIf(ctx context.Context, cli *clientv3.Client, prefix string, target DrillTarget, d time.Duration, rev int64) (Drill, error) {
 	now := time.Now().UTC()
 	dr := Drill{Target: target, Started: now, Until: now.Add(d)}
-	lease, err := cli.Grant(ctx, int64((d+drillLeaseSlack)/time.Second))
-	if err != nil {
-		return dr, err
-	}
 	b, err := json.Marshal(dr)
 	if err != nil {
 		return dr, fmt.Errorf("opstate: drill: %w", err)
 	}
-	_, err = cli.Put(ctx, prefix+PrefixDrill+target.String(), string(b), clientv3.WithLease(lease.ID))
-	return dr, err
+	lease, err := cli.Grant(ctx, int64((d+drillLeaseSlack)/time.Second))
+	if err != nil {
+		return dr, err
+	}
+	put := clientv3.OpPut(prefix+PrefixDrill+target.String(), string(b), clientv3.WithLease(lease.ID))
+	if rev == 0 {
+		_, err = cli.Do(ctx, put)
+		return dr, err
+	}
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(prefix+PrefixDrill).WithPrefix(), "<", rev+1)).Then(put).Commit()
+	if err != nil {
+		return dr, err
+	}
+	if !resp.Succeeded {
+		_, _ = cli.Revoke(ctx, lease.ID)
+		return dr, ErrDrillsChanged
+	}
+	return dr, nil
+}
+
+// ListDrills reads the drills recorded (including any just ended, whose
+// key lingers a few seconds), and the etcd revision it read them at.
+func ListDrills(ctx context.Context, cli *clientv3.Client, prefix string) ([]Drill, int64, error) {
+	resp, err := cli.Get(ctx, prefix+PrefixDrill, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("opstate: list drills: %w", err)
+	}
+	var out []Drill
+	for _, kv := range resp.Kvs {
+		var dr Drill
+		if err := json.Unmarshal(kv.Value, &dr); err != nil {
+			continue // a key a newer release wrote: it does not decide here
+		}
+		out = append(out, dr)
+	}
+	return out, resp.Header.Revision, nil
 }

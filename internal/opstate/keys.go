@@ -3,7 +3,12 @@ package opstate
 // The province's etcd key layout. Every key the system reads or writes sits
 // under the configured prefix (etcd.prefix, default "/anysched/") and is
 // listed here, with who writes it, so that an operator granting etcd roles
-// or reading `etcdctl get --prefix` has one place to look.
+// or reading `etcdctl get --prefix` has one place to look. Each writer's
+// keys share a prefix of their own, so that etcd's key-prefix permissions
+// (internal/etcdauth) confine it: the center writes everything, a regional
+// scheduler only instances/<instance-id> and
+// alloc/claims/<region>/<instance-id>, a checker only health/<checker-id>/
+// and checkers/<checker-id>; everyone reads the whole prefix.
 const (
 	// KeyTopologyCurrent points at the topology in force (revision and
 	// digest). Written by the central scheduler's admin API (schedctl
@@ -12,12 +17,20 @@ const (
 	// PrefixTopologyBlobs holds topology documents by digest, gzipped in
 	// chunks: topology/blobs/<digest>/<n>. Written with KeyTopologyCurrent.
 	PrefixTopologyBlobs = "topology/blobs/"
+	// PrefixTopologyHistory holds one entry per apply or rollback,
+	// topology/history/<sequence, zero-padded>: digest, time, who, note,
+	// diff summary, counts; the key's mod revision is the topology
+	// revision. Written with KeyTopologyCurrent, in the same transaction;
+	// the last apply.history_keep revisions' blobs are kept, entries up to
+	// 1000 applies.
+	PrefixTopologyHistory = "topology/history/"
 	// PrefixInstances holds each scheduler's registration
 	// (instances/<instance-id>), written by the scheduler itself under its
 	// lease: role, region, snapshot revision, announce state, QoE summary.
 	PrefixInstances = "instances/"
-	// PrefixHealth holds the checkers' verdicts: health/<server>/<checker-id>,
-	// written by each health checker under its lease.
+	// PrefixHealth holds the checkers' verdicts: health/<checker-id>/<server>,
+	// written by each health checker under its lease (checker first, so
+	// that one prefix permission holds a checker to its own verdicts).
 	PrefixHealth = "health/"
 	// PrefixCheckers holds each live checker's description
 	// (checkers/<checker-id>), written by the checker under its lease.
@@ -36,7 +49,12 @@ const (
 	// alloc/claims/<region>/<instance-id>, written by each regional
 	// scheduler of the region under its lease.
 	PrefixAllocClaims = "alloc/claims/"
+	// PrefixAudit holds the admin audit trail: audit/<unix nanos, 20
+	// digits>-<random>, one record per audited admin call (who, from where,
+	// what, outcome). Written by the central scheduler's admin API, trimmed
+	// by it to audit.keep entries and audit.max_age.
+	PrefixAudit = "audit/"
 )
 
 // Keys lists every key and prefix above, for tests and tooling.
-var Keys = []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims}
+var Keys = []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAudit}

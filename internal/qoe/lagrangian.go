@@ -2,6 +2,7 @@ package qoe
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 )
@@ -254,6 +255,11 @@ func (l Lagrangian) Solve(ctx context.Context, in *Instance) (*Result, error) {
 	prices := make([]Price, ns)
 	for m := range prices {
 		prices[m] = Price{Bandwidth: bestPB[m], Compute: bestPC[m]}
+	}
+	if !finite(obj) || !finite(bound) {
+		// Finite inputs whose products overflow: say so rather than hand
+		// a NaN plan (and NaN prices) to every request of the period.
+		return nil, fmt.Errorf("qoe: objective %v, bound %v are not finite: a capacity, bitrate or parameter is too large", obj, bound)
 	}
 	return &Result{Assign: o.toChoices(in, st.sel), Objective: obj, Bound: bound, Prices: prices, Iter: iter}, nil
 }

@@ -155,6 +155,13 @@ func (in *Instance) Validate() error {
 	if in.Params.FallbackRung < 0 || in.Params.FallbackRung >= len(in.Ladder) {
 		return fmt.Errorf("qoe: fallback rung out of range")
 	}
+	// Every number must be finite: one Inf or NaN (a capacity of 1e308
+	// times 1000, say) spreads through prices and objective and every
+	// period would fail. Values that are finite but huge are the callers'
+	// to bound (topology and config ranges).
+	if err := in.checkFinite(); err != nil {
+		return err
+	}
 	for i, u := range in.Users {
 		if u.Profile.DesiredKbps <= 0 {
 			return fmt.Errorf("qoe: user %d: desired bitrate must be > 0", i)
@@ -165,6 +172,35 @@ func (in *Instance) Validate() error {
 	}
 	return nil
 }
+
+func (in *Instance) checkFinite() error {
+	p := in.Params
+	for _, x := range []float64{p.A, p.B, p.C, p.D, p.Theta, p.Lambda, p.B1, p.K, p.S, p.Omega, p.TIngest, p.BackboneBase,
+		p.BackbonePerKm, p.BackboneOrigin, p.AccessBase, p.AccessPerKm, p.G, p.H, p.FallbackLatency} {
+		if !finite(x) {
+			return fmt.Errorf("qoe: a model parameter is %v, not a finite number", x)
+		}
+	}
+	for _, r := range in.Ladder {
+		if !finite(r) {
+			return fmt.Errorf("qoe: ladder bitrate %v is not a finite number", r)
+		}
+	}
+	for i, s := range in.Servers {
+		if !finite(s.Lat) || !finite(s.Lon) || !finite(s.RadiusM) || !finite(s.Bandwidth) || !finite(s.Compute) {
+			return fmt.Errorf("qoe: server %d: %+v has a number that is not finite", i, s)
+		}
+	}
+	for i, u := range in.Users {
+		if !finite(u.Lat) || !finite(u.Lon) || !finite(u.RoomMean) || !finite(u.PrevKbps) ||
+			!finite(u.Profile.DesiredKbps) || !finite(u.Profile.Danmaku) || !finite(u.Profile.Gift) {
+			return fmt.Errorf("qoe: user %d: %+v has a number that is not finite", i, u)
+		}
+	}
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // Candidates returns M(v): the servers whose radius covers each user
 // (computed once, with a grid index, and cached: do not change Users or

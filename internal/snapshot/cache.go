@@ -25,12 +25,19 @@ type cacheFile struct {
 	Revision int64           `json:"revision"`
 	Digest   string          `json:"digest"`
 	Topology json.RawMessage `json:"topology"`
+	// The center's signature of Digest, verified again when the cache is
+	// loaded: whoever can write the file must not be able to redirect.
+	Signature []byte `json:"signature,omitempty"`
+	KeyID     string `json:"key_id,omitempty"`
 }
 
 const cacheVersion = 1
 
 type cached struct {
 	Revision    int64
+	Digest      string
+	Signature   []byte
+	KeyID       string
 	confirmedAt time.Time
 	topology    *topology.Topology
 }
@@ -46,7 +53,7 @@ func writeCache(path string, st *store.Stored) error {
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	bw := bufio.NewWriter(tmp)
 	zw := gzip.NewWriter(bw)
-	err = json.NewEncoder(zw).Encode(cacheFile{Version: cacheVersion, Revision: st.Revision, Digest: st.Digest, Topology: st.JSON})
+	err = json.NewEncoder(zw).Encode(cacheFile{Version: cacheVersion, Revision: st.Revision, Digest: st.Digest, Topology: st.JSON, Signature: st.Signature, KeyID: st.KeyID})
 	if err == nil {
 		err = zw.Close()
 	}
@@ -62,7 +69,29 @@ func writeCache(path string, st *store.Stored) error {
 	if err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The rename lives in the directory: without syncing it, a crash soon
+	// after can bring back the old cache (or none) under the new contents'
+	// name, and a city restarted during an etcd outage would serve that.
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the entries of dir (a rename into it) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // readCache returns nil, nil when there is no cache file.
@@ -97,7 +126,7 @@ func readCache(path string) (*cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache %s: %w", path, err)
 	}
-	return &cached{Revision: c.Revision, confirmedAt: info.ModTime(), topology: t}, nil
+	return &cached{Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, confirmedAt: info.ModTime(), topology: t}, nil
 }
 
 func touch(path string, t time.Time) error { return os.Chtimes(path, t, t) }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,14 +36,23 @@ type Syncer struct {
 	Logger          *slog.Logger
 	// OnSwap, if set, is called after each swap, off the hot path.
 	OnSwap func(*topology.Snapshot)
+	// Verifier checks the center's signature of each document, from the
+	// store and from the cache (snapshot.trusted_keys); nil accepts
+	// unsigned documents, with a warning at start.
+	Verifier *signing.Verifier
+	// Limits are the province's route-safety limits
+	// (anycast.center_prefix_min_length); zero: the defaults.
+	Limits topology.Limits
 
 	cur       atomic.Pointer[topology.Snapshot]
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
-	badRev    int64        // a stored revision that failed to compile; not retried
+	badRev    int64        // a stored revision that failed to compile or verify; not retried
+	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
 	lastTouch time.Time
 
 	swaps      prometheus.Counter
 	errs       *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
 	buildTime  prometheus.Histogram
 	metricsSet bool
 }
@@ -55,7 +65,17 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	for _, st := range []string{"fetch", "build", "cache"} {
 		s.errs.WithLabelValues(st)
 	}
-	reg.MustRegister(s.swaps, s.errs, s.buildTime,
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology documents refused for their signature (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature); the previous snapshot stays in use."}, []string{"reason"})
+	for _, r := range []string{"unsigned", "unknown_key", "bad_signature"} {
+		s.rejected.WithLabelValues(r)
+	}
+	reg.MustRegister(s.swaps, s.errs, s.rejected, s.buildTime,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_signature_verified_bool", Help: "1 when the snapshot in use was verified against a trusted key (snapshot.trusted_keys), 0 when none is configured and an unsigned document was accepted, or there is no snapshot."}, func() float64 {
+			if s.cur.Load() != nil && s.verified.Load() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_age_seconds", Help: "Seconds since the snapshot was last confirmed current against the store; -1 when there is none."}, func() float64 {
 			if s.cur.Load() == nil {
 				return -1
@@ -109,12 +129,16 @@ func (s *Syncer) LoadCache() error {
 	if c == nil {
 		return nil
 	}
-	snap, err := topology.Compile(c.topology, c.Revision)
+	verified, err := s.verify(c.Digest, c.KeyID, c.Signature)
+	if err != nil {
+		return fmt.Errorf("snapshot cache %s: revision %d refused: %w", s.CacheFile, c.Revision, err)
+	}
+	snap, err := s.Limits.Compile(c.topology, c.Revision)
 	if err != nil {
 		s.count("cache")
 		return fmt.Errorf("snapshot cache %s: %w", s.CacheFile, err)
 	}
-	s.swap(snap)
+	s.swap(snap, verified)
 	s.confirmed.Store(c.confirmedAt.UnixNano())
 	s.Logger.Info("serving the cached snapshot until the store answers", "revision", c.Revision, "age", time.Since(c.confirmedAt).Round(time.Second).String(), "file", s.CacheFile)
 	return nil
@@ -123,6 +147,11 @@ func (s *Syncer) LoadCache() error {
 // Run follows the store until ctx ends. It never gives up: while the store is
 // unreachable the current snapshot stays in service and its age grows.
 func (s *Syncer) Run(ctx context.Context) error {
+	if s.Verifier == nil {
+		s.Logger.Warn("no snapshot.trusted_keys: topology documents are used unverified; anyone who can write to etcd can redirect this scheduler")
+	} else {
+		s.Logger.Info("topology documents must be signed by a trusted key", "key_ids", s.Verifier.KeyIDs())
+	}
 	backoff := 100 * time.Millisecond
 	failing := false
 	for {
@@ -210,7 +239,16 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load topology revision %d: %w", rev, err)
 	}
-	snap, err := topology.Compile(st.Topology, st.Revision)
+	verified, err := s.verify(st.Digest, st.KeyID, st.Signature)
+	if err != nil {
+		// Someone with write access to etcd but not the center's key, or a
+		// center signing with a key not trusted here: keep the last good
+		// snapshot; logged once per revision (badRev is not fetched again).
+		s.badRev = st.Revision
+		s.Logger.Error("stored topology refused: its signature does not verify; keeping the previous snapshot", "revision", st.Revision, "serving", s.revision(), "err", err)
+		return nil
+	}
+	snap, err := s.Limits.Compile(st.Topology, st.Revision)
 	if err != nil {
 		// Written by a newer version or corrupted: keep serving what we have,
 		// let staleness grow so readiness and alerts notice.
@@ -219,7 +257,7 @@ func (s *Syncer) refresh(ctx context.Context) error {
 		s.Logger.Error("stored topology does not compile; keeping the previous snapshot", "revision", st.Revision, "err", err)
 		return nil
 	}
-	s.swap(snap)
+	s.swap(snap, verified)
 	s.confirm()
 	if s.metricsSet {
 		s.buildTime.Observe(time.Since(start).Seconds())
@@ -236,7 +274,28 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	return nil
 }
 
-func (s *Syncer) swap(snap *topology.Snapshot) {
+// verify checks a document's signature; verified is false when no key is
+// trusted (accepted unsigned). A refusal is counted by its reason.
+func (s *Syncer) verify(digest, keyID string, sig []byte) (verified bool, err error) {
+	if s.Verifier == nil {
+		return false, nil
+	}
+	err = s.Verifier.Verify(digest, keyID, sig)
+	if err != nil && s.metricsSet {
+		reason := "bad_signature"
+		switch {
+		case errors.Is(err, signing.ErrUnsigned):
+			reason = "unsigned"
+		case errors.Is(err, signing.ErrUnknownKey):
+			reason = "unknown_key"
+		}
+		s.rejected.WithLabelValues(reason).Inc()
+	}
+	return err == nil, err
+}
+
+func (s *Syncer) swap(snap *topology.Snapshot, verified bool) {
+	s.verified.Store(verified)
 	s.cur.Store(snap)
 	if s.metricsSet {
 		s.swaps.Inc()

@@ -26,6 +26,8 @@ type Inputs struct {
 	Prev *balance.Table
 	// Now dates slow starts.
 	Now time.Time
+	// StripQuery: query parameters {query} leaves out (see Options).
+	StripQuery []string
 }
 
 // Build builds the engine for snap: node ranking by distance or by the
@@ -35,7 +37,7 @@ type Inputs struct {
 // balance tables cannot be built it still returns an engine (those services
 // then pick as nearest does) along with the error.
 func Build(snap *topology.Snapshot, in Inputs) (*Engine, error) {
-	o := Options{DefaultRegion: in.DefaultRegion}
+	o := Options{DefaultRegion: in.DefaultRegion, StripQuery: in.StripQuery}
 	av := in.Avail
 	if av != nil {
 		o.Available = func(i int32) bool { return av.Available[i] }

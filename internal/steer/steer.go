@@ -85,6 +85,9 @@ type Options struct {
 	// Balance holds the in-node policies (swrr, chash, p2c) of services
 	// that select by them; nil: every service picks as "nearest" does.
 	Balance *balance.Table
+	// StripQuery names query parameters {query} leaves out, besides
+	// TokenParam (always left out).
+	StripQuery []string
 	// NodeRank orders a region's nodes for clients at from (nearest first by
 	// default); the scheduler ranks by the RTT + loss network distance where
 	// checkers measured it, and puts nodes over capacity or in panic last.
@@ -112,12 +115,14 @@ type Engine struct {
 	why       func(int32) string
 	balance   *balance.Table
 	selection []topology.Selection // by service
+	strip     []string             // query parameters {query} leaves out
+	queryPart []int                // by service: the first template part after its '?'
 }
 
 // New builds an engine. It is the slow part (sorting nodes per zone); call it
 // off the hot path when the snapshot or availability changes.
 func New(snap *topology.Snapshot, o Options) *Engine {
-	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why, balance: o.Balance}
+	e := &Engine{snap: snap, defaultRegion: -1, why: o.Why, balance: o.Balance, strip: stripList(o.StripQuery), queryPart: queryParts(snap)}
 	e.selection = make([]topology.Selection, len(snap.Services))
 	for i, sv := range snap.Services {
 		e.selection[i] = sv.Selection

@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +23,23 @@ import (
 // Connect creates an etcd client for the configured endpoints. It does not
 // wait for the cluster: a scheduler must start (and serve its cached
 // snapshot) while etcd is down.
+//
+// etcd.tls with an http:// endpoint is refused: the client would dial that
+// endpoint in plaintext, silently dropping the certificate. An https://
+// endpoint without etcd.tls.ca_file verifies the server against the
+// system's roots.
 func Connect(c config.Etcd, endpoints []string, log *slog.Logger) (*clientv3.Client, error) {
+	secure := false
+	for _, ep := range endpoints {
+		switch {
+		case strings.HasPrefix(ep, "http://") && c.TLS.Enabled():
+			return nil, fmt.Errorf("store: etcd endpoint %s: http:// with etcd.tls set: use https://", ep)
+		case strings.HasPrefix(ep, "https://"):
+			secure = true
+		}
+	}
 	var tlsCfg *tls.Config
-	if c.TLS.Enabled() {
+	if c.TLS.Enabled() || secure {
 		info := transport.TLSInfo{TrustedCAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, ServerName: c.TLS.ServerName}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
@@ -59,7 +76,14 @@ type Embedded struct {
 
 // EmbeddedOptions adds knobs the daemons' configuration does not have.
 type EmbeddedOptions struct {
-	ClientTLS transport.TLSInfo // serve clients over TLS (tests of the TLS client)
+	// ClientTLS serves clients over TLS; with ClientCertAuth and
+	// TrustedCAFile only clients with a certificate of that CA get in, and
+	// with etcd's auth on (internal/etcdauth) the certificate's CN is the
+	// user. Empty: from the configuration's tls section, if any.
+	ClientTLS transport.TLSInfo
+	// PeerTLS serves peers over TLS (a cluster member whose peers are
+	// beyond loopback). Empty: plaintext peers.
+	PeerTLS transport.TLSInfo
 	// InitialCluster makes the server one member of a multi-member cluster
 	// ("name1=http://peer1,name2=http://peer2,..."; the lab's etcd members).
 	// Empty: a single-node cluster of its own. A member restarted on its
@@ -74,12 +98,19 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	cfg.Name = c.Name
 	cfg.Dir = c.Dir
 	scheme := "http"
-	if !opts.ClientTLS.Empty() {
+	if ct := clientTLS(c, opts); !ct.Empty() {
 		scheme = "https"
-		cfg.ClientTLSInfo = opts.ClientTLS
+		cfg.ClientTLSInfo = ct
+		// The HTTP/JSON gateway reaches the server through a client of its
+		// own: one more way in that the gRPC clients never need.
+		cfg.EnableGRPCGateway = false
 	}
 	cu := url.URL{Scheme: scheme, Host: c.ClientListen}
 	pu := url.URL{Scheme: "http", Host: c.PeerListen}
+	if !opts.PeerTLS.Empty() {
+		pu.Scheme = "https"
+		cfg.PeerTLSInfo = opts.PeerTLS
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
@@ -107,13 +138,37 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	// back, and keep them so that a restart (a drill) comes back on them.
 	if len(e.Clients) > 0 {
 		c.ClientListen = e.Clients[0].Addr().String()
-		cu.Host = c.ClientListen
+		cu.Host = dialable(c.ClientListen)
 	}
 	if len(e.Peers) > 0 {
 		c.PeerListen = e.Peers[0].Listener.Addr().String()
 	}
 	log.Info("embedded etcd ready", "component", "etcd", "client_url", cu.String(), "dir", c.Dir)
 	return &Embedded{etcd: e, ClientURL: cu.String(), cfg: c, opts: opts, log: log, changed: make(chan struct{})}, nil
+}
+
+// clientTLS is how the server meets its clients: the options' TLS, else the
+// configuration's (https, client certificates of client_ca_file required).
+func clientTLS(c config.Embedded, opts EmbeddedOptions) transport.TLSInfo {
+	if !opts.ClientTLS.Empty() || !c.TLS.Enabled() {
+		return opts.ClientTLS
+	}
+	return transport.TLSInfo{CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, TrustedCAFile: c.TLS.ClientCAFile, ClientCertAuth: true}
+}
+
+// dialable is the address a local client dials for a listener: loopback
+// for a wildcard listener (whose server certificate must then name
+// 127.0.0.1, or the client set etcd.tls.server_name).
+func dialable(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	// Go's wildcard listeners are dual-stack: 127.0.0.1 reaches "[::]" too.
+	if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return listen
 }
 
 // Err reports a fatal etcd server error; after a deliberate Stop it never

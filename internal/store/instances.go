@@ -34,6 +34,17 @@ type Instance struct {
 	UpdatedAt time.Time       `json:"updated_at"`
 }
 
+// NotAnnouncedModeNone is the AnnounceWhy of a scheduler that announces
+// nothing itself (announce.mode none): routing to it is the host's
+// business, so while ready it serves whatever reaches it.
+const NotAnnouncedModeNone = "announce.mode none"
+
+// Covers reports whether the instance takes the STBs routing brings to it:
+// its route is announced, or it is ready and routed by other means.
+func (in Instance) Covers() bool {
+	return in.Announced || (in.AnnounceWhy == NotAnnouncedModeNone && in.State == "ready")
+}
+
 // QoEPlan summarises a regional scheduler's QoE allocation plan.
 type QoEPlan struct {
 	Sessions  int       `json:"sessions"`

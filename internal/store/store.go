@@ -3,8 +3,9 @@
 //
 // Layout under the configured prefix (default /anysched/):
 //
-//	topology/current             pointer: digest, chunk count, size, time
+//	topology/current             pointer: digest, chunk count, size, time, signature
 //	topology/blobs/<digest>/<n>  the gzip'd JSON document in <=512 KiB chunks
+//	topology/history/<seq>       one entry per apply or rollback (history.go)
 //	instances/<id>               one running scheduler, under a lease
 //
 // A province of 100,000 zone networks is larger than etcd's default request
@@ -12,7 +13,9 @@
 // as content-addressed chunks first; then one transaction flips the pointer,
 // guarded by the pointer's mod revision. Readers fetch the chunks at the
 // pointer's revision, so nobody ever sees half a topology. The pointer's mod
-// revision is the topology revision shown to operators.
+// revision is the topology revision shown to operators. The same transaction
+// records the apply in the history, and the pointer carries the center's
+// signature of the digest (internal/signing) for readers to verify.
 package store
 
 import (
@@ -30,6 +33,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/opstate"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/topology"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -70,12 +74,18 @@ func (s *Store) blobPrefix(digest string) string {
 	return s.prefix + opstate.PrefixTopologyBlobs + digest + "/"
 }
 
-// pointer is the value of topology/current.
+// pointer is the value of topology/current (and part of each history entry).
 type pointer struct {
 	Digest    string    `json:"digest"`
 	Chunks    int       `json:"chunks"`
 	Size      int       `json:"size"` // uncompressed JSON bytes
 	AppliedAt time.Time `json:"applied_at"`
+	// Seq numbers applies: the history key of this one.
+	Seq int64 `json:"seq,omitempty"`
+	// Signature of the digest by the key KeyID (internal/signing); empty
+	// when the center has no signing key.
+	Signature []byte `json:"signature,omitempty"`
+	KeyID     string `json:"key_id,omitempty"`
 }
 
 // Stored is the topology as the store holds it.
@@ -85,6 +95,9 @@ type Stored struct {
 	AppliedAt time.Time
 	JSON      []byte // canonical JSON of the document (Revision field zero)
 	Topology  *topology.Topology
+	// Signature and KeyID as the center signed Digest; empty if unsigned.
+	Signature []byte
+	KeyID     string
 }
 
 // ErrNoTopology means nothing has been applied yet.
@@ -105,6 +118,18 @@ type ApplyOptions struct {
 	// BaseRevision, when non-zero, must equal the current revision unless Force.
 	BaseRevision int64
 	Force        bool
+	// Expect, when set, is the revision the caller judged the change
+	// against (its diff, its guard): if another apply came first, Apply
+	// returns ErrConflict, whatever Force.
+	Expect *int64
+	// Signer signs the document's digest; nil stores it unsigned.
+	Signer *signing.Signer
+	// Identity, Note and Change go into the history entry: who applied,
+	// how ("apply", "rollback to 42") and the diff's one-line summary.
+	Identity, Note, Change string
+	// Keep is how many revisions' documents stay in etcd; below 2 (or 0):
+	// DefaultHistoryKeep.
+	Keep int
 }
 
 // ApplyResult says what Apply did.
@@ -145,10 +170,15 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 			s.log.Warn("current topology pointer is unreadable; overwriting it", "err", err)
 		}
 	}
+	if opts.Expect != nil && *opts.Expect != curRev {
+		return ApplyResult{}, ErrConflict
+	}
 	if opts.BaseRevision != 0 && !opts.Force && opts.BaseRevision != curRev {
 		return ApplyResult{}, &StaleError{Base: opts.BaseRevision, Current: curRev}
 	}
-	if curPtr.Digest == digest {
+	// The same document is no change, unless it is to be signed by another
+	// key than it is (a signing key rotation re-signs the current document).
+	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID()) {
 		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
 	}
 
@@ -169,9 +199,17 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 			return ApplyResult{}, fmt.Errorf("store: write topology chunk %d/%d: %w", i+1, chunks, err)
 		}
 	}
-	ptr, _ := json.Marshal(pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC()})
+	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: curPtr.Seq + 1}
+	if opts.Signer != nil {
+		p.Signature, p.KeyID = opts.Signer.Sign(digest), opts.Signer.KeyID()
+	}
+	ptr, _ := json.Marshal(p)
+	entry, _ := json.Marshal(historyEntry{pointer: p, Identity: opts.Identity, Note: opts.Note, Change: opts.Change, Counts: t.Counts()})
 	cmp := clientv3.Compare(clientv3.ModRevision(s.CurrentKey()), "=", curRev)
-	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(s.CurrentKey(), string(ptr))).Commit()
+	resp, err := s.cli.Txn(ctx).If(cmp).Then(
+		clientv3.OpPut(s.CurrentKey(), string(ptr)),
+		clientv3.OpPut(s.historyKey(p.Seq), string(entry)),
+	).Commit()
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("store: switch to the new topology: %w", err)
 	}
@@ -179,15 +217,22 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		return ApplyResult{}, ErrConflict
 	}
 	rev := resp.Header.Revision
-	s.log.Info("topology applied", "revision", rev, "previous", curRev, "digest", digest[:12], "bytes", len(data), "chunks", chunks)
-	s.collect(ctx, digest, curPtr.Digest)
+	s.log.Info("topology applied", "revision", rev, "previous", curRev, "digest", digest[:12], "bytes", len(data), "chunks", chunks, "signed_by", p.KeyID)
+	s.collect(ctx, opts.Keep, digest, curPtr.Digest)
 	return ApplyResult{Revision: rev, Digest: digest, Changed: true}, nil
 }
 
-// collect deletes chunk sets other than the current and the previous one.
+// collect deletes chunk sets other than those of the last keep history
+// entries, the current and the previous one, and trims the history.
 // Readers fetch at the pointer's revision, so a reader in flight still
 // finds deleted chunks until etcd compacts.
-func (s *Store) collect(ctx context.Context, keep ...string) {
+func (s *Store) collect(ctx context.Context, keepN int, keep ...string) {
+	kept, err := s.trimHistory(ctx, keepN)
+	if err != nil {
+		s.log.Warn("reading the topology history failed; old documents stay until the next apply", "err", err)
+		return
+	}
+	keep = append(keep, kept...)
 	root := s.prefix + opstate.PrefixTopologyBlobs
 	resp, err := s.cli.Get(ctx, root, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -251,12 +296,22 @@ func (s *Store) current(ctx context.Context) (*Stored, error) {
 	if err := json.Unmarshal(kv.Value, &p); err != nil {
 		return nil, fmt.Errorf("store: topology pointer at revision %d: %w", kv.ModRevision, err)
 	}
-	chunks, err := s.cli.Get(ctx, s.blobPrefix(p.Digest), clientv3.WithPrefix(), clientv3.WithRev(kv.ModRevision), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	return s.load(ctx, p, kv.ModRevision, kv.ModRevision)
+}
+
+// load reads the document p points at, as of etcd revision at (0: the
+// latest), for topology revision rev.
+func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	if at != 0 {
+		opts = append(opts, clientv3.WithRev(at))
+	}
+	chunks, err := s.cli.Get(ctx, s.blobPrefix(p.Digest), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("store: read topology chunks at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: read topology chunks at revision %d: %w", rev, err)
 	}
 	if len(chunks.Kvs) != p.Chunks {
-		return nil, fmt.Errorf("store: topology at revision %d: %d of %d chunks present", kv.ModRevision, len(chunks.Kvs), p.Chunks)
+		return nil, fmt.Errorf("store: topology at revision %d: %d of %d chunks present", rev, len(chunks.Kvs), p.Chunks)
 	}
 	var blob bytes.Buffer
 	for _, c := range chunks.Kvs {
@@ -264,17 +319,17 @@ func (s *Store) current(ctx context.Context) (*Stored, error) {
 	}
 	data, err := gunzip(blob.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("store: topology at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != p.Digest {
-		return nil, fmt.Errorf("store: topology at revision %d: digest mismatch (stored %s, computed %s)", kv.ModRevision, p.Digest, got)
+		return nil, fmt.Errorf("store: topology at revision %d: digest mismatch (stored %s, computed %s)", rev, p.Digest, got)
 	}
 	t, err := topology.DecodeJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("store: topology at revision %d: %w", kv.ModRevision, err)
+		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
 	}
-	return &Stored{Revision: kv.ModRevision, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t}, nil
+	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Signature: p.Signature, KeyID: p.KeyID}, nil
 }
 
 func gunzip(b []byte) ([]byte, error) {

@@ -226,7 +226,7 @@ func TestOldChunkSetsCollected(t *testing.T) {
 	st := e.Store()
 	c := ctx(t)
 	for w := 100; w < 105; w++ {
-		if _, err := st.Apply(c, fixture.Weighted(t, w), store.ApplyOptions{}); err != nil {
+		if _, err := st.Apply(c, fixture.Weighted(t, w), store.ApplyOptions{Keep: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestOldChunkSetsCollected(t *testing.T) {
 		digests[d] = true
 	}
 	if len(digests) != 2 {
-		t.Fatalf("%d chunk sets kept after 5 applies, want 2 (current and previous)", len(digests))
+		t.Fatalf("%d chunk sets kept after 5 applies with Keep 2, want 2 (current and previous)", len(digests))
 	}
 }
 

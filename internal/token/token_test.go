@@ -172,8 +172,22 @@ func FuzzVerify(f *testing.F) {
 	f.Add("..")
 	f.Add(raw(f, `{"alg":"HS256","kid":"2026-11"}`, `{"sub":"a","exp":1e300}`, k1.Secret))
 	f.Add(raw(f, `{"alg":"HS256","kid":["x"]}`, `{"sub":"a","exp":1900000000}`, k1.Secret))
+	f.Add(raw(f, `{"alg":"HS256","kid":"2026-11","crit":["b64"]}`, `{"sub":"a","exp":1900000000}`, k1.Secret))
+	f.Add(raw(f, `{"alg":"HS256","kid":"2026-11"}`, `{"sub":"a","exp":"1900000000"}`, k1.Secret))
+	f.Add(raw(f, `{"alg":"HS256","kid":"2026-11"}`, `{"sub":"a","exp":1900000000,"aud":["x","y"],"iss":"p","cnet":"100.64.0.0/10"}`, k1.Secret))
+	f.Add(good + "=")
+	strict := base64.RawURLEncoding.Strict()
 	f.Fuzz(func(t *testing.T, tok string) {
 		c, err := v.Verify(tok)
+		if err == nil {
+			// One spelling per token: every segment is canonical base64url.
+			for _, seg := range strings.Split(tok, ".") {
+				b, derr := strict.DecodeString(seg)
+				if derr != nil || base64.RawURLEncoding.EncodeToString(b) != seg {
+					t.Fatalf("accepted non-canonical segment %q", seg)
+				}
+			}
+		}
 		if err != nil {
 			if c != (Claims{}) {
 				t.Fatalf("refused token returned claims %+v", c)

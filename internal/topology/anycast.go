@@ -1,17 +1,41 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 )
 
-// The shortest aggregate a center may announce: a covering prefix this
-// wide already takes an operator's whole address block; anything wider
-// (a /0 in OSPF mode, say) would pull traffic that is not the province's.
+// The shortest aggregate a center may announce by default: a covering
+// prefix this wide already takes an operator's whole address block; anything
+// wider (a /0 in OSPF mode, say) would pull traffic that is not the province's.
 const (
 	MinCenterPrefixBits4 = 16
 	MinCenterPrefixBits6 = 48
 )
+
+// Limits are the route-safety limits a province configures
+// (anycast.center_prefix_min_length on both schedulers); the zero value
+// means the defaults.
+type Limits struct {
+	CenterPrefixMinBits4 int // 8..32; 0: MinCenterPrefixBits4
+	CenterPrefixMinBits6 int // 16..128; 0: MinCenterPrefixBits6
+}
+
+// DefaultLimits are the limits Validate, Compile and CheckAnnounced apply.
+var DefaultLimits = Limits{CenterPrefixMinBits4: MinCenterPrefixBits4, CenterPrefixMinBits6: MinCenterPrefixBits6}
+
+// LoosestLimits are the loosest limits a province may configure, for
+// daemons that compile topologies but announce nothing.
+var LoosestLimits = Limits{CenterPrefixMinBits4: 8, CenterPrefixMinBits6: 16}
+
+// minBits is the shortest center prefix allowed for p's family.
+func (l Limits) minBits(p netip.Prefix) int {
+	if p.Addr().Is6() {
+		return cmp.Or(l.CenterPrefixMinBits6, MinCenterPrefixBits6)
+	}
+	return cmp.Or(l.CenterPrefixMinBits4, MinCenterPrefixBits4)
+}
 
 // CheckServiceIP says why ip may not be the Anycast service address: it
 // must be a global or private unicast host address, never unspecified,
@@ -25,13 +49,16 @@ func CheckServiceIP(ip netip.Addr) error {
 }
 
 // CheckCenterPrefix says why p may not be the center's aggregate for
-// service IP ip: it must contain ip, be no shorter than the limits above,
-// and not be a host route.
+// service IP ip under the default limits.
 func CheckCenterPrefix(p netip.Prefix, ip netip.Addr) error {
-	min := MinCenterPrefixBits4
-	if p.Addr().Is6() {
-		min = MinCenterPrefixBits6
-	}
+	return DefaultLimits.CheckCenterPrefix(p, ip)
+}
+
+// CheckCenterPrefix says why p may not be the center's aggregate for
+// service IP ip: it must contain ip, be no shorter than l allows, and not
+// be a host route.
+func (l Limits) CheckCenterPrefix(p netip.Prefix, ip netip.Addr) error {
+	min := l.minBits(p)
 	switch {
 	case p.Bits() == p.Addr().BitLen():
 		return fmt.Errorf("%s is a host route; the center must announce a covering aggregate", p)
@@ -43,10 +70,15 @@ func CheckCenterPrefix(p netip.Prefix, ip netip.Addr) error {
 	return nil
 }
 
+// CheckAnnounced is CheckAnnounced under the default limits.
+func CheckAnnounced(p netip.Prefix, ip netip.Addr) error {
+	return DefaultLimits.CheckAnnounced(p, ip)
+}
+
 // CheckAnnounced is the last line before a route reaches a router: a
 // scheduler announces only the service /32 (/128) or the center's
-// aggregate that CheckServiceIP and CheckCenterPrefix accept.
-func CheckAnnounced(p netip.Prefix, ip netip.Addr) error {
+// aggregate that CheckServiceIP and l.CheckCenterPrefix accept.
+func (l Limits) CheckAnnounced(p netip.Prefix, ip netip.Addr) error {
 	if err := CheckServiceIP(ip); err != nil {
 		return fmt.Errorf("topology: refusing to announce %s: %w", p, err)
 	}
@@ -56,7 +88,7 @@ func CheckAnnounced(p netip.Prefix, ip netip.Addr) error {
 		}
 		return nil
 	}
-	if err := CheckCenterPrefix(p, ip); err != nil {
+	if err := l.CheckCenterPrefix(p, ip); err != nil {
 		return fmt.Errorf("topology: refusing to announce %s: %w", p, err)
 	}
 	return nil

@@ -17,14 +17,25 @@ import (
 // each naming its field path. It builds the same structures Compile does, so a
 // document that validates always compiles.
 func Validate(t *Topology) error {
-	_, err := Compile(t, 0)
+	return DefaultLimits.Validate(t)
+}
+
+// Validate is Validate under the limits l.
+func (l Limits) Validate(t *Topology) error {
+	_, err := l.Compile(t, 0)
 	return err
 }
 
 // Compile validates t and builds the immutable Snapshot schedulers answer from.
 // t must not be modified afterwards: the Snapshot keeps it as its document.
 func Compile(t *Topology, revision int64) (*Snapshot, error) {
-	c := compiler{t: t, s: &Snapshot{Revision: revision, Doc: t}}
+	return DefaultLimits.Compile(t, revision)
+}
+
+// Compile is Compile under the limits l (a province that configured a
+// different anycast.center_prefix_min_length).
+func (l Limits) Compile(t *Topology, revision int64) (*Snapshot, error) {
+	c := compiler{t: t, lim: l, s: &Snapshot{Revision: revision, Doc: t}}
 	c.anycast()
 	c.regions()
 	c.nodes()
@@ -38,6 +49,7 @@ func Compile(t *Topology, revision int64) (*Snapshot, error) {
 
 type compiler struct {
 	t    *Topology
+	lim  Limits
 	s    *Snapshot
 	errs yamlstrict.Errors
 }
@@ -70,7 +82,7 @@ func (c *compiler) anycast() {
 	case pfx.Masked() != pfx:
 		c.add("anycast.center_prefix", "host bits set: %q (did you mean %s?)", a.CenterPrefix, pfx.Masked())
 	default:
-		if err := CheckCenterPrefix(pfx, c.s.ServiceIP); err != nil {
+		if err := c.lim.CheckCenterPrefix(pfx, c.s.ServiceIP); err != nil {
 			c.add("anycast.center_prefix", "%v", err)
 		} else {
 			c.s.CenterPrefix = pfx
@@ -273,7 +285,7 @@ func (c *compiler) nodes() {
 			if l, ok := c.location(sp+".location", sv.Location, false); ok {
 				view.Loc = l
 			}
-			c.nonNegative(sp+".coverage_radius_m", sv.CoverageRadiusM)
+			c.upTo(sp+".coverage_radius_m", sv.CoverageRadiusM, MaxCoverageRadiusM)
 			c.upTo(sp+".capacity.bandwidth_mbps", sv.Capacity.BandwidthMbps, MaxBandwidthMbps)
 			c.upTo(sp+".capacity.transcode_units", sv.Capacity.TranscodeUnits, MaxTranscodeUnits)
 			nv.Servers = append(nv.Servers, idx)
@@ -316,18 +328,15 @@ const (
 	MaxBandwidthMbps  = 1e7
 	MaxTranscodeUnits = 1e6
 	MaxBitrateKbps    = 1_000_000 // 1 Gbit/s for one stream
+	// MaxCoverageRadiusM is half the Earth's circumference: any larger
+	// radius covers everything already.
+	MaxCoverageRadiusM = 2e7
 )
 
 // upTo checks a finite number in [0, max].
 func (c *compiler) upTo(path string, v, max float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > max {
 		c.add(path, "%v is out of range [0, %g]", v, max)
-	}
-}
-
-func (c *compiler) nonNegative(path string, v float64) {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		c.add(path, "%v must be a finite number >= 0", v)
 	}
 }
 

@@ -183,7 +183,7 @@ func TestBadDocuments(t *testing.T) {
 		// locations
 		{name: "lat above 90", edits: []edit{{"{lat: 31.82,", "{lat: 91,"}}, path: "regions[0].location.lat", msg: "91 is out of range [-90, 90]"},
 		{name: "lon below -180", edits: []edit{{"lon: 118.43}", "lon: -181}"}}, path: "regions[1].location.lon", msg: "-181 is out of range [-180, 180]"},
-		{name: "NaN lat on a node", edits: []edit{{"{lat: 31.86,", "{lat: .nan,"}}, path: "nodes[0].location.lat", msg: "out of range"},
+		{name: "NaN lat on a node", edits: []edit{{"{lat: 31.86,", "{lat: .nan,"}}, path: "nodes[0].location.lat", msg: "is not a finite number"},
 		{name: "server lon out of range", edits: []edit{{"lon: 117.281}", "lon: 200}"}}, path: "nodes[0].servers[0].location.lon", msg: "out of range"},
 		{name: "zone lat out of range", edits: []edit{{"{lat: 31.90,", "{lat: -90.5,"}}, path: "zones[0].location.lat", msg: "out of range"},
 		{name: "region without location", edits: []edit{{"    location: {lat: 31.35, lon: 118.43}\n", ""}}, path: "regions[1].location", msg: "required"},

@@ -102,6 +102,13 @@ type Service struct {
 	Selection    Selection `yaml:"selection,omitempty" json:"selection,omitempty"` // empty: DefaultSelection
 }
 
+// MaxYAMLNodes bounds the YAML nodes of a document Decode accepts (as
+// yamlstrict estimates them, at most about twice the real count): three
+// times the province of docs/design.md (16 regions, 10,000 servers, 100,000
+// networks: ~650,000), so parsing cannot take more than ~400 MB whatever
+// the document's shape.
+const MaxYAMLNodes = 2_000_000
+
 // DefaultWeight is a server's weight when the document gives none.
 const DefaultWeight = 100
 
@@ -110,7 +117,7 @@ const DefaultWeight = 100
 // meaning; call Validate (or Compile) for that.
 func Decode(data []byte) (*Topology, error) {
 	t := new(Topology)
-	if err := yamlstrict.Decode(data, t); err != nil {
+	if err := yamlstrict.DecodeLimited(data, t, yamlstrict.Limits{MaxNodes: MaxYAMLNodes}); err != nil {
 		return nil, err
 	}
 	return t, nil

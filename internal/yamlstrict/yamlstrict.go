@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -88,11 +89,23 @@ func AsErrors(err error) (Errors, bool) {
 const MaxDocumentBytes = 256 << 20
 
 // Decode decodes exactly one YAML document from data into out (a pointer to a
-// struct). An empty document is an error. Fields keep the values out already
-// holds when the document does not set them, so callers set defaults first.
-func Decode(data []byte, out any) error {
-	if len(data) > MaxDocumentBytes {
-		return Errors{{Msg: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(data), MaxDocumentBytes)}}
+// struct) within the default Limits. An empty document is an error. Fields
+// keep the values out already holds when the document does not set them, so
+// callers set defaults first.
+func Decode(data []byte, out any) error { return DecodeLimited(data, out, Limits{}) }
+
+// DecodeLimited is Decode within the limits l.
+func DecodeLimited(data []byte, out any, l Limits) error {
+	if len(data) > l.maxBytes() {
+		return Errors{{Msg: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(data), l.maxBytes())}}
+	}
+	// Before yaml.v3 builds its tree: that tree, not the text, is what costs.
+	if n := nodeBound(data); n > l.maxNodes() {
+		return Errors{{Msg: fmt.Sprintf("document is too large: it may hold up to %d YAML nodes, more than the limit of %d", n, l.maxNodes())}}
+	}
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", out)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -110,15 +123,11 @@ func Decode(data []byte, out any) error {
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		doc = doc.Content[0]
 	}
-	rv := reflect.ValueOf(out)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", out)
-	}
-	var errs Errors
+	w := walker{fields: map[reflect.Type]map[string]reflect.Type{}}
 	dropNulls(doc, 0)
-	check(doc, rv.Type().Elem(), "", &errs, 0)
-	if len(errs) > 0 {
-		return errs
+	w.check(doc, rv.Type().Elem(), 0)
+	if len(w.errs) > 0 {
+		return w.errs
 	}
 	if err := doc.Decode(out); err != nil {
 		// check() should have caught everything; keep yaml's words if not.
@@ -157,14 +166,55 @@ func dropNulls(n *yaml.Node, depth int) {
 	}
 }
 
+// walker checks a node tree against a Go type. It builds a field path only
+// for an error, and each struct's field table once: a province-scale
+// document has hundreds of thousands of nodes.
+type walker struct {
+	errs   Errors
+	path   []byte
+	fields map[reflect.Type]map[string]reflect.Type
+}
+
+func (w *walker) fail(n *yaml.Node, msg string) {
+	w.errs = append(w.errs, &FieldError{Path: string(w.path), Line: n.Line, Msg: msg})
+}
+
+// push appends a key (or an [index] when key is empty) to the path and
+// returns the length to pop back to.
+func (w *walker) push(key string, index int) int {
+	l := len(w.path)
+	if key == "" && index >= 0 {
+		w.path = append(w.path, '[')
+		w.path = strconv.AppendInt(w.path, int64(index), 10)
+		w.path = append(w.path, ']')
+		return l
+	}
+	if l > 0 {
+		w.path = append(w.path, '.')
+	}
+	w.path = append(w.path, key...)
+	return l
+}
+
+func (w *walker) pop(l int) { w.path = w.path[:l] }
+
+func (w *walker) structFields(t reflect.Type) map[string]reflect.Type {
+	f, ok := w.fields[t]
+	if !ok {
+		f = yamlFields(t)
+		w.fields[t] = f
+	}
+	return f
+}
+
 // check walks the node against the Go type and records every mismatch.
-func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
+func (w *walker) check(n *yaml.Node, t reflect.Type, depth int) {
 	if depth > maxDepth {
-		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "nested too deeply"})
+		w.fail(n, "nested too deeply")
 		return
 	}
 	if n.Kind == yaml.AliasNode {
-		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "YAML aliases are not allowed"})
+		w.fail(n, "YAML aliases are not allowed")
 		return
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -174,65 +224,86 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		probe(n, t, path, errs)
+		w.probe(n, t)
 		return
 	}
 	if isText(t) {
 		if n.Kind != yaml.ScalarNode {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a single value, found " + kindName(n)})
+			w.fail(n, "expected a single value, found "+kindName(n))
 			return
 		}
-		probe(n, t, path, errs)
+		w.probe(n, t)
 		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a mapping, found " + kindName(n)})
+			w.fail(n, "expected a mapping, found "+kindName(n))
 			return
 		}
-		fields := yamlFields(t)
-		seen := make(map[string]bool, len(n.Content)/2)
+		fields := w.structFields(t)
+		var seen map[string]bool
+		if len(n.Content) > 16 {
+			seen = make(map[string]bool, len(n.Content)/2)
+		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			sub := join(path, k.Value)
-			if seen[k.Value] {
-				*errs = append(*errs, &FieldError{Path: sub, Line: k.Line, Msg: "key given twice"})
-				continue
+			l := w.push(k.Value, -1)
+			switch f, ok := fields[k.Value]; {
+			case given(n.Content[:i], k.Value, seen):
+				w.fail(k, "key given twice")
+			case !ok:
+				w.fail(k, "unknown field"+suggest(k.Value, fields))
+			default:
+				w.check(v, f, depth+1)
 			}
-			seen[k.Value] = true
-			f, ok := fields[k.Value]
-			if !ok {
-				*errs = append(*errs, &FieldError{Path: sub, Line: k.Line, Msg: "unknown field" + suggest(k.Value, fields)})
-				continue
-			}
-			check(v, f, sub, errs, depth+1)
+			w.pop(l)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a list, found " + kindName(n)})
+			w.fail(n, "expected a list, found "+kindName(n))
 			return
 		}
 		for i, c := range n.Content {
-			check(c, t.Elem(), path+"["+strconv.Itoa(i)+"]", errs, depth+1)
+			l := w.push("", i)
+			w.check(c, t.Elem(), depth+1)
+			w.pop(l)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a mapping, found " + kindName(n)})
+			w.fail(n, "expected a mapping, found "+kindName(n))
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			sub := join(path, n.Content[i].Value)
-			probe(n.Content[i], t.Key(), sub, errs)
-			check(n.Content[i+1], t.Elem(), sub, errs, depth+1)
+			l := w.push(n.Content[i].Value, -1)
+			w.probe(n.Content[i], t.Key())
+			w.check(n.Content[i+1], t.Elem(), depth+1)
+			w.pop(l)
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "expected a single value, found " + kindName(n)})
+			w.fail(n, "expected a single value, found "+kindName(n))
 			return
 		}
-		probe(n, t, path, errs)
+		w.probe(n, t)
 	}
+}
+
+// given reports whether key is among the keys of pairs (a mapping's
+// content before it); seen, when not nil, holds them instead (large
+// mappings) and records key.
+func given(pairs []*yaml.Node, key string, seen map[string]bool) bool {
+	if seen != nil {
+		dup := seen[key]
+		seen[key] = true
+		return dup
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		if pairs[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // isText reports whether values of t decode from a scalar through
@@ -240,19 +311,24 @@ func check(n *yaml.Node, t reflect.Type, path string, errs *Errors, depth int) {
 func isText(t reflect.Type) bool { return reflect.PointerTo(t).Implements(textUnmarshalerType) }
 
 // probe decodes a scalar into a throwaway value of the field's type.
-func probe(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+func (w *walker) probe(n *yaml.Node, t reflect.Type) {
 	if isText(t) {
 		// UnmarshalText sees the scalar's text whatever its YAML tag.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "invalid value: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+			w.fail(n, "invalid value: "+strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		return
 	}
 	switch t.Kind() {
+	case reflect.String:
+		// yaml.v3 stores any scalar's text in a string; only !!binary is decoded.
+		if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!binary" && !reflect.PointerTo(t).Implements(unmarshalerType) {
+			return
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		// yaml.v3 truncates 1.5 into an int field without a word.
 		if n.ShortTag() == "!!float" && t != durationType {
-			*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: fmt.Sprintf("invalid value: %s is not a whole number", n.Value)})
+			w.fail(n, fmt.Sprintf("invalid value: %s is not a whole number", n.Value))
 			return
 		}
 	}
@@ -266,7 +342,15 @@ func probe(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
 				msg = msg[i+2:]
 			}
 		}
-		*errs = append(*errs, &FieldError{Path: path, Line: n.Line, Msg: "invalid value: " + strings.TrimPrefix(msg, "yaml: ")})
+		w.fail(n, "invalid value: "+strings.TrimPrefix(msg, "yaml: "))
+		return
+	}
+	// .nan and .inf are valid YAML floats, but no setting or capacity
+	// means them, and downstream arithmetic would carry them everywhere.
+	if k := t.Kind(); k == reflect.Float32 || k == reflect.Float64 {
+		if f := v.Elem().Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			w.fail(n, fmt.Sprintf("invalid value: %s is not a finite number", n.Value))
+		}
 	}
 }
 
@@ -329,13 +413,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func kindName(n *yaml.Node) string {

@@ -29,13 +29,13 @@ done
 
 step "validating the sample province (dry run), then applying it"
 ctl apply --dry-run -f deploy/examples/topology.yaml
-ctl apply -f deploy/examples/topology.yaml
+ctl apply --yes -f deploy/examples/topology.yaml
 
 step "a broken document is rejected whole, every problem named"
 broken=$state/broken.yaml
 sed -e '0,/address: 10\.1\.1\.10:8080/s//address: 10.1.1.10/' -e '0,/lat: 31.82/s//lat: 131.82/' \
     -e '0,/region: hefei/s//region: hefie/' deploy/examples/topology.yaml >"$broken"
-ctl apply -f "$broken" || true
+ctl apply --yes -f "$broken" || true
 
 step "waiting until every scheduler holds the applied revision"
 for _ in $(seq 50); do

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/pki"
 	"github.com/anysched/anysched/internal/token"
 )
 
@@ -22,25 +24,48 @@ func (l *Lab) schedulerConfig(name, body string) (string, error) {
 }
 
 // StartCenter starts the central scheduler (embedded etcd on 10.0.0.2, or
-// a client of the lab's etcd cluster).
+// a client of the lab's etcd cluster), in the secure configuration: etcd
+// and the admin API on 10.0.0.2 with mutual TLS, every topology signed.
 func (l *Lab) StartCenter() error {
-	etcdYAML := fmt.Sprintf(`etcd:
-  embedded:
+	etcdYAML, err := l.etcdClientYAML(etcdauth.CenterIdentity, l.clusterSize() > 0)
+	if err != nil {
+		return err
+	}
+	if l.clusterSize() > 0 {
+		etcdYAML += fmt.Sprintf("lab_etcd_members: [%s]\n", strings.Join(l.etcdControls(), ", "))
+	} else {
+		srv, err := l.creds.issue("center-etcd", pki.Leaf{CN: "center-etcd", Hosts: []string{"10.0.0.2"}, Server: true})
+		if err != nil {
+			return err
+		}
+		etcdYAML += fmt.Sprintf(`  embedded:
     dir: %s
     client_listen: 10.0.0.2:2379
     peer_listen: 127.0.0.1:2380
-`, filepath.Join(l.o.Dir, "etcd"))
-	if l.clusterSize() > 0 {
-		etcdYAML = fmt.Sprintf("etcd:\n  endpoints: [%s]\nlab_etcd_members: [%s]\n", strings.Join(l.EtcdEndpoints(), ", "), strings.Join(l.etcdControls(), ", "))
+    tls: {cert_file: %s, key_file: %s, client_ca_file: %s}
+    identities: [%s]
+`, filepath.Join(l.o.Dir, "etcd"), srv.Cert, srv.Key, l.creds.CA, strings.Join(l.etcdIdentities(), ", "))
+	}
+	grpcCert, err := l.creds.issue("center-grpc", pki.Leaf{CN: "center-grpc", Hosts: []string{"10.0.0.2"}, Server: true})
+	if err != nil {
+		return err
+	}
+	signKey, pubKey, err := l.creds.signingKeys()
+	if err != nil {
+		return err
 	}
 	body := fmt.Sprintf(`instance_id: %s
 %sgrpc:
-  listen: 10.0.0.2:9090
+  listen: %s
+  tls: {cert_file: %s, key_file: %s, client_ca_file: %s}
+apply:
+  signing_key_file: %s
 admin:
   listen: 127.0.0.1:9100
 snapshot:
   cache_file: %s
   confirm_interval: 500ms
+  trusted_keys: [%s]
 announce:
   mode: bgp
   check_interval: 100ms
@@ -60,7 +85,7 @@ default_region: %s
 lab: true
 access_log:
   enabled: false
-`, CenterID, etcdYAML, filepath.Join(l.o.Dir, "center.cache"), l.o.Cities[0])
+`, CenterID, etcdYAML, centerGRPC, grpcCert.Cert, grpcCert.Key, l.creds.CA, signKey, filepath.Join(l.o.Dir, "center.cache"), pubKey, l.o.Cities[0])
 	if l.o.QoE { // the center checks the viewers' tokens as the cities do
 		keyFile, err := l.TokenKey()
 		if err != nil {
@@ -97,15 +122,22 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	if l.o.OSPF {
 		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
 	}
+	etcdYAML, err := l.etcdClientYAML(etcdIdentity(l.o.Cities[i], id), true)
+	if err != nil {
+		return err
+	}
+	_, pubKey, err := l.creds.signingKeys()
+	if err != nil {
+		return err
+	}
 	body := fmt.Sprintf(`instance_id: %s
 region: %s
-etcd:
-  endpoints: [%s]
-admin:
+%sadmin:
   listen: 127.0.0.1:9101
 snapshot:
   cache_file: %s
   confirm_interval: 500ms
+  trusted_keys: [%s]
 announce:
   mode: %s
   check_interval: 100ms
@@ -125,7 +157,7 @@ dns:
   listen: 0.0.0.0:53
 access_log:
   enabled: false
-%s`, id, l.o.Cities[i], strings.Join(l.EtcdEndpoints(), ", "), filepath.Join(l.o.Dir, id+".cache"), mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+%s`, id, l.o.Cities[i], etcdYAML, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
@@ -173,7 +205,7 @@ func (l *Lab) probeToken() (string, error) {
 		return "", err
 	}
 	nan := math.NaN()
-	return token.Sign(token.Key{ID: TokenKeyID, Secret: secret}, token.Claims{Subject: "lab-probe", Expires: time.Now().Add(time.Hour), DesiredKbps: nan, DanmakuPerHour: nan, Gift: nan})
+	return token.Sign(token.Key{ID: TokenKeyID, Secret: secret}, token.Claims{Subject: "lab-probe", IssuedAt: time.Now(), Expires: time.Now().Add(time.Hour), DesiredKbps: nan, DanmakuPerHour: nan, Gift: nan})
 }
 
 // start runs a daemon in a namespace, logging to a file.

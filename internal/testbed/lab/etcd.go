@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/pki"
 	"github.com/anysched/anysched/internal/store"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
 // A lab etcd cluster: member k (1-based) runs in namespace <prefix>-etcdk,
@@ -43,11 +46,11 @@ func etcdName(k int) string { return fmt.Sprintf("etcd%d", k) }
 // EtcdEndpoints are the client URLs every scheduler is configured with.
 func (l *Lab) EtcdEndpoints() []string {
 	if l.clusterSize() == 0 {
-		return []string{"http://10.0.0.2:2379"}
+		return []string{"https://10.0.0.2:2379"}
 	}
 	var eps []string
 	for k := 1; k <= l.clusterSize(); k++ {
-		eps = append(eps, fmt.Sprintf("http://%s:%d", etcdAddr(k), etcdClientPort))
+		eps = append(eps, fmt.Sprintf("https://%s:%d", etcdAddr(k), etcdClientPort))
 	}
 	return eps
 }
@@ -62,17 +65,23 @@ func (l *Lab) etcdControls() []string {
 	return cs
 }
 
-// startEtcdMember starts member k: bin/lab etcd-member in its namespace.
+// startEtcdMember starts member k: bin/lab etcd-member in its namespace,
+// serving clients and peers over TLS with certificates of the lab's CA.
 func (l *Lab) startEtcdMember(k int) error {
 	var peers []string
 	for j := 1; j <= l.clusterSize(); j++ {
-		peers = append(peers, fmt.Sprintf("%s=http://%s:%d", etcdName(j), etcdAddr(j), etcdPeerPort))
+		peers = append(peers, fmt.Sprintf("%s=https://%s:%d", etcdName(j), etcdAddr(j), etcdPeerPort))
 	}
 	a := etcdAddr(k)
+	cert, err := l.creds.issue(etcdName(k), pki.Leaf{CN: etcdName(k), Hosts: []string{a}, Server: true, Client: true})
+	if err != nil {
+		return err
+	}
 	return l.start(etcdName(k), etcdName(k), filepath.Join(l.o.Bin, "lab"), "etcd-member",
 		"--name", etcdName(k), "--data", filepath.Join(l.o.Dir, etcdName(k)),
 		"--client-listen", fmt.Sprintf("%s:%d", a, etcdClientPort), "--peer-listen", fmt.Sprintf("%s:%d", a, etcdPeerPort),
-		"--initial-cluster", strings.Join(peers, ","), "--control", fmt.Sprintf("%s:%d", a, etcdControlPort))
+		"--initial-cluster", strings.Join(peers, ","), "--control", fmt.Sprintf("%s:%d", a, etcdControlPort),
+		"--tls-cert", cert.Cert, "--tls-key", cert.Key, "--tls-ca", l.creds.CA)
 }
 
 // MemberOptions configure one lab etcd member process.
@@ -80,14 +89,21 @@ type MemberOptions struct {
 	Name, Dir                  string
 	ClientListen, PeerListen   string
 	InitialCluster, ControlURL string // ControlURL: host:port of the drill endpoint
+	// CertFile, KeyFile: the member's certificate, for clients and peers;
+	// CAFile: the CA whose client certificates it accepts (required).
+	CertFile, KeyFile, CAFile string
 }
 
 // RunEtcdMember runs one member of a lab's etcd cluster with its drill
 // control endpoint until ctx ends (bin/lab etcd-member, started by the lab
 // inside the member's namespace).
 func RunEtcdMember(ctx context.Context, o MemberOptions, log *slog.Logger) error {
+	if o.CertFile == "" || o.KeyFile == "" || o.CAFile == "" {
+		return errors.New("etcd-member: --tls-cert, --tls-key and --tls-ca are required (a member listens beyond loopback)")
+	}
+	tlsInfo := transport.TLSInfo{CertFile: o.CertFile, KeyFile: o.KeyFile, TrustedCAFile: o.CAFile, ClientCertAuth: true}
 	e, err := store.StartEmbedded(ctx, config.Embedded{Name: o.Name, Dir: o.Dir, ClientListen: o.ClientListen, PeerListen: o.PeerListen},
-		store.EmbeddedOptions{InitialCluster: o.InitialCluster, ClusterToken: "anysched-lab"}, log)
+		store.EmbeddedOptions{InitialCluster: o.InitialCluster, ClusterToken: "anysched-lab", ClientTLS: tlsInfo, PeerTLS: tlsInfo}, log)
 	if err != nil {
 		return err
 	}

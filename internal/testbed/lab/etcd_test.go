@@ -69,7 +69,7 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 			return err
 		}
 		var out bytesBuf
-		if err := runCtl(prefix, &out, "apply", "-f", path); err != nil {
+		if err := runCtl(l, &out, "apply", "--yes", "-f", path); err != nil {
 			return fmt.Errorf("%v: %s", err, out.String())
 		}
 		return nil
@@ -89,7 +89,7 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		var out bytesBuf
 		at := time.Now()
 		args := append([]string{"drill", "etcd-loss", "--members", members, "--duration", "6s"}, extra...)
-		go func() { done <- runCtl(prefix, &out, args...) }()
+		go func() { done <- runCtl(l, &out, args...) }()
 		if during != nil {
 			during()
 		}

@@ -72,6 +72,7 @@ type Lab struct {
 	delays  []CityDelay
 	ns      []string
 	procs   map[string]*Proc
+	creds   *creds // the lab's CA and certificates (pki.go)
 	mu      sync.Mutex
 	Topo    *topology.Topology
 }
@@ -138,6 +139,9 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 		return nil, err
 	}
 	l = &Lab{o: o, procs: map[string]*Proc{}, delays: LinkDelays(o)}
+	if l.creds, err = newCreds(o.Dir); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			l.Down()
@@ -173,6 +177,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	for k := 1; k <= l.clusterSize(); k++ {
 		if err := l.startEtcdMember(k); err != nil {
+			return l, err
+		}
+	}
+	if l.clusterSize() > 0 {
+		if err := l.provisionEtcd(ctx); err != nil {
 			return l, err
 		}
 	}
@@ -238,7 +247,9 @@ func (l *Lab) Cleanup(i int) (string, error) {
 
 // Attach returns a handle on a lab another process brought up with the same
 // options (for lab load and lab status): namespaces and files, no daemons.
-func Attach(o Options) *Lab { return &Lab{o: o, procs: map[string]*Proc{}, delays: LinkDelays(o)} }
+func Attach(o Options) *Lab {
+	return &Lab{o: o, procs: map[string]*Proc{}, delays: LinkDelays(o), creds: attachCreds(o.Dir)}
+}
 
 // NS returns the full name of a lab namespace ("ctr", "c1", "r1", ...).
 func (l *Lab) NS(short string) string { return l.nsName(short) }

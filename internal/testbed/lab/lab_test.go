@@ -37,7 +37,7 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 	}
 	bin := t.TempDir()
 	// By import path: this package's place in the tree is no business of the build.
-	out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/anysched/anysched/central-scheduler", "github.com/anysched/anysched/regional-scheduler", "github.com/anysched/anysched/deploy/lab").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/anysched/anysched/central-scheduler", "github.com/anysched/anysched/regional-scheduler", "github.com/anysched/anysched/schedctl", "github.com/anysched/anysched/deploy/lab").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -66,7 +66,7 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		var b bytesBuf
 		err := exec.Command("ip", "netns", "exec", prefix+"-ctr", "true").Run()
 		if err == nil {
-			err = runCtl(prefix, &b, "apply", "-f", filepath.Join(dir, "topology.yaml"))
+			err = runCtl(l, &b, "apply", "--yes", "-f", filepath.Join(dir, "topology.yaml"))
 		}
 		if err != nil {
 			return fmt.Errorf("%v %s", err, b.String())
@@ -87,8 +87,10 @@ func (w *bytesBuf) Write(p []byte) (int, error) { w.b = append(w.b, p...); retur
 func (w *bytesBuf) String() string              { return string(w.b) }
 
 // runCtl runs schedctl inside the center's namespace (its admin API listens there).
-func runCtl(prefix string, out *bytesBuf, args ...string) error {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", prefix + "-ctr", os.Args[0], "-test.run=^TestHelperSchedctl$", "--"}, args...)...)
+// It presents the lab's admin certificate (mutual TLS).
+func runCtl(l *lab.Lab, out *bytesBuf, args ...string) error {
+	argv := append([]string{"netns", "exec", l.NS("ctr"), os.Args[0], "-test.run=^TestHelperSchedctl$", "--"}, l.SchedctlArgs()...)
+	cmd := exec.Command("ip", append(argv, args...)...)
 	cmd.Env = append(os.Environ(), "ANYSCHED_SCHEDCTL=1")
 	b, err := cmd.CombinedOutput()
 	out.b = append(out.b, b...)
@@ -107,7 +109,7 @@ func TestHelperSchedctl(t *testing.T) {
 			break
 		}
 	}
-	err := ctl.Run(context.Background(), append([]string{"--server", "10.0.0.2:9090"}, args...), os.Stdout, os.Stderr)
+	err := ctl.Run(context.Background(), args, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -347,7 +349,7 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 	// (it sends its STBs to a fallback region); nothing available anywhere
 	// -> it withdraws and says why.
 	var out bytesBuf
-	if err := runCtl("asf", &out, "drain", "region", "hefei"); err != nil {
+	if err := runCtl(l, &out, "drain", "region", "hefei"); err != nil {
 		t.Fatalf("drain: %v %s", err, out.String())
 	}
 	// The drain in force at hefei's scheduler: its STBs go to a fallback
@@ -377,20 +379,20 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 		}
 	}
 	for _, c := range cities[1:] {
-		if err := runCtl("asf", &out, "drain", "region", c); err != nil {
+		if err := runCtl(l, &out, "drain", "region", c); err != nil {
 			t.Fatalf("drain: %v %s", err, out.String())
 		}
 	}
 	wait.ForErr(t, "hefei withdrawing with nothing to serve", 15*time.Second, func() error {
 		out = bytesBuf{}
-		runCtl("asf", &out, "status")
+		runCtl(l, &out, "status")
 		if !containsAll(out.String(), "hefei-1", "withdrawn: no available server in any region") {
 			return fmt.Errorf("status:\n%s", out.String())
 		}
 		return nil
 	})
 	for _, c := range cities {
-		runCtl("asf", &out, "undrain", "region", c)
+		runCtl(l, &out, "undrain", "region", c)
 	}
 	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 20*time.Second)
 }
@@ -517,7 +519,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
 	start := time.Now()
 	var out bytesBuf
-	if err := runCtl("asd", &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
+	if err := runCtl(l, &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
 		t.Fatalf("drill: %v\n%s", err, out.String())
 	}
 	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it

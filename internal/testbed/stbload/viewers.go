@@ -41,13 +41,15 @@ func ViewerProfile(city string, v int, seed uint64) Profile {
 }
 
 // Tokens returns an Options.Token that signs each viewer's profile with key,
-// valid for ttl.
+// valid for ttl (issued now: ttl must be within the schedulers'
+// alloc.max_token_lifetime).
 func Tokens(key token.Key, ttl time.Duration, seed uint64) func(city string, viewer int) string {
-	exp := time.Now().Add(ttl)
+	iat := time.Now()
+	exp := iat.Add(ttl)
 	return func(city string, v int) string {
 		p := ViewerProfile(city, v, seed)
 		s, err := token.Sign(key, token.Claims{
-			Subject: city + "-stb-" + strconv.Itoa(v), Expires: exp,
+			Subject: city + "-stb-" + strconv.Itoa(v), IssuedAt: iat, Expires: exp,
 			DesiredKbps: p.DesiredKbps, DanmakuPerHour: p.DanmakuPerHour, Gift: p.Gift,
 		})
 		if err != nil {

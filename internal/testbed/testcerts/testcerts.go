@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,6 +70,11 @@ func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.Pri
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	if usage == x509.ExtKeyUsageClientAuth {
+		// Admin callers' role (pki.RoleURIPrefix): the admin API refuses a
+		// certificate without one. etcd ignores it.
+		tpl.URIs = []*url.URL{{Scheme: "urn", Opaque: "anysched:role:admin"}}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anysched/anysched/internal/yamlstrict"
+)
+
+// TestPrivateFileModes: issue 13 found key and secret files readable by
+// everyone accepted. A private key or token secret that group or others may
+// read is a config error naming the field, the file and its mode;
+// certificates and CA files may be world-readable.
+func TestPrivateFileModes(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("0123456789abcdef0123456789abcdef\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	cert, key := file("c.crt", 0o644), file("c.key", 0o600)
+	openKey, groupKey := file("open.key", 0o644), file("group.key", 0o640)
+	secret, openSecret := file("s.key", 0o400), file("open-s.key", 0o604)
+
+	check := func(t *testing.T, f func(errs *yamlstrict.Errors), want string) {
+		t.Helper()
+		var errs yamlstrict.Errors
+		f(&errs)
+		got := errs.Error()
+		if want == "" && strings.Contains(got, "readable") {
+			t.Fatalf("refused: %v", got)
+		}
+		if want != "" && !strings.Contains(got, want) {
+			t.Fatalf("errors %q, want one containing %q", got, want)
+		}
+	}
+	t.Run("server key 0600", func(t *testing.T) {
+		check(t, func(e *yamlstrict.Errors) {
+			ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: cert}.validate(e, "grpc.tls")
+		}, "")
+	})
+	t.Run("server key 0644", func(t *testing.T) {
+		check(t, func(e *yamlstrict.Errors) {
+			ServerTLS{CertFile: cert, KeyFile: openKey, ClientCAFile: cert}.validate(e, "grpc.tls")
+		},
+			"grpc.tls.key_file: "+openKey+" is readable by group/others (mode 0644): chmod 600")
+	})
+	t.Run("client key 0640", func(t *testing.T) {
+		check(t, func(e *yamlstrict.Errors) {
+			ClientTLS{CAFile: cert, CertFile: cert, KeyFile: groupKey}.validate(e, "etcd.tls")
+		},
+			"etcd.tls.key_file: "+groupKey+" is readable by group/others (mode 0640)")
+	})
+	t.Run("client key 0600", func(t *testing.T) {
+		check(t, func(e *yamlstrict.Errors) {
+			ClientTLS{CAFile: cert, CertFile: cert, KeyFile: key}.validate(e, "etcd.tls")
+		}, "")
+	})
+	t.Run("token secret 0400", func(t *testing.T) {
+		v := DefaultViewers()
+		v.Keys = []TokenKey{{ID: "k1", SecretFile: secret}}
+		check(t, v.validate, "")
+	})
+	t.Run("token secret 0604", func(t *testing.T) {
+		v := DefaultViewers()
+		v.Keys = []TokenKey{{ID: "k1", SecretFile: secret}, {ID: "k2", SecretFile: openSecret}}
+		check(t, v.validate, "alloc.keys[1].secret_file: "+openSecret+" is readable by group/others (mode 0604): chmod 600")
+	})
+}

@@ -1,0 +1,240 @@
+// Package signing signs and verifies topology documents with Ed25519, so
+// that write access to etcd alone cannot redirect the province: the center
+// signs each applied document's digest, every daemon that reads the topology
+// verifies it against the public keys it trusts.
+//
+// The signed message is domain-separated ("anysched-topology-v1\n" followed
+// by the hex SHA-256 digest of the stored document), so a signature made for
+// anything else never verifies as a topology's. A key is named by its id: the
+// first 8 bytes of SHA-256 of the raw public key, in hex.
+package signing
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Domain prefixes every signed message.
+const Domain = "anysched-topology-v1\n"
+
+// KeyID names a public key: hex of the first 8 bytes of its SHA-256.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+func message(digest string) []byte { return []byte(Domain + digest) }
+
+// Signer signs documents with one private key.
+type Signer struct {
+	key ed25519.PrivateKey
+	id  string
+}
+
+// NewSigner wraps a private key.
+func NewSigner(key ed25519.PrivateKey) *Signer {
+	return &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
+}
+
+// KeyID is the id of the signer's public key.
+func (s *Signer) KeyID() string { return s.id }
+
+// Public is the signer's public key.
+func (s *Signer) Public() ed25519.PublicKey { return s.key.Public().(ed25519.PublicKey) }
+
+// Sign signs a document digest (hex SHA-256 of the stored form).
+func (s *Signer) Sign(digest string) []byte { return ed25519.Sign(s.key, message(digest)) }
+
+// Why a document is refused; errors.Is works on Verify's errors.
+var (
+	ErrUnsigned     = errors.New("signing: the document is not signed")
+	ErrUnknownKey   = errors.New("signing: the document is signed by a key that is not trusted")
+	ErrBadSignature = errors.New("signing: the signature does not verify")
+)
+
+// Verifier checks signatures against a set of trusted public keys; several
+// keys allow a rotation without downtime.
+type Verifier struct {
+	keys map[string]ed25519.PublicKey
+}
+
+// NewVerifier trusts the given keys.
+func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys))}
+	for _, k := range keys {
+		v.keys[KeyID(k)] = k
+	}
+	return v
+}
+
+// KeyIDs lists the trusted keys' ids, sorted.
+func (v *Verifier) KeyIDs() []string {
+	ids := make([]string, 0, len(v.keys))
+	for id := range v.keys {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Verify checks that sig is a trusted key's signature of digest.
+func (v *Verifier) Verify(digest, keyID string, sig []byte) error {
+	if len(sig) == 0 && keyID == "" {
+		return ErrUnsigned
+	}
+	k, ok := v.keys[keyID]
+	if !ok {
+		return fmt.Errorf("%w (key id %q; trusted: %s)", ErrUnknownKey, keyID, strings.Join(v.KeyIDs(), ", "))
+	}
+	if !ed25519.Verify(k, message(digest), sig) {
+		return fmt.Errorf("%w (key id %s)", ErrBadSignature, keyID)
+	}
+	return nil
+}
+
+// Generate creates a key pair.
+func Generate() (ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("signing: generate key: %w", err)
+	}
+	return priv, nil
+}
+
+// WriteKeyPair writes a new key pair: the private key (PKCS#8 PEM, mode
+// 0600) at privPath and the public key (PKIX PEM, 0644) at pubPath. It
+// refuses to overwrite either file: replacing a signing key is a rotation,
+// done on purpose.
+func WriteKeyPair(privPath, pubPath string) (keyID string, err error) {
+	priv, err := Generate()
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", fmt.Errorf("signing: encode private key: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(priv.Public())
+	if err != nil {
+		return "", fmt.Errorf("signing: encode public key: %w", err)
+	}
+	if err := writeNew(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", err
+	}
+	if err := writeNew(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+		os.Remove(privPath) // half a pair is of no use
+		return "", err
+	}
+	return KeyID(priv.Public().(ed25519.PublicKey)), nil
+}
+
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("signing: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("signing: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("signing: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadPrivateKey reads a PKCS#8 PEM Ed25519 private key. A key file that
+// group or others may read is refused: whoever reads it can sign a
+// province.
+func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("signing: %s: mode %04o lets group or others read the key; chmod 600 it", path, perm)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	return ParsePrivateKey(data, path)
+}
+
+// ParsePrivateKey reads a PKCS#8 PEM Ed25519 private key; name says where
+// it came from in errors.
+func ParsePrivateKey(data []byte, name string) (ed25519.PrivateKey, error) {
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("signing: %s: not a PEM \"PRIVATE KEY\" (PKCS#8)", name)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %s: %w", name, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("signing: %s: a %T, not an Ed25519 key", name, k)
+	}
+	return priv, nil
+}
+
+// LoadPublicKey reads a PKIX PEM Ed25519 public key.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	return ParsePublicKey(data, path)
+}
+
+// ParsePublicKey reads a PKIX PEM Ed25519 public key; name says where it
+// came from in errors.
+func ParsePublicKey(data []byte, name string) (ed25519.PublicKey, error) {
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("signing: %s: not a PEM \"PUBLIC KEY\"", name)
+	}
+	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %s: %w", name, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("signing: %s: a %T, not an Ed25519 key", name, k)
+	}
+	return pub, nil
+}
+
+// LoadVerifier trusts the public keys in the given files; nil for none.
+func LoadVerifier(paths []string) (*Verifier, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	keys := make([]ed25519.PublicKey, 0, len(paths))
+	for _, p := range paths {
+		k, err := LoadPublicKey(p)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return NewVerifier(keys...), nil
+}
