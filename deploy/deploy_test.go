@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
@@ -41,6 +42,11 @@ type example struct {
 	cfg  interface{ Validate() error }
 	// tls points at every TLS file setting, by its key path.
 	tls map[string]*string
+	// signing points at the topology signing key settings: the center's
+	// private key and every daemon's trusted public keys (real keys are
+	// parsed at validation, so placeholders would not do).
+	signKey   *string
+	trustKeys []string
 }
 
 // loadExample decodes a production example over its daemon's defaults; the
@@ -69,18 +75,21 @@ func loadExample(t *testing.T, path string) example {
 		ex.tls["grpc.tls.key_file"] = &c.GRPC.TLS.KeyFile
 		ex.tls["grpc.tls.client_ca_file"] = &c.GRPC.TLS.ClientCAFile
 		serverTLS("admin.tls", &c.Admin.TLS)
+		ex.signKey, ex.trustKeys = &c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys
 		ex.cfg = &c
 	case strings.HasPrefix(name, "regional"):
 		c := config.DefaultRegional()
 		err = config.LoadFile(path, &c)
 		clientTLS("etcd.tls", &c.Etcd.TLS)
 		serverTLS("admin.tls", &c.Admin.TLS)
+		ex.trustKeys = c.Snapshot.TrustedKeys
 		ex.cfg = &c
 	case strings.HasPrefix(name, "healthcheck"):
 		c := config.DefaultChecker()
 		err = config.LoadFile(path, &c)
 		clientTLS("etcd.tls", &c.Etcd.TLS)
 		serverTLS("admin.tls", &c.Admin.TLS)
+		ex.trustKeys = c.Snapshot.TrustedKeys
 		ex.cfg = &c
 	default:
 		t.Fatalf("%s: not a center*, regional* or healthcheck* file: which daemon is it for?", path)
@@ -125,6 +134,13 @@ func TestProductionConfigsValidate(t *testing.T) {
 			if len(ex.tls) == 0 {
 				t.Errorf("no TLS settings: production talks to etcd with client certificates")
 			}
+			if len(ex.trustKeys) == 0 || (ex.signKey != nil && *ex.signKey == "") {
+				t.Errorf("the topology is not signed and checked: production etcd is beyond loopback")
+			}
+			keyFiles := slices.Clone(ex.trustKeys)
+			if ex.signKey != nil {
+				keyFiles = append(keyFiles, *ex.signKey)
+			}
 			for key, file := range ex.tls {
 				if !strings.HasPrefix(*file, tlsDir) {
 					t.Errorf("%s: %q is not under %s", key, *file, tlsDir)
@@ -137,8 +153,11 @@ func TestProductionConfigsValidate(t *testing.T) {
 				}
 				for _, e := range errs {
 					file, isTLS := ex.tls[e.Path]
-					if !isTLS || !strings.HasPrefix(e.Msg, fmt.Sprintf("cannot read %q", *file)) {
-						t.Errorf("unexpected problem (only unreadable TLS files are expected here): %v", e)
+					switch {
+					case isTLS && strings.HasPrefix(e.Msg, fmt.Sprintf("cannot read %q", *file)):
+					case slices.ContainsFunc(keyFiles, func(f string) bool { return strings.Contains(e.Msg, f) }):
+					default:
+						t.Errorf("unexpected problem (only unreadable TLS and key files are expected here): %v", e)
 					}
 				}
 			}
@@ -150,6 +169,16 @@ func TestProductionConfigsValidate(t *testing.T) {
 					t.Fatal(err)
 				}
 				*file = p
+			}
+			priv, pub := filepath.Join(dir, "signing.key"), filepath.Join(dir, "signing.pub")
+			if _, err := signing.WriteKeyPair(priv, pub); err != nil {
+				t.Fatal(err)
+			}
+			for i := range ex.trustKeys {
+				ex.trustKeys[i] = pub
+			}
+			if ex.signKey != nil {
+				*ex.signKey = priv
 			}
 			if err := ex.cfg.Validate(); err != nil {
 				t.Errorf("with the TLS files present:\n%v", err)

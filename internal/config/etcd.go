@@ -50,6 +50,22 @@ func (e Etcd) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	}
 }
 
+// BeyondLoopback reports whether the province's etcd is reachable beyond
+// loopback (an endpoint, or the embedded etcd's client listener): then
+// others may write it, and only a signed topology is to be believed.
+func (e Etcd) BeyondLoopback(embeddedAllowed bool) bool {
+	for _, ep := range e.Endpoints {
+		if u, err := url.Parse(ep); err == nil && !isLoopbackHost(u.Hostname()) {
+			return true
+		}
+	}
+	if len(e.Endpoints) == 0 && embeddedAllowed {
+		h, ok := listenHost(e.Embedded.ClientListen)
+		return ok && !isLoopbackHost(h)
+	}
+	return false
+}
+
 // validate checks the embedded etcd; client is the center's own etcd
 // client, which talks to it.
 func (m Embedded) validate(errs *yamlstrict.Errors, client ClientTLS) {

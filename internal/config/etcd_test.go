@@ -1,11 +1,13 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anysched/anysched/internal/pki"
+	"github.com/anysched/anysched/internal/signing"
 )
 
 // etcdCerts writes a CA, a server certificate and client certificates
@@ -22,6 +24,11 @@ func etcdCerts(t *testing.T, cns ...string) map[string][2]string {
 		t.Fatal(err)
 	}
 	out := map[string][2]string{"ca": {caFile, caKey}}
+	priv, pub := filepath.Join(dir, "signing.key"), filepath.Join(dir, "signing.pub")
+	if _, err := signing.WriteKeyPair(priv, pub); err != nil {
+		t.Fatal(err)
+	}
+	out["signing"] = [2]string{priv, pub}
 	leaves := map[string]pki.Leaf{"server": {CN: "etcd", Hosts: []string{"127.0.0.1"}, Server: true}}
 	for _, cn := range cns {
 		leaves[cn] = pki.Leaf{CN: cn, Client: true}
@@ -60,6 +67,7 @@ func TestEtcdTransport(t *testing.T) {
 	regional := func(tls ClientTLS, eps ...string) error {
 		r := DefaultRegional()
 		r.Region, r.Etcd.Endpoints, r.Etcd.TLS = "hefei", eps, tls
+		r.Snapshot.TrustedKeys = []string{f["signing"][1]}
 		return r.Validate()
 	}
 	client := ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
@@ -77,6 +85,25 @@ func TestEtcdTransport(t *testing.T) {
 	expectErrs(t, "https without ca_file", regional(ClientTLS{CertFile: client.CertFile, KeyFile: client.KeyFile}, "https://etcd.example.net:2379"))
 }
 
+// TestSignedTopologyBeyondLoopback: once etcd is reachable beyond loopback,
+// a scheduler must know the center's public key and the center must sign,
+// or whoever can write etcd could redirect the province.
+func TestSignedTopologyBeyondLoopback(t *testing.T) {
+	f := etcdCerts(t, "anysched-regional.hefei.h1", "anysched-center")
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"https://10.0.0.2:2379"}
+	r.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
+	expectErrs(t, "regional without trusted keys", r.Validate(), "snapshot.trusted_keys: required: etcd is reachable beyond loopback")
+	r.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
+	r.Etcd.TLS = ClientTLS{}
+	expectErrs(t, "regional on loopback etcd", r.Validate())
+	c := DefaultCenter()
+	c.Etcd.Embedded.ClientListen = "10.0.0.2:2379"
+	c.Etcd.Embedded.TLS = ServerTLS{CertFile: f["server"][0], KeyFile: f["server"][1], ClientCAFile: f["ca"][0]}
+	c.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-center"][0], KeyFile: f["anysched-center"][1]}
+	expectErrs(t, "center beyond loopback, unsigned", c.Validate(), "apply.signing_key_file: required", "snapshot.trusted_keys: required")
+}
+
 // TestEmbeddedEtcdTLS: the embedded etcd listened in plaintext without auth
 // wherever it was told to; beyond loopback it now needs TLS with client
 // certificates, and the center's own client then authenticates as
@@ -87,6 +114,7 @@ func TestEmbeddedEtcdTLS(t *testing.T) {
 	own := ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-center"][0], KeyFile: f["anysched-center"][1]}
 	center := func(mod func(c *Center)) error {
 		c := DefaultCenter()
+		c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys = f["signing"][0], []string{f["signing"][1]}
 		mod(&c)
 		return c.Validate()
 	}

@@ -17,6 +17,10 @@ trap cleanup EXIT INT TERM
 step() { printf '\n== %s\n' "$*"; }
 ctl() { bin/schedctl --server 127.0.0.1:19090 "$@"; }
 
+step "the topology signing key: the center signs every applied document, every scheduler checks it"
+mkdir -p "$state/keys"
+bin/schedctl keygen --signing "$state/keys/topology-signing"
+
 step "starting the central scheduler (embedded etcd on 127.0.0.1:12379, admin API on 127.0.0.1:19090)"
 bin/central-scheduler --config $here/center.yaml >"$logs/center.log" 2>&1 & pids+=($!)
 for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.2; done
@@ -26,6 +30,9 @@ step "starting regional schedulers: hefei, wuhu, bengbu"
 for city in hefei wuhu bengbu; do
   bin/regional-scheduler --config $here/regional-$city.yaml >"$logs/$city.log" 2>&1 & pids+=($!)
 done
+
+step "who the admin API takes this caller for (a plaintext caller on loopback is \"local\")"
+ctl whoami
 
 step "validating the sample province (dry run), then applying it"
 ctl apply --dry-run -f deploy/examples/topology.yaml
