@@ -185,12 +185,17 @@ func up(o lab.Options) (*lab.Lab, error) {
 		fmt.Println("  city-core link delays (netem, one-way, from each city's distance to " + lab.Capital + "):")
 	}
 	fmt.Println("    " + lab.FormatDelays(l.LinkDelays()))
-	step("applying the province topology through the center's admin API")
+	fmt.Println("  secure configuration: etcd and the admin API on mutual TLS with the lab's CA, an etcd role per daemon,")
+	fmt.Println("  every topology signed by the center and checked by every scheduler")
+	step("applying the province topology through the center's admin API (schedctl shows the diff, then applies)")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		out, err := schedctl(l, "apply", "--yes", "-f", filepath.Join(o.Dir, "topology.yaml"))
 		if err == nil {
-			fmt.Print("  " + out)
+			fmt.Print(indent(applySummary(out)))
+			if who, err := schedctl(l, "whoami"); err == nil {
+				fmt.Print(indent("as " + strings.Join(strings.Fields(who), " ") + "\n"))
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -229,6 +234,20 @@ func schedctl(l *lab.Lab, args ...string) (string, error) {
 }
 
 func step(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
+
+// applySummary keeps the summary lines of schedctl apply's output: the
+// diff's totals and what was applied, not every server it lists.
+func applySummary(out string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		// Section headings and their entries are indented by two spaces
+		// and more; the totals and the result are not, or are "servers ...".
+		if t := strings.TrimSpace(line); t != "" && (!strings.HasPrefix(line, " ") || strings.HasPrefix(t, "servers ")) {
+			b.WriteString(t + "\n")
+		}
+	}
+	return b.String()
+}
 
 func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	start := time.Now()
@@ -287,6 +306,10 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 			plans, _, _ := strings.Cut(out[i:], "\n\n")
 			fmt.Print(indent(plans))
 		}
+	}
+	step("the audit trail: every change and drill, who made it and from where")
+	if out, err := schedctl(l, "audit", "--limit", "6"); err == nil {
+		fmt.Print(indent(out))
 	}
 	return nil
 }
