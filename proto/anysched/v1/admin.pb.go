@@ -25,6 +25,186 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetBalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBalanceRequest) Reset() {
+	*x = GetBalanceRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBalanceRequest) ProtoMessage() {}
+
+func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
+func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type SetBalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The YAML document (docs/operations.md, "Choosing inside a node").
+	Document []byte `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	DryRun   bool   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// When non-zero and not the stored document's etcd revision, refused
+	// (someone changed it since it was read).
+	BaseRevision  int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBalanceRequest) Reset() {
+	*x = SetBalanceRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBalanceRequest) ProtoMessage() {}
+
+func (x *SetBalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBalanceRequest.ProtoReflect.Descriptor instead.
+func (*SetBalanceRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetBalanceRequest) GetDocument() []byte {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *SetBalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SetBalanceRequest) GetBaseRevision() int64 {
+	if x != nil {
+		return x.BaseRevision
+	}
+	return 0
+}
+
+type BalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document as stored (empty: none stored, the defaults apply), and the
+	// effective policy with every default filled in, YAML.
+	Document  []byte `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	Effective []byte `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	// The etcd revision of the stored document (0: none).
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Whether a SetBalance changed what is stored.
+	Changed bool `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Why the stored document is not in force (invalid: defaults in use).
+	Invalid       string `protobuf:"bytes,5,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BalanceResponse) Reset() {
+	*x = BalanceResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BalanceResponse) ProtoMessage() {}
+
+func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
+func (*BalanceResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BalanceResponse) GetDocument() []byte {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *BalanceResponse) GetEffective() []byte {
+	if x != nil {
+		return x.Effective
+	}
+	return nil
+}
+
+func (x *BalanceResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *BalanceResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *BalanceResponse) GetInvalid() string {
+	if x != nil {
+		return x.Invalid
+	}
+	return ""
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +213,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +225,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +238,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 type WhoAmIResponse struct {
@@ -76,7 +256,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -88,7 +268,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -101,7 +281,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -135,7 +315,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -147,7 +327,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -160,7 +340,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HistoryRequest) GetLimit() int32 {
@@ -187,7 +367,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +379,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +392,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HistoryEntry) GetRevision() int64 {
@@ -274,7 +454,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +466,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +479,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HistoryResponse) GetCurrent() int64 {
@@ -329,7 +509,7 @@ type DiffTopologyRequest struct {
 
 func (x *DiffTopologyRequest) Reset() {
 	*x = DiffTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +521,7 @@ func (x *DiffTopologyRequest) String() string {
 func (*DiffTopologyRequest) ProtoMessage() {}
 
 func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +534,7 @@ func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyRequest.ProtoReflect.Descriptor instead.
 func (*DiffTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DiffTopologyRequest) GetFromRevision() int64 {
@@ -389,7 +569,7 @@ type DiffTopologyResponse struct {
 
 func (x *DiffTopologyResponse) Reset() {
 	*x = DiffTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +581,7 @@ func (x *DiffTopologyResponse) String() string {
 func (*DiffTopologyResponse) ProtoMessage() {}
 
 func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +594,7 @@ func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyResponse.ProtoReflect.Descriptor instead.
 func (*DiffTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DiffTopologyResponse) GetFromRevision() int64 {
@@ -453,7 +633,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +645,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +658,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RollbackRequest) GetRevision() int64 {
@@ -528,7 +708,7 @@ type TopologyDiff struct {
 
 func (x *TopologyDiff) Reset() {
 	*x = TopologyDiff{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +720,7 @@ func (x *TopologyDiff) String() string {
 func (*TopologyDiff) ProtoMessage() {}
 
 func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +733,7 @@ func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyDiff.ProtoReflect.Descriptor instead.
 func (*TopologyDiff) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TopologyDiff) GetSections() []*DiffSection {
@@ -610,7 +790,7 @@ type DiffSection struct {
 
 func (x *DiffSection) Reset() {
 	*x = DiffSection{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +802,7 @@ func (x *DiffSection) String() string {
 func (*DiffSection) ProtoMessage() {}
 
 func (x *DiffSection) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +815,7 @@ func (x *DiffSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffSection.ProtoReflect.Descriptor instead.
 func (*DiffSection) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DiffSection) GetKind() string {
@@ -677,7 +857,7 @@ type DiffChange struct {
 
 func (x *DiffChange) Reset() {
 	*x = DiffChange{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +869,7 @@ func (x *DiffChange) String() string {
 func (*DiffChange) ProtoMessage() {}
 
 func (x *DiffChange) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +882,7 @@ func (x *DiffChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffChange.ProtoReflect.Descriptor instead.
 func (*DiffChange) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DiffChange) GetName() string {
@@ -730,7 +910,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +922,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +935,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuditRequest) GetLimit() int32 {
@@ -795,7 +975,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +987,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1000,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -902,7 +1082,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1094,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1107,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -952,7 +1132,7 @@ type DrillEtcdLossRequest struct {
 
 func (x *DrillEtcdLossRequest) Reset() {
 	*x = DrillEtcdLossRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1144,7 @@ func (x *DrillEtcdLossRequest) String() string {
 func (*DrillEtcdLossRequest) ProtoMessage() {}
 
 func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1157,7 @@ func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillEtcdLossRequest.ProtoReflect.Descriptor instead.
 func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
@@ -1013,7 +1193,7 @@ type DrillRequest struct {
 
 func (x *DrillRequest) Reset() {
 	*x = DrillRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1205,7 @@ func (x *DrillRequest) String() string {
 func (*DrillRequest) ProtoMessage() {}
 
 func (x *DrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1218,7 @@ func (x *DrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
 func (*DrillRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DrillRequest) GetRegion() string {
@@ -1080,7 +1260,7 @@ type DrillResponse struct {
 
 func (x *DrillResponse) Reset() {
 	*x = DrillResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1272,7 @@ func (x *DrillResponse) String() string {
 func (*DrillResponse) ProtoMessage() {}
 
 func (x *DrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1285,7 @@ func (x *DrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
 func (*DrillResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
@@ -1162,7 +1342,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1354,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1367,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -1221,7 +1401,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1413,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1426,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -1275,7 +1455,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1467,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1480,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -1335,7 +1515,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1527,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1540,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -1424,7 +1604,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1616,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1629,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -1492,7 +1672,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1684,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1697,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -1565,7 +1745,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1757,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1770,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -1645,7 +1825,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1837,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1850,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -1788,7 +1968,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1980,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1993,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Candidate) GetServer() string {
@@ -1899,7 +2079,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2091,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2104,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -1973,7 +2153,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2165,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2178,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -2059,7 +2239,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2251,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2264,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -2144,7 +2324,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2336,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2349,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type GetTopologyResponse struct {
@@ -2185,7 +2365,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2377,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2390,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -2249,7 +2429,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2441,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2454,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 type StatusResponse struct {
@@ -2297,7 +2477,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2489,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2502,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -2392,7 +2572,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2584,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2597,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -2490,7 +2670,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2682,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2695,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Instance) GetId() string {
@@ -2658,7 +2838,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2850,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2863,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -2747,7 +2927,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2939,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2952,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -2800,7 +2980,18 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
+	"\x11GetBalanceRequest\"m\n" +
+	"\x11SetBalanceRequest\x12\x1a\n" +
+	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12#\n" +
+	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\"\x9b\x01\n" +
+	"\x0fBalanceResponse\x12\x1a\n" +
+	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x1c\n" +
+	"\teffective\x18\x02 \x01(\fR\teffective\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x18\n" +
+	"\achanged\x18\x04 \x01(\bR\achanged\x12\x18\n" +
+	"\ainvalid\x18\x05 \x01(\tR\ainvalid\"\x0f\n" +
 	"\rWhoAmIRequest\"T\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x12\n" +
@@ -3026,7 +3217,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xba\a\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xd2\b\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -3040,7 +3231,11 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\fDiffTopology\x12 .anysched.v1.DiffTopologyRequest\x1a!.anysched.v1.DiffTopologyResponse\x12L\n" +
 	"\bRollback\x12\x1c.anysched.v1.RollbackRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12>\n" +
 	"\x05Audit\x12\x19.anysched.v1.AuditRequest\x1a\x1a.anysched.v1.AuditResponse\x12A\n" +
-	"\x06WhoAmI\x12\x1a.anysched.v1.WhoAmIRequest\x1a\x1b.anysched.v1.WhoAmIResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\x06WhoAmI\x12\x1a.anysched.v1.WhoAmIRequest\x1a\x1b.anysched.v1.WhoAmIResponse\x12J\n" +
+	"\n" +
+	"GetBalance\x12\x1e.anysched.v1.GetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12J\n" +
+	"\n" +
+	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -3054,105 +3249,112 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*WhoAmIRequest)(nil),         // 0: anysched.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 1: anysched.v1.WhoAmIResponse
-	(*HistoryRequest)(nil),        // 2: anysched.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 3: anysched.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 4: anysched.v1.HistoryResponse
-	(*DiffTopologyRequest)(nil),   // 5: anysched.v1.DiffTopologyRequest
-	(*DiffTopologyResponse)(nil),  // 6: anysched.v1.DiffTopologyResponse
-	(*RollbackRequest)(nil),       // 7: anysched.v1.RollbackRequest
-	(*TopologyDiff)(nil),          // 8: anysched.v1.TopologyDiff
-	(*DiffSection)(nil),           // 9: anysched.v1.DiffSection
-	(*DiffChange)(nil),            // 10: anysched.v1.DiffChange
-	(*AuditRequest)(nil),          // 11: anysched.v1.AuditRequest
-	(*AuditEntry)(nil),            // 12: anysched.v1.AuditEntry
-	(*AuditResponse)(nil),         // 13: anysched.v1.AuditResponse
-	(*DrillEtcdLossRequest)(nil),  // 14: anysched.v1.DrillEtcdLossRequest
-	(*DrillRequest)(nil),          // 15: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),         // 16: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),          // 17: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 18: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 19: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 20: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 21: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 22: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 23: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 24: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 25: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 26: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 27: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 28: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 29: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 30: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 31: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 32: anysched.v1.StatusResponse
-	(*RegionTraffic)(nil),         // 33: anysched.v1.RegionTraffic
-	(*Instance)(nil),              // 34: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 35: anysched.v1.QoEPlan
-	(*BGPPeer)(nil),               // 36: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*GetBalanceRequest)(nil),     // 0: anysched.v1.GetBalanceRequest
+	(*SetBalanceRequest)(nil),     // 1: anysched.v1.SetBalanceRequest
+	(*BalanceResponse)(nil),       // 2: anysched.v1.BalanceResponse
+	(*WhoAmIRequest)(nil),         // 3: anysched.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 4: anysched.v1.WhoAmIResponse
+	(*HistoryRequest)(nil),        // 5: anysched.v1.HistoryRequest
+	(*HistoryEntry)(nil),          // 6: anysched.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 7: anysched.v1.HistoryResponse
+	(*DiffTopologyRequest)(nil),   // 8: anysched.v1.DiffTopologyRequest
+	(*DiffTopologyResponse)(nil),  // 9: anysched.v1.DiffTopologyResponse
+	(*RollbackRequest)(nil),       // 10: anysched.v1.RollbackRequest
+	(*TopologyDiff)(nil),          // 11: anysched.v1.TopologyDiff
+	(*DiffSection)(nil),           // 12: anysched.v1.DiffSection
+	(*DiffChange)(nil),            // 13: anysched.v1.DiffChange
+	(*AuditRequest)(nil),          // 14: anysched.v1.AuditRequest
+	(*AuditEntry)(nil),            // 15: anysched.v1.AuditEntry
+	(*AuditResponse)(nil),         // 16: anysched.v1.AuditResponse
+	(*DrillEtcdLossRequest)(nil),  // 17: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),          // 18: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),         // 19: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),          // 20: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 21: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 22: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 23: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 24: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 25: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 26: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 27: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 28: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 29: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 30: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 31: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 32: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 33: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 34: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 35: anysched.v1.StatusResponse
+	(*RegionTraffic)(nil),         // 36: anysched.v1.RegionTraffic
+	(*Instance)(nil),              // 37: anysched.v1.Instance
+	(*QoEPlan)(nil),               // 38: anysched.v1.QoEPlan
+	(*BGPPeer)(nil),               // 39: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	37, // 0: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
-	28, // 1: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
-	3,  // 2: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
-	8,  // 3: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	9,  // 4: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
-	10, // 5: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	37, // 6: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	37, // 7: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	12, // 8: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	37, // 9: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	37, // 10: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	37, // 11: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	25, // 12: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	28, // 13: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	8,  // 14: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	28, // 15: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	37, // 16: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	34, // 17: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	20, // 18: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	21, // 19: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	22, // 20: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	33, // 21: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	37, // 22: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	37, // 23: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	37, // 24: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	37, // 25: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 26: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	35, // 27: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	33, // 28: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	26, // 29: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	29, // 30: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	31, // 31: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	23, // 32: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	17, // 33: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	18, // 34: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	15, // 35: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	14, // 36: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	2,  // 37: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	5,  // 38: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	7,  // 39: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	11, // 40: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	0,  // 41: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	27, // 42: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	30, // 43: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	32, // 44: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	24, // 45: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	19, // 46: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	19, // 47: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	16, // 48: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	16, // 49: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	4,  // 50: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	6,  // 51: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	27, // 52: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	13, // 53: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	1,  // 54: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	42, // [42:55] is the sub-list for method output_type
-	29, // [29:42] is the sub-list for method input_type
+	40, // 0: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	31, // 1: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
+	6,  // 2: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
+	11, // 3: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	12, // 4: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
+	13, // 5: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
+	40, // 6: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	40, // 7: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	15, // 8: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
+	40, // 9: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	40, // 10: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	40, // 11: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	28, // 12: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	31, // 13: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	11, // 14: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	31, // 15: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	40, // 16: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	37, // 17: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	23, // 18: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	24, // 19: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	25, // 20: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	36, // 21: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	40, // 22: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	40, // 23: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	40, // 24: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	40, // 25: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 26: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	38, // 27: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	36, // 28: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	29, // 29: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	32, // 30: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	34, // 31: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	26, // 32: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	20, // 33: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	21, // 34: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	18, // 35: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	17, // 36: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	5,  // 37: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	8,  // 38: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	10, // 39: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	14, // 40: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	3,  // 41: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	0,  // 42: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	1,  // 43: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	30, // 44: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	33, // 45: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	35, // 46: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	27, // 47: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	22, // 48: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	22, // 49: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	19, // 50: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	19, // 51: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	7,  // 52: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	9,  // 53: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	30, // 54: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	16, // 55: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	4,  // 56: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 57: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 58: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	44, // [44:59] is the sub-list for method output_type
+	29, // [29:44] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -3169,7 +3371,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,8 @@ const (
 	Admin_Rollback_FullMethodName      = "/anysched.v1.Admin/Rollback"
 	Admin_Audit_FullMethodName         = "/anysched.v1.Admin/Audit"
 	Admin_WhoAmI_FullMethodName        = "/anysched.v1.Admin/WhoAmI"
+	Admin_GetBalance_FullMethodName    = "/anysched.v1.Admin/GetBalance"
+	Admin_SetBalance_FullMethodName    = "/anysched.v1.Admin/SetBalance"
 )
 
 // AdminClient is the client API for Admin service.
@@ -77,6 +79,12 @@ type AdminClient interface {
 	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
 	// WhoAmI tells the caller the identity and role the server sees.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// GetBalance returns the in-node balance policy document in force.
+	GetBalance(ctx context.Context, in *GetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
+	// SetBalance validates a balance policy document and, unless dry_run,
+	// stores it (audited like an apply); an empty document restores the
+	// defaults.
+	SetBalance(ctx context.Context, in *SetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
 }
 
 type adminClient struct {
@@ -217,6 +225,26 @@ func (c *adminClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grp
 	return out, nil
 }
 
+func (c *adminClient) GetBalance(ctx context.Context, in *GetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BalanceResponse)
+	err := c.cc.Invoke(ctx, Admin_GetBalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetBalance(ctx context.Context, in *SetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BalanceResponse)
+	err := c.cc.Invoke(ctx, Admin_SetBalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -257,6 +285,12 @@ type AdminServer interface {
 	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
 	// WhoAmI tells the caller the identity and role the server sees.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// GetBalance returns the in-node balance policy document in force.
+	GetBalance(context.Context, *GetBalanceRequest) (*BalanceResponse, error)
+	// SetBalance validates a balance policy document and, unless dry_run,
+	// stores it (audited like an apply); an empty document restores the
+	// defaults.
+	SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -305,6 +339,12 @@ func (UnimplementedAdminServer) Audit(context.Context, *AuditRequest) (*AuditRes
 }
 func (UnimplementedAdminServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedAdminServer) GetBalance(context.Context, *GetBalanceRequest) (*BalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetBalance not implemented")
+}
+func (UnimplementedAdminServer) SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetBalance not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -561,6 +601,42 @@ func _Admin_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_GetBalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetBalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetBalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetBalance(ctx, req.(*GetBalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetBalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetBalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetBalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetBalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetBalance(ctx, req.(*SetBalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -619,6 +695,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _Admin_WhoAmI_Handler,
+		},
+		{
+			MethodName: "GetBalance",
+			Handler:    _Admin_GetBalance_Handler,
+		},
+		{
+			MethodName: "SetBalance",
+			Handler:    _Admin_SetBalance_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
