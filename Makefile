@@ -3,6 +3,12 @@ GO      ?= go
 BIN     := bin
 CMDS    := central-scheduler regional-scheduler schedctl healthcheck
 FUZZTIME ?= 10s
+# The version every binary reports (schedctl version, status's VERSION,
+# anysched_build_info): git describe of the work tree; outside a git
+# checkout (a tarball) nothing is stamped and the binaries fall back to the
+# VCS information the toolchain embeds, then "devel". VERSION=... overrides.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/version.stamped=$(VERSION))
 
 .PHONY: all build test unit fuzz demo demo-loopback bench proto deps clean
 
@@ -12,7 +18,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload ./deploy/lab
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload ./deploy/lab
 
 # Everything: vet, unit and integration tests (real etcd embedded on
 # loopback), race detector on the concurrent packages, then a short run of

@@ -17,9 +17,7 @@ func main() { daemon.Main("central-scheduler", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := config.DefaultCenter()
-	f := daemon.New("central-scheduler", stderr, &cfg.Base)
-	cleanup := f.Scheduler(&cfg.Common)
-	f.String("grpc-listen", "override grpc.listen", &cfg.GRPC.Listen)
+	f, cleanup := daemon.Center(&cfg, stderr)
 	if err := f.Load(args, &cfg, stdout); err != nil {
 		return err
 	}

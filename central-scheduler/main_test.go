@@ -73,4 +73,11 @@ func TestBinaryExitCodes(t *testing.T) {
 	if out, err := exec.Command(bin, "--check-config").CombinedOutput(); err != nil {
 		t.Fatalf("--check-config with defaults: %v\n%s", err, out)
 	}
+	// --help: exit 0, the usage on stdout, nothing on stderr.
+	cmd = exec.Command(bin, "--help")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), "-grpc-listen host:port") || stderr.Len() != 0 {
+		t.Fatalf("--help: %v, stdout %s, stderr %s", err, out, stderr.String())
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/pki"
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
@@ -161,14 +162,32 @@ func TestProductionConfigsValidate(t *testing.T) {
 					}
 				}
 			}
-			// The same configuration with its TLS files present is clean.
+			// The same configuration with its TLS files present (real ones:
+			// validation parses them) is clean.
 			dir := t.TempDir()
-			for key, file := range ex.tls {
-				p := filepath.Join(dir, strings.ReplaceAll(key, ".", "_"))
-				if err := os.WriteFile(p, []byte("placeholder\n"), 0o600); err != nil {
-					t.Fatal(err)
+			ca, err := pki.NewCA("example CA", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caFile, _, err := ca.WriteCA(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert, key, err := ca.WriteLeaf(dir, "leaf", pki.Leaf{CN: "anysched-center", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, file := range ex.tls {
+				switch {
+				case strings.HasSuffix(k, "ca_file"):
+					*file = caFile
+				case strings.HasSuffix(k, "cert_file"):
+					*file = cert
+				case strings.HasSuffix(k, "key_file"):
+					*file = key
+				default:
+					t.Fatalf("%s: which kind of TLS file is it?", k)
 				}
-				*file = p
 			}
 			priv, pub := filepath.Join(dir, "signing.key"), filepath.Join(dir, "signing.pub")
 			if _, err := signing.WriteKeyPair(priv, pub); err != nil {

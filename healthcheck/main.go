@@ -17,11 +17,7 @@ func main() { daemon.Main("healthcheck", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := config.DefaultChecker()
-	f := daemon.New("healthcheck", stderr, &cfg.Base)
-	f.String("region", "override region", &cfg.Region)
-	f.String("checker-id", "override checker_id", &cfg.CheckerID)
-	f.Duration("interval", "override interval (must stay at least timeout)", &cfg.Interval)
-	f.Duration("timeout", "override timeout (at most interval)", &cfg.Timeout)
+	f := daemon.Checker(&cfg, stderr)
 	if err := f.Load(args, &cfg, stdout); err != nil {
 		return err
 	}

@@ -16,9 +16,7 @@ func main() { daemon.Main("regional-scheduler", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := config.DefaultRegional()
-	f := daemon.New("regional-scheduler", stderr, &cfg.Base)
-	cleanup := f.Scheduler(&cfg.Common)
-	f.String("region", "override region", &cfg.Region)
+	f, cleanup := daemon.Regional(&cfg, stderr)
 	if err := f.Load(args, &cfg, stdout); err != nil {
 		return err
 	}

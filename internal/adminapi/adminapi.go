@@ -4,9 +4,11 @@
 package adminapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"sort"
@@ -154,6 +156,9 @@ func (s *Service) drainTarget(kind, name string) (int32, error) {
 	return 0, status.Errorf(codes.NotFound, "no %s named %q in topology revision %d", kind, name, snap.Revision)
 }
 
+// explainChannel stands for the channel in a URL explained without a path.
+const explainChannel = "CHANNEL"
+
 // Explain answers as the center (or, with region, as that region's
 // scheduler) would answer the request, with the reasoning.
 func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
@@ -165,7 +170,8 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		return nil, status.Error(codes.InvalidArgument, "host: required")
 	}
 	path := req.GetPath()
-	if path == "" {
+	noPath := path == ""
+	if noPath {
 		path = "/"
 	}
 	if !strings.HasPrefix(path, "/") {
@@ -189,16 +195,25 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 	}
 	p, q, _ := strings.Cut(path, "?")
 	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q})
+	loc := eng.AppendLocation(nil, &x.Decision, p, q)
+	if noPath {
+		// An STB always asks for a channel: "/" would render {channel} empty
+		// ("live//6000"), a URL no STB gets. Show the URL's shape instead.
+		if shaped := eng.AppendLocation(nil, &x.Decision, "/"+explainChannel, q); !bytes.Equal(shaped, loc) {
+			loc = shaped
+			x.Steps = append(x.Steps, fmt.Sprintf("no path given: the URL shows the channel as %s (--path /CHANNEL/index.m3u8 explains a real request)", explainChannel))
+		}
+	}
 	resp := &pb.ExplainResponse{
 		Revision: snap.Revision, Result: x.Result, Reason: x.Reason,
 		Service: x.Names.Service, Zone: x.Names.Zone, ClientRegion: x.Names.ClientRegion, Region: x.Names.Region,
 		Node: x.Names.Node, Server: x.Names.Server, Address: x.Names.Address, BitrateKbps: int32(x.Decision.BitrateKbps),
-		Location: string(eng.AppendLocation(nil, &x.Decision, p, q)), Steps: x.Steps,
+		Location: string(loc), Steps: x.Steps,
 	}
 	for _, c := range x.Candidates {
 		resp.Candidates = append(resp.Candidates, &pb.Candidate{
 			Server: c.Server, Node: c.Node, Region: c.Region, Address: c.Address, DistanceKm: c.DistanceKm,
-			Weight: int32(c.Weight), Available: c.Available, Chosen: c.Chosen, Why: c.Why,
+			Weight: int32(math.Round(c.Effective)), TopologyWeight: int32(c.Weight), Available: c.Available, Chosen: c.Chosen, Why: c.Why,
 		})
 	}
 	return resp, nil
@@ -266,13 +281,19 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 	for ri, rv := range snap.Regions {
 		rh := &pb.RegionHealth{Region: rv.Name, Servers: int32(len(rv.Servers))}
 		for _, si := range rv.Servers {
+			// Drained is the operator's decision, health is measured: a
+			// drained server counts in both. A server no live checker
+			// reports on is unchecked, not healthy.
 			switch {
-			case av.Drained[si]:
-				rh.Drained++
-			case av.Healthy[si]:
-				rh.Healthy++
-			default:
+			case !av.Healthy[si]:
 				rh.Unhealthy++
+			case !av.Figures[si].Measured:
+				rh.Unchecked++
+			default:
+				rh.Healthy++
+			}
+			if av.Drained[si] {
+				rh.Drained++
 			}
 			if av.Available[si] {
 				rh.Available++

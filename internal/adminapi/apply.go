@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/anysched/anysched/internal/audit"
@@ -45,10 +46,7 @@ func (p ApplyPolicy) share() float64 {
 // ApplyTopology validates a document, shows what it changes against the
 // current topology, guards against large removals and stores it.
 func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyRequest) (*pb.ApplyTopologyResponse, error) {
-	t, err := topology.Decode(req.GetDocument())
-	if err == nil {
-		err = s.Limits.Validate(t)
-	}
+	t, _, warnings, err := s.Limits.Load(req.GetDocument())
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -56,7 +54,8 @@ func (s *Service) ApplyTopology(ctx context.Context, req *pb.ApplyTopologyReques
 	if base == 0 {
 		base = t.Revision
 	}
-	return s.change(ctx, t, change{base: base, forceStale: req.GetForce(), forceGuard: req.GetForce(), dryRun: req.GetDryRun(), note: "apply"})
+	return s.change(ctx, t, change{base: base, forceStale: req.GetForce(), forceGuard: req.GetForce(), dryRun: req.GetDryRun(), note: "apply",
+		source: req.GetDocument(), warnings: warnings})
 }
 
 // Rollback makes a kept revision's document current again, as a new
@@ -74,13 +73,35 @@ func (s *Service) Rollback(ctx context.Context, req *pb.RollbackRequest) (*pb.Ap
 		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	// Rules may have tightened since it was applied.
-	if err := s.Limits.Validate(old.Topology); err != nil {
+	snap, err := s.Limits.Compile(old.Topology, 0)
+	if err != nil {
 		return nil, invalid(fmt.Errorf("revision %d no longer validates: %w", req.GetRevision(), err))
+	}
+	// The document as it was written, comments and all, when it is kept.
+	src, err := s.Store.Source(ctx, old)
+	if err != nil {
+		s.Logger.Warn("the document as written is unreadable; rolling back to the canonical form", "revision", old.Revision, "err", err)
+	}
+	if src != nil && !sameDocument(src, old.Digest) {
+		s.Logger.Warn("the document as written does not match its revision; rolling back to the canonical form", "revision", old.Revision)
+		src = nil
 	}
 	return s.change(ctx, old.Topology, change{
 		base: req.GetBaseRevision(), forceGuard: req.GetForce(), dryRun: req.GetDryRun(),
-		note: fmt.Sprintf("rollback to %d", req.GetRevision()),
+		note: fmt.Sprintf("rollback to %d", req.GetRevision()), source: src, warnings: topology.Warnings(snap),
 	})
+}
+
+// sameDocument reports whether a document as written decodes to the
+// canonical document of digest: the kept text is not signed, so it is
+// trusted only as far as it says what the signed form says.
+func sameDocument(src []byte, digest string) bool {
+	t, err := topology.Decode(src)
+	if err != nil {
+		return false
+	}
+	_, d, err := store.Canonical(t)
+	return err == nil && d == digest
 }
 
 // change is one apply or rollback.
@@ -91,6 +112,11 @@ type change struct {
 	forceStale, forceGuard bool
 	dryRun                 bool
 	note                   string // "apply", "rollback to N"
+	// source is the document as written (nil: not known), kept beside
+	// the canonical form.
+	source []byte
+	// warnings are the document's own (topology.Warnings).
+	warnings []string
 }
 
 func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*pb.ApplyTopologyResponse, error) {
@@ -123,7 +149,7 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 		}
 	})
 	diff := diffPB(d)
-	var warnings []string
+	warnings := slices.Clone(c.warnings)
 	if dangers := d.Dangers(s.Apply.share()); len(dangers) > 0 {
 		caller, _ := authz.FromContext(ctx)
 		what := strings.Join(dangers, "; ")
@@ -140,6 +166,11 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 		changed = true // a key rotation: the same document, signed anew
 		warnings = append(warnings, fmt.Sprintf("the same document, signed again with key %s (was %s)", signer.KeyID(), orNone(cur.KeyID)))
 	}
+	if !changed && cur != nil && c.source != nil && !sameText(c.source, cur) {
+		// A new revision for comments alone would make every scheduler
+		// reload an identical topology.
+		warnings = append(warnings, fmt.Sprintf("the document differs from revision %d only in comments or layout: nothing is applied, and get topology keeps the text of revision %d", rev, rev))
+	}
 	if c.dryRun {
 		return &pb.ApplyTopologyResponse{Revision: rev, Summary: summarize(t, digest), Changed: changed, Diff: diff, Warnings: warnings}, nil
 	}
@@ -147,6 +178,7 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 	res, err := s.Store.Apply(ctx, t, store.ApplyOptions{
 		BaseRevision: c.base, Force: c.forceStale, Expect: &rev,
 		Signer: s.Apply.Signer, Identity: caller.Identity, Note: c.note, Change: summary, Keep: s.Apply.HistoryKeep,
+		Source: c.source,
 	})
 	var stale *store.StaleError
 	switch {
@@ -163,6 +195,15 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 		s.Logger.Info("topology changed", "revision", res.Revision, "previous", rev, "by", caller.Identity, "note", c.note, "change", summary)
 	}
 	return &pb.ApplyTopologyResponse{Revision: res.Revision, Applied: res.Changed, Summary: summarize(t, digest), Changed: res.Changed, Diff: diff, Warnings: warnings}, nil
+}
+
+// sameText reports whether src is the text kept for cur (the canonical
+// JSON when none is kept).
+func sameText(src []byte, cur *store.Stored) bool {
+	if cur.SourceDigest == "" {
+		return store.SourceDigest(src) == cur.Digest
+	}
+	return store.SourceDigest(src) == cur.SourceDigest
 }
 
 func orNone(s string) string {
@@ -197,12 +238,36 @@ func (s *Service) GetTopology(ctx context.Context, _ *pb.GetTopologyRequest) (*p
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
-	st.Topology.Revision = st.Revision
-	doc, err := st.Topology.YAML()
+	doc, err := s.asWritten(ctx, st)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &pb.GetTopologyResponse{Revision: st.Revision, Document: doc, Summary: summarize(st.Topology, st.Digest), AppliedAt: timestamppb.New(st.AppliedAt)}, nil
+}
+
+// asWritten is the stored document as the operator wrote it, with its
+// revision: line set to st's revision; the canonical form rendered as YAML
+// when no text is kept or it cannot be edited.
+func (s *Service) asWritten(ctx context.Context, st *store.Stored) ([]byte, error) {
+	src, err := s.Store.Source(ctx, st)
+	if err != nil {
+		s.Logger.Warn("the document as written is unreadable; returning the canonical form", "revision", st.Revision, "err", err)
+	}
+	if src != nil {
+		if doc, ok := topology.WithRevision(src, st.Revision); ok {
+			// What is returned must say what the signed form says, and
+			// carry the revision for the stale check.
+			if t, err := topology.Decode(doc); err == nil && t.Revision == st.Revision {
+				if _, d, err := store.Canonical(t); err == nil && d == st.Digest {
+					return doc, nil
+				}
+			}
+			s.Logger.Warn("the document as written does not match its revision; returning the canonical form", "revision", st.Revision)
+		}
+	}
+	t := *st.Topology
+	t.Revision = st.Revision
+	return t.YAML()
 }
 
 func summarize(t *topology.Topology, digest string) *pb.TopologySummary {

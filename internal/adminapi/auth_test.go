@@ -446,3 +446,42 @@ func TestDrillsChangedMeanwhile(t *testing.T) {
 		t.Errorf("a drill decided on a stale view was written: %v", err)
 	}
 }
+
+// TestDrillRefusedWithoutRoutes: a drill of schedulers that announce
+// nothing themselves (announce.mode none, the loopback province) would
+// withdraw no route: it is refused up front with the reason, before the
+// production switches; a region with one announcing scheduler is drilled.
+func TestDrillRefusedWithoutRoutes(t *testing.T) {
+	ctx := context.Background()
+	modeNone := func(in store.Instance) store.Instance {
+		in.AnnounceWhy, in.State = store.NotAnnouncedModeNone, "ready"
+		return in
+	}
+	p := newProvince(t, false) // production, drills.allow_production off
+	second := city("syn-2", true)
+	second.ID = "syn-2-2"
+	register(t, p.st, modeNone(center(false)), modeNone(city("syn-1", false)), modeNone(city("syn-2", false)), second, modeNone(city("syn-3", false)))
+	drill := &pb.DrillRequest{Region: "syn-1", DurationSeconds: 30, ProductionConfirmed: true}
+	_, err := p.client["ada"].Drill(ctx, drill)
+	wantCode(t, "syn-1, mode none", err, codes.FailedPrecondition,
+		"the schedulers of syn-1 announce nothing themselves (announce.mode none): a drill would withdraw no route; drill a province whose schedulers announce (bgp/ospf)")
+	_, err = p.client["ada"].Drill(ctx, &pb.DrillRequest{Region: "center", DurationSeconds: 30})
+	wantCode(t, "center, mode none", err, codes.FailedPrecondition, "the central schedulers announce nothing themselves (announce.mode none)")
+	_, err = p.client["ada"].Drill(ctx, &pb.DrillRequest{Region: "syn-2", DurationSeconds: 30, ProductionConfirmed: true})
+	wantCode(t, "syn-2, one scheduler announces", err, codes.FailedPrecondition, "drills.allow_production")
+
+	p.svc.Lab = true
+	resp, err := p.client["otto"].Drill(ctx, &pb.DrillRequest{Region: "syn-2", DurationSeconds: 30})
+	if err != nil {
+		t.Fatalf("syn-2 in a lab, one scheduler announcing: %v", err)
+	}
+	if got := resp.GetInstances(); len(got) != 2 {
+		t.Errorf("drilled instances %v, want syn-2-1 and syn-2-2", got)
+	}
+	_, err = p.client["otto"].Drill(ctx, &pb.DrillRequest{Region: "syn-3", DurationSeconds: 30})
+	wantCode(t, "syn-3 in a lab, mode none", err, codes.FailedPrecondition, "the schedulers of syn-3 announce nothing themselves")
+	drills, _, err := opstate.ListDrills(ctx, p.st.Client(), p.st.Prefix())
+	if err != nil || len(drills) != 1 || drills[0].Target != opstate.RegionTarget("syn-2") {
+		t.Errorf("drills in force: %v, %v (only syn-2's)", drills, err)
+	}
+}

@@ -160,12 +160,6 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 				return nil, status.Error(codes.PermissionDenied, err.Error())
 			}
 		}
-		if !s.AllowProductionDrills {
-			return nil, status.Error(codes.FailedPrecondition, "refused: failover drills on a production center are off; set drills.allow_production: true in the central scheduler's configuration to allow them")
-		}
-		if !req.GetProductionConfirmed() {
-			return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
-		}
 	}
 	target, err := opstate.ParseDrillTarget(req.GetRegion())
 	if err != nil {
@@ -176,12 +170,25 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 			return nil, err
 		}
 	}
-	cli, prefix := s.Store.Client(), s.Store.Prefix()
-	drills, rev, err := opstate.ListDrills(ctx, cli, prefix)
+	ins, err := s.Store.Instances(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	ins, err := s.Store.Instances(ctx)
+	// Before the production switches: no confirmation makes such a drill
+	// useful, so the operator should not be sent to collect them first.
+	if why := withdrawsNothing(target, ins); why != "" {
+		return nil, status.Error(codes.FailedPrecondition, "refused: "+why)
+	}
+	if !s.Lab {
+		if !s.AllowProductionDrills {
+			return nil, status.Error(codes.FailedPrecondition, "refused: failover drills on a production center are off; set drills.allow_production: true in the central scheduler's configuration to allow them")
+		}
+		if !req.GetProductionConfirmed() {
+			return nil, status.Error(codes.FailedPrecondition, "refused: this central scheduler is not a lab (lab: false); a drill withdraws a city's route and moves its STBs to the center. Confirm with --i-know-this-is-production")
+		}
+	}
+	cli, prefix := s.Store.Client(), s.Store.Prefix()
+	drills, rev, err := opstate.ListDrills(ctx, cli, prefix)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
@@ -203,6 +210,31 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 	}
 	s.Logger.Warn("failover drill started", "target", target, "until", dr.Until, "instances", resp.Instances)
 	return resp, nil
+}
+
+// withdrawsNothing says why a drill of target would withdraw no route, or
+// "": every registered scheduler of the target announces nothing itself
+// (announce.mode none), so the drill would change no routing, and the
+// drill's watch would wait for announcements that never come.
+func withdrawsNothing(target opstate.DrillTarget, ins []store.Instance) string {
+	n := 0
+	for _, in := range ins {
+		if target.Center != (in.Role == "central") || (!target.Center && in.Region != target.Region) {
+			continue
+		}
+		if in.AnnounceWhy != store.NotAnnouncedModeNone {
+			return ""
+		}
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	whose := "the schedulers of " + target.Region + " announce"
+	if target.Center {
+		whose = "the central schedulers announce"
+	}
+	return whose + " nothing themselves (" + store.NotAnnouncedModeNone + "): a drill would withdraw no route; drill a province whose schedulers announce (bgp/ospf)"
 }
 
 // drillRefusal says why drilling target now would be unsafe, or "": the

@@ -51,10 +51,7 @@ func (s *Service) DiffTopology(ctx context.Context, req *pb.DiffTopologyRequest)
 		if req.GetFromRevision() != 0 || req.GetToRevision() != 0 {
 			return nil, status.Error(codes.InvalidArgument, "document: compared with the current topology; give no revisions with it")
 		}
-		t, err := topology.Decode(req.GetDocument())
-		if err == nil {
-			err = s.Limits.Validate(t)
-		}
+		t, _, _, err := s.Limits.Load(req.GetDocument())
 		if err != nil {
 			return nil, invalid(err)
 		}

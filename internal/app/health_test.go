@@ -196,7 +196,7 @@ func TestDrainMovesSTBsAndPersists(t *testing.T) {
 	// The center follows the drain on its own watch: poll its status.
 	wait.ForErr(t, "the center's status shows the drain", wait.DefaultTimeout, func() error {
 		out, _ = schedctl(t, p.center.GRPC.Listen, "status")
-		if !strings.Contains(out, "disk swap") || !strings.Contains(out, "hefei   3        2        0          1        2") {
+		if !strings.Contains(out, "disk swap") || !strings.Contains(out, "hefei   3        3        0          0          1        2") {
 			return fmt.Errorf("status after drain:\n%s", out)
 		}
 		return nil

@@ -42,6 +42,7 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
 	s.qoe = s.allocator
+	s.swapHooks = append(s.swapHooks, s.warnUnknownRegion)
 	comps := append(s.components(), s.allocator.Run)
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)

@@ -111,7 +111,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 		Source: st, CacheFile: c.Snapshot.CacheFile,
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
-		OnSwap: s.onSwap, Limits: c.Anycast.Limits(),
+		OnSwap: s.onSwap, Limits: c.Anycast.Limits(), Endpoints: st.Client().Endpoints(),
 	}
 	s.Merger = &health.Merger{
 		Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log,

@@ -277,7 +277,8 @@ func TestProvince(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a broken topology was applied:\n%s", out)
 	}
-	for _, want := range []string{"nodes[0].servers[0].weight", "regions[0].location.lat", "regions[2].location.lat", "zones[0].location.lat"} {
+	c0 := cities[0].Name
+	for _, want := range []string{"nodes[0] (" + c0 + "-1).servers[0] (" + c0 + "-1-a).weight", "regions[0] (" + c0 + ").location.lat", "regions[2] (" + cities[2].Name + ").location.lat", "zones[0] (" + c0 + "-z1).location.lat"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("apply error lacks %q:\n%v", want, err)
 		}
@@ -444,6 +445,12 @@ func TestSTBAnswers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The center follows on its own watch: it must hold the new revision
+	// before etcd goes, or the check below would test the race instead.
+	waitUp(t, "the center answers from the new revision", func() bool {
+		_, loc, _ := get(cc.HTTP.Listen, "100.64.0.9")
+		return strings.Contains(loc, ":9080/")
+	})
 
 	// etcd gone: both keep answering from their snapshots.
 	e.Stop()

@@ -1,25 +1,19 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/anysched/anysched/internal/testbed/testcerts"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
-// tlsFiles writes placeholder certificate files (Validate only checks that
-// they can be read).
+// tlsFiles writes a server certificate, its key and its CA (Validate
+// parses them).
 func tlsFiles(t *testing.T) (cert, key, ca string) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, n := range []string{"cert.pem", "key.pem", "ca.pem"} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	f := testcerts.Write(t, t.TempDir())
+	return f.ServerCert, f.ServerKey, f.CA
 }
 
 // problems is Validate's field errors as "path: message" lines.

@@ -310,16 +310,41 @@ func DefaultRegional() Regional {
 
 // LoadFile decodes a YAML file over the defaults already in cfg. Its
 // errors start "config: FILE:", decoding problems follow one a line, each
-// with its key path and line.
+// with its key path and line. Whatever decodes is set even then (a value
+// that does not keeps its default), so that Problems can report the
+// values' problems in the same pass.
 func LoadFile(path string, cfg any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err) // the error names the file
 	}
-	if err := yamlstrict.Decode(data, cfg); err != nil {
+	if err := yamlstrict.DecodePartial(data, cfg); err != nil {
 		return fmt.Errorf("config: %s:\n%w", path, err)
 	}
 	return nil
+}
+
+// Problems joins what LoadFile (of file) could not decode and what
+// Validate found, so that an operator fixes a file in one pass; nil when
+// both are nil. A value problem about a field that failed to decode is
+// left out: it would be about the default the field kept.
+func Problems(file string, decodeErr, validateErr error) error {
+	if decodeErr == nil {
+		if validateErr == nil {
+			return nil
+		}
+		return fmt.Errorf("config: invalid:\n%w", validateErr)
+	}
+	failed, ok := yamlstrict.AsErrors(decodeErr)
+	if !ok || validateErr == nil {
+		return decodeErr // an unreadable file: nothing was decoded
+	}
+	values, ok := yamlstrict.AsErrors(validateErr)
+	if !ok {
+		values = yamlstrict.Errors{{Msg: validateErr.Error()}}
+	}
+	all := append(append(yamlstrict.Errors(nil), failed...), values.Excluding(failed)...)
+	return fmt.Errorf("config: %s:\n%w", file, all)
 }
 
 // Validate checks the central scheduler's configuration.
@@ -493,6 +518,8 @@ func (t ClientTLS) validate(errs *yamlstrict.Errors, path string) {
 		fileExists(errs, path+"."+f.key, f.file)
 	}
 	privateFile(errs, path+".key_file", t.KeyFile)
+	certKeyPair(errs, path, t.CertFile, t.KeyFile) // tlsfiles.go
+	caFile(errs, path+".ca_file", t.CAFile)
 }
 
 func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
@@ -506,6 +533,8 @@ func (t ServerTLS) validate(errs *yamlstrict.Errors, path string) {
 		fileExists(errs, path+"."+f.key, f.file)
 	}
 	privateFile(errs, path+".key_file", t.KeyFile)
+	certKeyPair(errs, path, t.CertFile, t.KeyFile) // tlsfiles.go
+	caFile(errs, path+".client_ca_file", t.ClientCAFile)
 }
 
 // privateFile refuses a private key or secret that group or others may

@@ -13,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +55,11 @@ func commands() []command {
 		{name: "get", synopsis: []string{"get topology|regions|nodes|servers|zones|services [-o table|yaml|json]"}, run: getCmd},
 		{name: "status", synopsis: []string{"status [-o table|yaml|json]"}, run: statusCmd},
 		{name: "explain", synopsis: []string{"explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]"}, run: explainCmd},
+		{name: "balance", synopsis: []string{
+			"balance get [-o table|yaml|json]   (the in-node balance policy: stored document, effective policy, reweighed servers)",
+			"balance set -f FILE [--dry-run] [--yes] [-o table|json]",
+			"balance reset [--dry-run] [--yes] [-o table|json]   (no document: the defaults)",
+		}, run: balanceCmd},
 		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT]"}, run: drainCmd},
 		{name: "undrain", synopsis: []string{"undrain server|node|region NAME"}, run: undrainCmd},
 		{name: "drill", synopsis: []string{
@@ -62,7 +69,7 @@ func commands() []command {
 		{name: "audit", synopsis: []string{"audit [--limit N] [--since DURATION] [-o table|json|yaml]"}, run: auditCmd},
 		{name: "whoami", synopsis: []string{"whoami [-o table|json|yaml]"}, run: whoamiCmd},
 		{name: "etcd-roles", synopsis: []string{"etcd-roles --endpoints URL[,URL] [--cacert F] --cert F --key F [--prefix /anysched/] --identity NAME ... [--prune] [--dry-run]   (an external etcd; root certificate)"}, offline: true, run: etcdRolesCmd},
-		{name: "token", synopsis: []string{"token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]"}, offline: true, run: tokenCmd},
+		{name: "token", synopsis: []string{"token --key-id ID --secret-file FILE --sub VIEWER [--ttl D] [--issuer ISS] [--audience AUD] [--network CIDR] [--desired-kbps N] [--danmaku-per-hour N] [--gift N]"}, offline: true, run: tokenCmd},
 		{name: "pki", synopsis: []string{
 			"pki ca --dir DIR [--cn NAME] [--validity D]",
 			"pki issue --ca-dir DIR --cn NAME [--role viewer|operator|admin] [--server --hosts H,...] [--client] [--out DIR] [--name FILE]",
@@ -99,9 +106,18 @@ func usage() string {
 			b.WriteString("  " + l + "\n")
 		}
 	}
-	b.WriteString("\nGlobal flags:\n")
+	b.WriteString("  schedctl help [COMMAND]   (or: schedctl COMMAND --help)\n")
+	b.WriteString("\nGlobal flags, before the command (--server defaults to $" + serverEnv + ", then " + defaultServer + "):\n")
 	return b.String()
 }
+
+// serverEnv names the environment variable that replaces --server's
+// default, so a shell set up for one province needs no --server on every
+// command.
+const serverEnv = "ANYSCHED_SERVER"
+
+// defaultServer is the center's default grpc.listen.
+const defaultServer = "127.0.0.1:9090"
 
 // globals are the flags before the command: how to reach the admin API.
 type globals struct {
@@ -125,6 +141,15 @@ type env struct {
 
 	cmd   command        // the command running
 	admin pb.AdminClient // set once dialed, for commands that are not offline
+
+	// help: the command was asked for its help (-h or --help among its
+	// arguments, or schedctl help COMMAND). Nothing is dialed; the
+	// command's flag parsing prints its help to out instead of parsing,
+	// and ends the command with errHelp.
+	help bool
+	// helpShown is every flag set whose help was printed, in order (a
+	// command with subcommands shows each one's).
+	helpShown []*flag.FlagSet
 }
 
 // Run executes one schedctl command. Its errors read "schedctl COMMAND:
@@ -136,35 +161,51 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func run(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("schedctl", flag.ContinueOnError)
 	var g globals
-	def := e.getenv("ANYSCHED_SERVER")
+	def := e.getenv(serverEnv)
 	if def == "" {
-		def = "127.0.0.1:9090"
+		def = defaultServer
 	}
-	fs.StringVar(&g.server, "server", def, "central scheduler admin gRPC address (env ANYSCHED_SERVER)")
+	fs.StringVar(&g.server, "server", def, "central scheduler admin gRPC `address` (host:port; default from $"+serverEnv+")")
 	fs.StringVar(&g.tls.CAFile, "tls-ca", "", "CA certificate that signed the server's certificate (enables TLS)")
 	fs.StringVar(&g.tls.CertFile, "tls-cert", "", "client certificate for mutual TLS")
 	fs.StringVar(&g.tls.KeyFile, "tls-key", "", "client key for mutual TLS")
 	fs.StringVar(&g.tls.ServerName, "tls-server-name", "", "server name to verify, if not the host of --server")
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "deadline for the whole command")
-	printUsage := func() {
-		fmt.Fprint(e.errOut, usage())
-		fs.SetOutput(e.errOut)
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, usage())
+		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, printUsage); err != nil {
-		return wrap("", err)
+	if err := parseFlags(fs, args, printUsage, e.out, e.errOut); err != nil {
+		return wrap("", helpDone(err))
 	}
 	if fs.NArg() == 0 {
-		printUsage()
+		printUsage(e.errOut)
 		return ErrUsage
 	}
 	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" { // schedctl help [COMMAND [SUBCOMMAND]]
+		if len(rest) == 0 {
+			printUsage(e.out)
+			return nil
+		}
+		name, rest, e.help = rest[0], rest[1:], true
+	}
 	i := slices.IndexFunc(commands(), func(c command) bool { return c.name == name })
 	if i < 0 {
-		printUsage()
+		printUsage(e.errOut)
 		return wrap("", usagef("unknown command %q", name))
 	}
 	e.cmd = commands()[i]
+	if e.help = e.help || asksHelp(rest); e.help {
+		err := e.cmd.run(ctx, e, rest)
+		if errors.Is(err, errHelp) && !e.cmd.offline {
+			fmt.Fprintf(e.out, "\nGlobal flags, before the command (--server defaults to $%s, then %s):\n", serverEnv, defaultServer)
+			fs.SetOutput(e.out)
+			fs.PrintDefaults()
+		}
+		return wrap(name, helpDone(err))
+	}
 	if e.cmd.offline {
 		return wrap(name, e.cmd.run(ctx, e, rest))
 	}
@@ -181,6 +222,44 @@ func run(ctx context.Context, args []string, e *env) error {
 	defer conn.Close()
 	e.admin = admin
 	return wrap(name, e.cmd.run(ctx, e, rest))
+}
+
+// asksHelp reports whether a command's arguments ask for its help: -h,
+// -help or --help anywhere before a "--". A flag value that is one of
+// those words is given as --flag=--help.
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--h", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// errHelp ends a command whose help was printed; Run returns nil for it.
+var errHelp = errors.New("help shown")
+
+// helpDone turns errHelp into success: help that was asked for is no
+// mistake.
+func helpDone(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// helpEach shows the help of each of a command's subcommands, for
+// COMMAND --help without one: run is the command, subs its subcommands.
+func (e *env) helpEach(ctx context.Context, run func(context.Context, *env, []string) error, subs ...string) error {
+	for _, s := range subs {
+		if err := run(ctx, e, []string{s}); !errors.Is(err, errHelp) {
+			return err
+		}
+	}
+	return errHelp
 }
 
 // stdinIsTerminal reports whether standard input is a character device.
@@ -218,19 +297,21 @@ func dial(g globals) (pb.AdminClient, io.Closer, error) {
 	return pb.NewAdminClient(conn), conn, nil
 }
 
-// parseFlags parses args into fs, which prints nothing itself: on a
-// mistake printUsage runs once and the mistake comes back as a usage error.
-func parseFlags(fs *flag.FlagSet, args []string, printUsage func()) error {
+// parseFlags parses args into fs, which prints nothing itself. Asked for
+// help (-h, --help), it prints the usage to out and returns errHelp; on a
+// mistake it prints the usage to errOut and returns the mistake as a usage
+// error.
+func parseFlags(fs *flag.FlagSet, args []string, printUsage func(io.Writer), out, errOut io.Writer) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
-		printUsage()
-		return ErrUsage // asked for: the usage is all there is to say
+		printUsage(out)
+		return errHelp
 	default:
-		printUsage()
+		printUsage(errOut)
 		return usagef("%v", err)
 	}
 }
@@ -247,19 +328,70 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 }
 
 // parseLeading parses a command's flags up to the first argument that is
-// not one, and leaves the rest in fs.Args().
+// not one, and leaves the rest in fs.Args(). When the command was asked
+// for its help it shows fs's help instead, whatever the arguments, and
+// returns errHelp: the command ends there, before it uses the admin API,
+// which is not dialed for help.
 func (e *env) parseLeading(fs *flag.FlagSet, args []string) error {
-	return parseFlags(fs, args, func() {
+	if e.help {
+		e.commandUsage(fs, e.out)
+		return errHelp
+	}
+	return parseFlags(fs, args, func(w io.Writer) { e.commandUsage(fs, w) }, e.out, e.errOut)
+}
+
+// commandUsage prints the running command's synopsis (once) and every
+// flag of fs with its usage, under fs's name when it is a subcommand's.
+func (e *env) commandUsage(fs *flag.FlagSet, w io.Writer) {
+	if len(e.helpShown) == 0 {
 		for i, l := range e.cmd.synopsisLines() {
 			if i == 0 {
-				fmt.Fprintln(e.errOut, "usage: "+l)
+				fmt.Fprintln(w, "usage: "+l)
 			} else {
-				fmt.Fprintln(e.errOut, "       "+l)
+				fmt.Fprintln(w, "       "+l)
 			}
 		}
-		fs.SetOutput(e.errOut)
-		fs.PrintDefaults()
-	})
+	}
+	e.helpShown = append(e.helpShown, fs)
+	if fs.Name() != e.cmd.name && hasFlags(fs) {
+		fmt.Fprintln(w, fs.Name()+":")
+	}
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// optionalFloat is a number flag that may be left unset (NaN: the token
+// leaves the field out); its help shows no default rather than "NaN".
+type optionalFloat struct{ v *float64 }
+
+// optFloat defines an optionalFloat on fs, unset (NaN) until given.
+func optFloat(fs *flag.FlagSet, name, usage string) *float64 {
+	v := math.NaN()
+	fs.Var(optionalFloat{&v}, name, usage)
+	return &v
+}
+
+func (f optionalFloat) String() string {
+	if f.v == nil || math.IsNaN(*f.v) {
+		return "" // as the zero value: the help prints no default
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f optionalFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return errors.New("parse error") // as the flag package says it for its numbers
+	}
+	*f.v = v
+	return nil
 }
 
 // ErrUsage marks a command-line mistake (exit code 2).

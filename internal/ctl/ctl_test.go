@@ -166,11 +166,9 @@ func TestRoot(t *testing.T) {
 	runCases(t, []cmdCase{
 		{name: "no command", args: nil, wantErr: "usage error", usage: true},
 		{name: "only global flags", args: []string{"--server", "x:1"}, wantErr: "usage error", usage: true},
-		{name: "help", args: []string{"-h"}, wantErr: "usage error", usage: true},
 		{name: "unknown command", args: []string{"frob"}, wantErr: `schedctl: unknown command "frob"`, usage: true},
 		{name: "unknown global flag", args: []string{"--sever", "x:1", "status"}, wantErr: "schedctl: flag provided but not defined: -sever", usage: true},
 		{name: "bad timeout", args: []string{"--timeout", "soon", "status"}, wantErr: `schedctl: invalid value "soon" for flag -timeout: parse error`, usage: true},
-		{name: "command help", args: []string{"apply", "-h"}, wantErr: "usage error", usage: true},
 		{name: "command flag", args: []string{"status", "--watch"}, wantErr: "schedctl status: flag provided but not defined: -watch", usage: true},
 		{name: "api error", args: []string{"status"}, rpc: map[string]handler{"Status": fail(codes.PermissionDenied, "no client certificate")},
 			wantErr: "schedctl status: permission denied: no client certificate", sent: []call{{method: "Status", req: &pb.StatusRequest{}}}},
@@ -189,11 +187,11 @@ func TestUsageText(t *testing.T) {
 		args []string
 		want []string // in stderr
 	}{
-		{nil, []string{"Usage:\n  schedctl [global flags] apply -f FILE", "  schedctl [global flags] drill etcd-loss", "\n  schedctl token --key-id", "  schedctl version\n", "Global flags:\n", "-server string"}},
+		{nil, []string{"Usage:\n  schedctl [global flags] apply -f FILE", "  schedctl [global flags] drill etcd-loss", "\n  schedctl token --key-id", "  schedctl version\n", "Global flags, before the command (--server defaults to $ANYSCHED_SERVER, then 127.0.0.1:9090):\n", "-server address"}},
 		{[]string{"frob"}, []string{"Usage:\n", "-tls-ca string"}},
-		{[]string{"apply", "-h"}, []string{"usage: schedctl [global flags] apply -f FILE [--yes] [--dry-run]", "-base-revision int"}},
+		{[]string{"apply", "--bogus"}, []string{"usage: schedctl [global flags] apply -f FILE [--yes] [--dry-run]", "-base-revision int"}},
 		{[]string{"drill", "failover", "--bogus"}, []string{"usage: schedctl [global flags] drill failover", "\n       schedctl [global flags] drill etcd-loss", "-no-watch"}},
-		{[]string{"token", "-h"}, []string{"usage: schedctl token --key-id ID", "-secret-file string"}},
+		{[]string{"token", "--bogus"}, []string{"usage: schedctl token --key-id ID", "-secret-file string"}},
 		{[]string{"status", "-o"}, []string{"usage: schedctl [global flags] status [-o table|yaml|json]\n  -o format\n    \toutput format: table, yaml or json (default table)\n"}},
 	} {
 		var out, errOut bytes.Buffer

@@ -42,6 +42,9 @@ func undrainCmd(ctx context.Context, e *env, args []string) error {
 // parses into fs. The kind is checked by the center, which knows the kinds
 // it drains.
 func drainTarget(e *env, fs *flag.FlagSet, args []string) (kind, name string, err error) {
+	if e.help { // drain --help: no target needed
+		return "", "", e.parse(fs, args)
+	}
 	if len(args) < 2 || strings.HasPrefix(args[0], "-") || strings.HasPrefix(args[1], "-") {
 		return "", "", usagef("want server|node|region NAME before the flags")
 	}

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/anysched/anysched/internal/store"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
 
@@ -17,6 +19,9 @@ const pollEvery = 250 * time.Millisecond
 // drillCmd runs a drill: failover (a region's schedulers withdraw their
 // route for a while) or etcd-loss (the lab's etcd stops for a while).
 func drillCmd(ctx context.Context, e *env, args []string) error {
+	if e.help && (len(args) == 0 || !slices.Contains([]string{"failover", "etcd-loss"}, args[0])) {
+		return e.helpEach(ctx, drillCmd, "failover", "etcd-loss")
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "failover":
@@ -44,8 +49,9 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var base map[string]*pb.RegionTraffic // the centers' answers to the city's STBs so far
-	if st, err := e.admin.Status(ctx, &pb.StatusRequest{}); err == nil {
-		base = centerTraffic(st, *region)
+	pre, err := e.admin.Status(ctx, &pb.StatusRequest{})
+	if err == nil {
+		base = centerTraffic(pre, *region)
 	}
 	start := e.clock.Now()
 	resp, err := e.admin.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})
@@ -58,7 +64,20 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 	}
 	// Follow the instances' route state until every one of them announces
 	// again, and the centers' answers to the city's STBs until they stop.
-	rs := &routes{ids: resp.GetInstances(), start: start, out: e.out, withdrawn: map[string]time.Duration{}, back: map[string]time.Duration{}}
+	// An instance that did not announce before the drill is not waited for:
+	// nothing says it will announce after it.
+	rs := &routes{start: start, out: e.out, withdrawn: map[string]time.Duration{}, back: map[string]time.Duration{}}
+	for _, id := range resp.GetInstances() {
+		if why, ok := notAnnouncing(pre, id); ok {
+			fmt.Fprintf(e.out, "  %s did not announce a route before the drill (%s): not waited for\n", id, why)
+			continue
+		}
+		rs.ids = append(rs.ids, id)
+	}
+	if len(rs.ids) == 0 {
+		fmt.Fprintf(e.out, "drill: none of %s's schedulers announced a route: there is nothing to follow\n", *region)
+		return nil
+	}
 	follow := &takeover{region: *region, start: start, base: base, out: e.out, clock: e.clock}
 	deadline := resp.GetUntil().AsTime().Add(60 * time.Second)
 	var allBack time.Time
@@ -68,6 +87,9 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 				follow.observe(st)
 			}
 			rs.observe(st, e.clock.Now())
+			if len(rs.ids) == 0 {
+				break // each announces nothing itself: there is nothing to follow
+			}
 			if allBack.IsZero() && rs.allBack() {
 				allBack = e.clock.Now()
 			}
@@ -78,6 +100,9 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if !rs.allBack() {
 		return fmt.Errorf("not every instance announced again within 60 s of the drill's end: %s did not", list(rs.notBack(), "and"))
+	}
+	if len(rs.ids) == 0 {
+		return nil // every instance turned out to announce nothing itself (said above)
 	}
 	if *region == "center" {
 		fmt.Fprintf(e.out, "drill done: the center announces again (status is polled every 250 ms; STB-side figures: the load generator)\n")
@@ -102,6 +127,13 @@ func (r *routes) observe(st *pb.StatusResponse, now time.Time) {
 		if !slices.Contains(r.ids, id) || in.GetUpdatedAt().AsTime().Before(r.start) {
 			continue // not in the drill, or a record from before it started
 		}
+		if in.GetAnnounceReason() == store.NotAnnouncedModeNone {
+			// Without a status from before the drill this is the first
+			// sight of it: it will never announce.
+			r.ids = slices.DeleteFunc(r.ids, func(s string) bool { return s == id })
+			fmt.Fprintf(r.out, "  %s announces nothing itself (%s): not waited for\n", id, store.NotAnnouncedModeNone)
+			continue
+		}
 		_, out := r.withdrawn[id]
 		if !out && !in.GetAnnounced() {
 			r.withdrawn[id] = now.Sub(r.start)
@@ -115,7 +147,18 @@ func (r *routes) observe(st *pb.StatusResponse, now time.Time) {
 	}
 }
 
-func (r *routes) allBack() bool { return len(r.back) == len(r.ids) }
+// notAnnouncing reports whether the status taken before the drill shows
+// instance id not announcing its route, and why.
+func notAnnouncing(pre *pb.StatusResponse, id string) (why string, ok bool) {
+	for _, in := range pre.GetInstances() {
+		if in.GetId() == id && !in.GetAnnounced() {
+			return cmp.Or(in.GetAnnounceReason(), "no reason given"), true
+		}
+	}
+	return "", false
+}
+
+func (r *routes) allBack() bool { return len(r.notBack()) == 0 }
 
 func (r *routes) notBack() []string {
 	var ids []string

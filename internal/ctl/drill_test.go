@@ -66,7 +66,7 @@ func centerProvince(now func() time.Time, ids []string) map[string]handler {
 			return fail(codes.Unavailable, "etcdserver: leader changed")(0, nil)
 		}
 		c := &pb.Instance{Id: "center-1", Role: "central", UpdatedAt: timestamppb.New(now()), Announced: el < 500*time.Millisecond || el >= 1500*time.Millisecond}
-		old := &pb.Instance{Id: "center-2", Role: "central", UpdatedAt: at(-5)} // in the drill, but its record predates it
+		old := &pb.Instance{Id: "center-2", Role: "central", UpdatedAt: at(-5), Announced: true} // in the drill, but its record predates it
 		if !c.Announced {
 			c.AnnounceReason = "drill"
 		}
@@ -115,6 +115,33 @@ func TestDrillFailover(t *testing.T) {
 				"  +  1.5s  center-1 announces again\n",
 			wantErr: "schedctl drill: not every instance announced again within 60 s of the drill's end: center-2 did not",
 			sent:    started(&pb.DrillRequest{Region: "center", DurationSeconds: 1, ProductionConfirmed: true}), sentMore: true,
+		},
+		{
+			// The loopback province: wuhu-2 never announced (announce.mode
+			// none), hefei-2 was not ready before the drill; the watch
+			// waits for wuhu-1 only, and says so.
+			name: "some never announced", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: withOthers(wuhuDrill(3*time.Second),
+				&pb.Instance{Id: "wuhu-2", Role: "regional", Region: "wuhu", AnnounceReason: "announce.mode none"},
+				&pb.Instance{Id: "wuhu-3", Role: "regional", Region: "wuhu", AnnounceReason: "snapshot is stale"}),
+			want: "drill: wuhu's schedulers [wuhu-1 wuhu-2 wuhu-3] withdraw their route until " + clockTime(3) + "\n" +
+				"  wuhu-2 did not announce a route before the drill (announce.mode none): not waited for\n" +
+				"  wuhu-3 did not announce a route before the drill (snapshot is stale): not waited for\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" +
+				"  +  3.0s  wuhu-1 announces again\n" +
+				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
+				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
+		},
+		{
+			// No status before the drill: a mode-none instance is dropped
+			// from the watch when it is first seen, rather than waited for
+			// until the deadline (schedctl once failed after 63 s).
+			name: "mode none seen during the watch", args: []string{"drill", "failover", "--region", "center", "--duration", "1s"}, rpcAt: modeNoneCenter,
+			want: "drill: center's schedulers [center-1] withdraw their route until " + clockTime(1.5) + "\n" +
+				"  center-1 announces nothing itself (announce.mode none): not waited for\n",
+			sent: append(started(&pb.DrillRequest{Region: "center", DurationSeconds: 1}), call{method: "Status", req: &pb.StatusRequest{}}),
 		},
 		{
 			name: "no watch", args: []string{"drill", "failover", "--region", "wuhu", "--no-watch"}, rpcAt: wuhuDrill(3 * time.Second),
@@ -237,4 +264,45 @@ func TestTakeoverSettled(t *testing.T) {
 			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// withOthers adds instances to every Status answer of province, and the
+// drill's answer names them too.
+func withOthers(province func(now func() time.Time) map[string]handler, others ...*pb.Instance) func(now func() time.Time) map[string]handler {
+	return func(now func() time.Time) map[string]handler {
+		h := province(now)
+		inner := h["Status"]
+		h["Status"] = func(n int, req proto.Message) (proto.Message, error) {
+			m, err := inner(n, req)
+			if st, ok := m.(*pb.StatusResponse); ok {
+				st.Instances = append(st.Instances, others...)
+			}
+			return m, err
+		}
+		dr := h["Drill"]
+		h["Drill"] = func(n int, req proto.Message) (proto.Message, error) {
+			m, err := dr(n, req)
+			if r, ok := m.(*pb.DrillResponse); ok {
+				r = proto.Clone(r).(*pb.DrillResponse)
+				for _, o := range others {
+					r.Instances = append(r.Instances, o.GetId())
+				}
+				return r, err
+			}
+			return m, err
+		}
+		return h
+	}
+}
+
+// modeNoneCenter: the status before the drill fails; afterwards the
+// center reports announce.mode none.
+func modeNoneCenter(now func() time.Time) map[string]handler {
+	status := func(n int, _ proto.Message) (proto.Message, error) {
+		if n == 0 {
+			return fail(codes.Unavailable, "down")(0, nil)
+		}
+		return &pb.StatusResponse{Instances: []*pb.Instance{{Id: "center-1", Role: "central", UpdatedAt: timestamppb.New(now()), AnnounceReason: "announce.mode none"}}}, nil
+	}
+	return map[string]handler{"Status": status, "Drill": reply(&pb.DrillResponse{Until: at(1.5), Instances: []string{"center-1"}})}
 }

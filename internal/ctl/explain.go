@@ -16,7 +16,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	client := fs.String("client-ip", "", "the STB's address")
 	host := fs.String("host", "", "the hostname the STB asked for")
-	path := fs.String("path", "/", "the request path (and query)")
+	path := fs.String("path", "", "the request path (and query), e.g. /ch1/index.m3u8 (default: none, the URL shows the channel as CHANNEL)")
 	region := fs.String("region", "", "explain as this region's scheduler (default: as the center)")
 	o := outputFlag(fs, formatTable, formatJSON)
 	if err := e.parse(fs, args); err != nil {
@@ -50,7 +50,19 @@ func explanation(w io.Writer, x *pb.ExplainResponse) error {
 	fmt.Fprintln(w)
 	t := newTable("SERVER", "NODE", "REGION", "ADDRESS", "KM", "WEIGHT", "AVAILABLE", "WHY")
 	for _, c := range x.GetCandidates() {
-		t.add(c.GetServer(), c.GetNode(), c.GetRegion(), c.GetAddress(), strconv.FormatFloat(c.GetDistanceKm(), 'f', 1, 64), c.GetWeight(), c.GetAvailable(), c.GetWhy())
+		t.add(c.GetServer(), c.GetNode(), c.GetRegion(), c.GetAddress(), strconv.FormatFloat(c.GetDistanceKm(), 'f', 1, 64),
+			weightText(int64(c.GetWeight()), c.GetTopologyWeight()), c.GetAvailable(), c.GetWhy())
 	}
 	return writeTables(w, t)
+}
+
+// weightText is an effective weight and, where it differs, the topology's:
+// "60 (topology 100)". A center that sends no topology weight (0) sent the
+// topology's as the weight.
+func weightText(effective int64, topology int32) string {
+	s := strconv.FormatInt(effective, 10)
+	if topology != 0 && int64(topology) != effective {
+		s += fmt.Sprintf(" (topology %d)", topology)
+	}
+	return s
 }

@@ -12,8 +12,8 @@ func TestExplain(t *testing.T) {
 		Server: "hefei-1-a", Address: "10.1.1.10:8080", BitrateKbps: 2500, Location: "http://10.1.1.10:8080/live/ch1",
 		Steps: []string{"zone hefei-a", "nearest node hefei-1"},
 		Candidates: []*pb.Candidate{
-			{Server: "hefei-1-a", Node: "hefei-1", Region: "hefei", Address: "10.1.1.10:8080", DistanceKm: 2.345, Weight: 100, Available: true, Chosen: true, Why: "chosen"},
-			{Server: "hefei-1-b", Node: "hefei-1", Region: "hefei", Address: "10.1.1.11:8080", DistanceKm: 2.345, Weight: 50, Why: "unavailable: drained: server hefei-1-b (disk swap)"},
+			{Server: "hefei-1-a", Node: "hefei-1", Region: "hefei", Address: "10.1.1.10:8080", DistanceKm: 2.345, Weight: 100, TopologyWeight: 100, Available: true, Chosen: true, Why: "chosen"},
+			{Server: "hefei-1-b", Node: "hefei-1", Region: "hefei", Address: "10.1.1.11:8080", DistanceKm: 2.345, Weight: 50, TopologyWeight: 100, Why: "unavailable: drained: server hefei-1-b (disk swap)"},
 		}}
 	answers := map[string]handler{"Explain": reply(decision)}
 	asked := func(req *pb.ExplainRequest) []call { return []call{{method: "Explain", req: req}} }
@@ -26,11 +26,11 @@ func TestExplain(t *testing.T) {
   - zone hefei-a
   - nearest node hefei-1
 
-SERVER     NODE     REGION  ADDRESS         KM   WEIGHT  AVAILABLE  WHY
-hefei-1-a  hefei-1  hefei   10.1.1.10:8080  2.3  100     true       chosen
-hefei-1-b  hefei-1  hefei   10.1.1.11:8080  2.3  50      false      unavailable: drained: server hefei-1-b (disk swap)
+SERVER     NODE     REGION  ADDRESS         KM   WEIGHT             AVAILABLE  WHY
+hefei-1-a  hefei-1  hefei   10.1.1.10:8080  2.3  100                true       chosen
+hefei-1-b  hefei-1  hefei   10.1.1.11:8080  2.3  50 (topology 100)  false      unavailable: drained: server hefei-1-b (disk swap)
 `,
-			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example", Path: "/"}),
+			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example"}),
 		},
 		{
 			name: "no server", args: append(stb, "--path", "/ch1/index.m3u8", "--region", "wuhu"),
@@ -40,13 +40,13 @@ hefei-1-b  hefei-1  hefei   10.1.1.11:8080  2.3  50      false      unavailable:
 		},
 		{
 			name: "json", args: append(stb, "-o", "json"), rpc: answers, golden: "explain-json.golden",
-			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example", Path: "/"}),
+			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example"}),
 		},
 		{
 			name: "refused", args: []string{"explain", "--client-ip", "stb-1", "--host", "live.iptv.example"},
 			rpc:     map[string]handler{"Explain": fail(codes.InvalidArgument, `client_ip: not an IP address: "stb-1"`)},
 			wantErr: `schedctl explain: client_ip: not an IP address: "stb-1"`,
-			sent:    asked(&pb.ExplainRequest{ClientIp: "stb-1", Host: "live.iptv.example", Path: "/"}),
+			sent:    asked(&pb.ExplainRequest{ClientIp: "stb-1", Host: "live.iptv.example"}),
 		},
 		// Mistakes found before any RPC.
 		{name: "no host", args: []string{"explain", "--client-ip", "100.64.0.9"}, wantErr: "schedctl explain: missing --host", usage: true},

@@ -111,6 +111,14 @@ func (f *fakeAdmin) WhoAmI(ctx context.Context, in *pb.WhoAmIRequest, _ ...grpc.
 	return answer[*pb.WhoAmIResponse](ctx, f, "WhoAmI", in)
 }
 
+func (f *fakeAdmin) GetBalance(ctx context.Context, in *pb.GetBalanceRequest, _ ...grpc.CallOption) (*pb.BalanceResponse, error) {
+	return answer[*pb.BalanceResponse](ctx, f, "GetBalance", in)
+}
+
+func (f *fakeAdmin) SetBalance(ctx context.Context, in *pb.SetBalanceRequest, _ ...grpc.CallOption) (*pb.BalanceResponse, error) {
+	return answer[*pb.BalanceResponse](ctx, f, "SetBalance", in)
+}
+
 var _ pb.AdminClient = (*fakeAdmin)(nil)
 
 // fakeClock moves only when slept on: a drill's polling runs through at

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anysched/anysched/internal/topology"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/grpc/status"
 )
 
 // getCmd prints the stored topology, or one of its sections.
@@ -51,6 +52,9 @@ func getCmd(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("the server sent a document this schedctl cannot read: %w", err)
 	}
 	data, tab := section(t, what)
+	if what == "servers" {
+		data, tab = servers(t, e.effectiveWeights(ctx))
+	}
 	return render(e.out, o, data, func(w io.Writer) error {
 		if err := writeTables(w, tab); err != nil {
 			return err
@@ -79,7 +83,7 @@ func section(t *topology.Topology, what string) (any, *table) {
 		}
 		return t.Nodes, tab
 	case "servers":
-		return servers(t)
+		return servers(t, nil)
 	case "zones":
 		tab := newTable("NAME", "REGION", "NETWORKS")
 		for _, z := range t.Zones {
@@ -105,27 +109,68 @@ func section(t *topology.Topology, what string) (any, *table) {
 }
 
 // serverRow is a server with the node and region it is in: the document
-// nests servers in nodes, an operator looks one up by name.
+// nests servers in nodes, an operator looks one up by name. Effective is
+// set where the center's in-node policies weigh it otherwise than the
+// topology (the balance policy's weights, slow start, adaptive weights).
 type serverRow struct {
 	Node            string `json:"node" yaml:"node"`
 	Region          string `json:"region" yaml:"region"`
 	topology.Server `yaml:",inline"`
+	Effective       []*pb.ServerWeight `json:"effective_weights,omitempty" yaml:"effective_weights,omitempty"`
 }
 
-func servers(t *topology.Topology) ([]serverRow, *table) {
+// servers is the servers' table; weights (by server name, from the
+// center's GetBalance) fill in effective weights where they differ.
+func servers(t *topology.Topology, weights map[string][]*pb.ServerWeight) ([]serverRow, *table) {
 	var rows []serverRow
 	tab := newTable("NAME", "NODE", "REGION", "ADDRESS", "WEIGHT", "BANDWIDTH_MBPS")
 	for _, n := range t.Nodes {
 		for _, s := range n.Servers {
-			rows = append(rows, serverRow{n.Name, n.Region, s})
-			weight := s.Weight
-			if weight == 0 {
-				weight = topology.DefaultWeight
+			ws := weights[s.Name]
+			rows = append(rows, serverRow{n.Name, n.Region, s, ws})
+			weight := fmt.Sprint(s.Weight)
+			if s.Weight == 0 {
+				weight = fmt.Sprint(topology.DefaultWeight)
+			}
+			if len(ws) > 0 {
+				weight = effectiveText(ws)
 			}
 			tab.add(s.Name, n.Name, n.Region, s.Address, weight, s.Capacity.BandwidthMbps)
 		}
 	}
 	return rows, tab
+}
+
+// effectiveText is a server's effective weight and its topology weight,
+// "60 (topology 100)"; with policies that weigh it differently, each named:
+// "60 swrr, 80 p2c (topology 100)".
+func effectiveText(ws []*pb.ServerWeight) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = strconv.FormatFloat(w.GetEffective(), 'f', -1, 64)
+		if len(ws) > 1 {
+			policy, _, _ := strings.Cut(w.GetWhy(), ":")
+			parts[i] += " " + policy
+		}
+	}
+	return fmt.Sprintf("%s (topology %d)", strings.Join(parts, ", "), ws[0].GetTopology())
+}
+
+// effectiveWeights asks the center which servers its policies weigh
+// otherwise than the topology, by name. Without an answer (a center older
+// than this schedctl) the topology's weights are all there is: said once on
+// standard error, not a failure of get.
+func (e *env) effectiveWeights(ctx context.Context) map[string][]*pb.ServerWeight {
+	resp, err := e.admin.GetBalance(ctx, &pb.GetBalanceRequest{})
+	if err != nil {
+		fmt.Fprintf(e.errOut, "schedctl get: effective weights unknown (the topology's are shown): %v\n", apiError{status.Convert(err)})
+		return nil
+	}
+	out := map[string][]*pb.ServerWeight{}
+	for _, w := range resp.GetWeights() {
+		out[w.GetServer()] = append(out[w.GetServer()], w)
+	}
+	return out
 }
 
 // latLon prints a location to 4 decimals (about 10 m); "-" for none.

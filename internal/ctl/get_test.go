@@ -15,6 +15,12 @@ func TestGet(t *testing.T) {
 	}
 	stored := map[string]handler{"GetTopology": reply(&pb.GetTopologyResponse{Revision: 7, Document: doc})}
 	got := []call{{method: "GetTopology", req: &pb.GetTopologyRequest{}}}
+	weighed := map[string]handler{"GetTopology": stored["GetTopology"], "GetBalance": reply(&pb.BalanceResponse{Weights: []*pb.ServerWeight{
+		{Server: "hefei-1-a", Topology: 100, Effective: 60, Why: "swrr: balance weights override"},
+		{Server: "wuhu-1-a", Topology: 100, Effective: 37.5, Why: "swrr: slow start, adaptive weights or failures"},
+		{Server: "wuhu-1-a", Topology: 100, Effective: 10, Why: "p2c: slow start, adaptive weights or failures"},
+	}})}
+	gotWeights := append(got, call{method: "GetBalance", req: &pb.GetBalanceRequest{}})
 	runCases(t, []cmdCase{
 		// The whole document prints as stored (an edit starts from it),
 		// except as JSON.
@@ -26,9 +32,14 @@ func TestGet(t *testing.T) {
 		{name: "regions", args: []string{"get", "regions"}, rpc: stored, golden: "get-regions.golden", sent: got},
 		{name: "regions yaml", args: []string{"get", "regions", "-o", "yaml"}, rpc: stored, golden: "get-regions-yaml.golden", sent: got},
 		{name: "nodes", args: []string{"get", "nodes", "-o", "table"}, rpc: stored, golden: "get-nodes.golden", sent: got},
-		{name: "servers", args: []string{"get", "servers"}, rpc: stored, golden: "get-servers.golden", sent: got},
-		{name: "servers json", args: []string{"get", "servers", "-o", "json"}, rpc: stored, golden: "get-servers-json.golden", sent: got},
-		{name: "servers yaml", args: []string{"get", "servers", "-o", "yaml"}, rpc: stored, golden: "get-servers-yaml.golden", sent: got},
+		// Servers with the effective weights the center's policies use
+		// where they differ from the topology's.
+		{name: "servers", args: []string{"get", "servers"}, rpc: weighed, golden: "get-servers.golden", sent: gotWeights},
+		{name: "servers json", args: []string{"get", "servers", "-o", "json"}, rpc: weighed, golden: "get-servers-json.golden", sent: gotWeights},
+		{name: "servers yaml", args: []string{"get", "servers", "-o", "yaml"}, rpc: weighed, golden: "get-servers-yaml.golden", sent: gotWeights},
+		// A center that cannot say (older, or failing): the topology's
+		// weights, and a word on stderr.
+		{name: "servers without weights", args: []string{"get", "servers"}, rpc: stored, golden: "get-servers-topology.golden", sent: gotWeights},
 		{name: "zones", args: []string{"get", "zones"}, rpc: stored, golden: "get-zones.golden", sent: got},
 		{name: "zones json", args: []string{"get", "zones", "-o", "json"}, rpc: stored, golden: "get-zones-json.golden", sent: got},
 		{name: "services", args: []string{"get", "services"}, rpc: stored, golden: "get-services.golden", sent: got},

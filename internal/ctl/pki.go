@@ -16,7 +16,10 @@ import (
 // pkiCmd makes certificates for a province whose operator has no PKI of
 // their own (docs/security.md): a CA, then leaf certificates whose subject
 // CN is the identity and whose URI SAN carries an admin role.
-func pkiCmd(_ context.Context, e *env, args []string) error {
+func pkiCmd(ctx context.Context, e *env, args []string) error {
+	if e.help && (len(args) == 0 || args[0] != "ca" && args[0] != "issue") {
+		return e.helpEach(ctx, pkiCmd, "ca", "issue")
+	}
 	if len(args) == 0 {
 		return usagef("pki: ca or issue")
 	}

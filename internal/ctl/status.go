@@ -94,9 +94,16 @@ func regionTable(st *pb.StatusResponse) *table {
 	for _, c := range st.GetCheckers() {
 		checkers[c.GetRegion()]++
 	}
-	t := newTable("REGION", "SERVERS", "HEALTHY", "UNHEALTHY", "DRAINED", "AVAILABLE", "PANIC_NODES", "CHECKERS")
+	// HEALTHY and UNHEALTHY are measured, DRAINED decided: a drained server
+	// counts in both. A server no live checker covers is UNCHECKED; a
+	// region with none checked shows "-" rather than a health it never had.
+	t := newTable("REGION", "SERVERS", "HEALTHY", "UNHEALTHY", "UNCHECKED", "DRAINED", "AVAILABLE", "PANIC_NODES", "CHECKERS")
 	for _, r := range st.GetRegions() {
-		t.add(r.GetRegion(), r.GetServers(), r.GetHealthy(), r.GetUnhealthy(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes(), checkers[r.GetRegion()])
+		healthy, unhealthy := strconv.Itoa(int(r.GetHealthy())), strconv.Itoa(int(r.GetUnhealthy()))
+		if r.GetServers() > 0 && r.GetUnchecked() == r.GetServers() {
+			healthy, unhealthy = "-", "-"
+		}
+		t.add(r.GetRegion(), r.GetServers(), healthy, unhealthy, r.GetUnchecked(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes(), checkers[r.GetRegion()])
 	}
 	return t
 }

@@ -35,7 +35,7 @@ func province() *pb.StatusResponse {
 				AnnounceReason: "snapshot stale",
 				Qoe:            &pb.QoEPlan{Sessions: 40, Planned: 38, Fallback: 2, Objective: 123.456, Gap: 0.0123, AgeSeconds: 1.5, Peers: 1}},
 		},
-		Regions:  []*pb.RegionHealth{{Region: "hefei", Servers: 2, Healthy: 1, Unhealthy: 1, Available: 1}, {Region: "wuhu", Servers: 1, Drained: 1, PanicNodes: 1}},
+		Regions:  []*pb.RegionHealth{{Region: "hefei", Servers: 2, Healthy: 1, Unhealthy: 1, Available: 1}, {Region: "wuhu", Servers: 1, Drained: 1, PanicNodes: 1, Unchecked: 1}},
 		Checkers: []*pb.CheckerStatus{{Id: "chk-1", Region: "hefei", Targets: 2, StartedAt: ago(time.Hour)}},
 		Drains:   []*pb.DrainEntry{{Kind: "server", Name: "wuhu-1-a", Reason: "disk swap", At: timestamppb.New(time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC))}},
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"net/netip"
 	"time"
 
@@ -22,9 +21,9 @@ func tokenCmd(_ context.Context, e *env, args []string) error {
 	iss := fs.String("issuer", "", "iss, as the schedulers' alloc.token_issuer")
 	aud := fs.String("audience", "", "aud, as the schedulers' alloc.token_audience")
 	network := fs.String("network", "", "cnet: the CIDR prefix the STB must request from (e.g. 100.64.1.0/24)")
-	kbps := fs.Float64("desired-kbps", math.NaN(), "desired bitrate (default: the scheduler's default profile)")
-	dm := fs.Float64("danmaku-per-hour", math.NaN(), "live comments per hour")
-	gift := fs.Float64("gift", math.NaN(), "gift spend")
+	kbps := optFloat(fs, "desired-kbps", "desired bitrate in `kbps` (unset: the scheduler's default profile)")
+	dm := optFloat(fs, "danmaku-per-hour", "`N` live comments per hour (unset: left out of the token)")
+	gift := optFloat(fs, "gift", "gift spend of `N` (unset: left out of the token)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}

@@ -3,16 +3,14 @@
 // --check-config, signal handling, and exit codes (0 clean, 1 runtime
 // failure, 2 bad configuration).
 //
-// A main builds its configuration's defaults, calls New with the Base they
-// embed, adds its own overrides (String, List, Duration; Scheduler for the
-// two schedulers' flags), and calls Load:
+// A main builds its configuration's defaults, gets its command line over
+// them (Center, Regional, Checker: New with the Base they embed, and the
+// daemon's own overrides), and calls Load:
 //
 //	cfg := config.DefaultRegional()
-//	f := daemon.New("regional-scheduler", stderr, &cfg.Base)
-//	cleanup := f.Scheduler(&cfg.Common)
-//	f.String("region", "override region", &cfg.Region)
+//	f, cleanup := daemon.Regional(&cfg, stderr)
 //	if err := f.Load(args, &cfg, stdout); err != nil {
-//		return err // a ConfigError, or ErrCheckedOnly after --check-config
+//		return err // a ConfigError, or ErrCheckedOnly after --check-config or --help
 //	}
 package daemon
 
@@ -29,6 +27,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/yamlstrict"
 	"github.com/anysched/anysched/netconfig"
 )
 
@@ -66,30 +65,80 @@ type Flags struct {
 
 	fs      *flag.FlagSet
 	applies map[string]func() // by flag name: set the value the flag overrides
+	output  io.Writer         // the usage after a mistake
 }
 
 // New defines the flags every daemon takes on a new flag set named name,
-// writing usage and parse errors to output: --config, --check-config, and
-// the overrides of base (--log-level, --log-format, --admin-listen,
-// --etcd-endpoints).
+// writing the usage after a mistake to output: --config, --check-config,
+// and the overrides of base (--log-level, --log-format, --admin-listen,
+// --etcd-endpoints). --help prints the usage to Load's stdout.
 func New(name string, output io.Writer, base *config.Base) *Flags {
-	f := &Flags{fs: flag.NewFlagSet(name, flag.ContinueOnError), applies: map[string]func(){}}
-	f.fs.SetOutput(output)
-	f.fs.StringVar(&f.Config, "config", "", "configuration file (YAML)")
+	f := &Flags{fs: flag.NewFlagSet(name, flag.ContinueOnError), applies: map[string]func(){}, output: output}
+	f.fs.SetOutput(io.Discard) // Load prints the usage, where it belongs
+	f.fs.Usage = func() {}
+	f.fs.StringVar(&f.Config, "config", "", "configuration `file` (YAML); without it, the defaults and the flags")
 	f.fs.BoolVar(&f.CheckConfig, "check-config", false, "validate the configuration, print every problem, and exit (2 when invalid)")
-	f.String("log-level", "override log.level (debug, info, warn, error)", &base.Log.Level)
-	f.String("log-format", "override log.format (text, json)", &base.Log.Format)
-	f.String("admin-listen", "override admin.listen", &base.Admin.Listen)
-	f.List("etcd-endpoints", "override etcd.endpoints (comma-separated URLs)", &base.Etcd.Endpoints)
+	f.String("log-level", "override log.level: debug, info, warn or error", &base.Log.Level)
+	f.String("log-format", "override log.format: text or json", &base.Log.Format)
+	f.String("admin-listen", "override admin.listen, the `host:port` of /metrics, /healthz and /readyz", &base.Admin.Listen)
+	f.List("etcd-endpoints", "override etcd.endpoints: comma-separated client `URLs`", &base.Etcd.Endpoints)
 	return f
+}
+
+// CommonFlags are the flags New defines, which every daemon takes.
+func CommonFlags() []string {
+	return []string{"config", "check-config", "log-level", "log-format", "admin-listen", "etcd-endpoints"}
 }
 
 // Scheduler defines the flags both schedulers add: --instance-id (an
 // override) and --cleanup, whose value it returns (an action the main
 // takes once the configuration is valid).
 func (f *Flags) Scheduler(c *config.Common) (cleanup *bool) {
-	f.String("instance-id", "override instance_id", &c.InstanceID)
+	f.String("instance-id", "override instance_id, the `name` this instance registers under", &c.InstanceID)
 	return f.fs.Bool("cleanup", false, "remove the Anycast interface a crashed run left behind (anycast.interface), and exit")
+}
+
+// Center is the central scheduler's command line over cfg: the common
+// flags, the schedulers' and --grpc-listen.
+func Center(cfg *config.Center, output io.Writer) (f *Flags, cleanup *bool) {
+	f = New("central-scheduler", output, &cfg.Base)
+	cleanup = f.Scheduler(&cfg.Common)
+	f.String("grpc-listen", "override grpc.listen, the admin gRPC API's `host:port` (schedctl --server)", &cfg.GRPC.Listen)
+	return f, cleanup
+}
+
+// Regional is a regional scheduler's command line over cfg: the common
+// flags, the schedulers' and --region.
+func Regional(cfg *config.Regional, output io.Writer) (f *Flags, cleanup *bool) {
+	f = New("regional-scheduler", output, &cfg.Base)
+	cleanup = f.Scheduler(&cfg.Common)
+	f.String("region", "override region, the `name` of the city this scheduler answers for", &cfg.Region)
+	return f, cleanup
+}
+
+// Checker is the health checker's command line over cfg: the common
+// flags, --region, --checker-id, --interval and --timeout.
+func Checker(cfg *config.Checker, output io.Writer) *Flags {
+	f := New("healthcheck", output, &cfg.Base)
+	f.String("region", "override region, the `name` of the city whose servers it probes", &cfg.Region)
+	f.String("checker-id", "override checker_id, the `name` its verdicts are published under", &cfg.CheckerID)
+	f.Duration("interval", "override interval between probes of a server (at least timeout)", &cfg.Interval)
+	f.Duration("timeout", "override timeout of one probe (at most interval)", &cfg.Timeout)
+	return f
+}
+
+// VisitAll calls fn for each flag, in lexical order.
+func (f *Flags) VisitAll(fn func(*flag.Flag)) { f.fs.VisitAll(fn) }
+
+// usage prints how to call the daemon and every flag.
+func (f *Flags) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s [--config FILE] [--check-config] [flags]\n\n", f.fs.Name())
+	fmt.Fprintln(w, "The configuration is the defaults, then the --config file, then the flags given;")
+	fmt.Fprintln(w, "an override flag replaces the config key it names (docs/operations.md, Configuration).")
+	fmt.Fprintln(w)
+	f.fs.SetOutput(w)
+	f.fs.PrintDefaults()
+	f.fs.SetOutput(io.Discard)
 }
 
 // String defines an override of *dst.
@@ -123,17 +172,28 @@ func (f *Flags) Duration(name, usage string, dst *time.Duration) {
 // failure is a ConfigError: a bad flag, a stray argument, an unreadable or
 // undecodable file (unknown keys included), and every validation problem,
 // each with its key path. With --check-config a valid configuration is
-// reported on stdout and Load returns ErrCheckedOnly.
+// reported on stdout and Load returns ErrCheckedOnly. --help (or -h)
+// prints the usage on stdout and returns ErrCheckedOnly: help asked for is
+// no mistake.
 func (f *Flags) Load(args []string, cfg Config, stdout io.Writer) error {
 	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.usage(stdout)
+			return ErrCheckedOnly
+		}
+		f.usage(f.output)
 		return &ConfigError{err}
 	}
 	if f.fs.NArg() > 0 {
 		return &ConfigError{fmt.Errorf("unexpected arguments: %s", strings.Join(f.fs.Args(), " "))}
 	}
+	// Decoding and value problems are reported together: the file's
+	// values that decode are validated even when others do not.
+	var decodeErr error
 	if f.Config != "" {
-		if err := config.LoadFile(f.Config, cfg); err != nil {
-			return &ConfigError{err}
+		decodeErr = config.LoadFile(f.Config, cfg)
+		if _, ok := yamlstrict.AsErrors(decodeErr); decodeErr != nil && !ok {
+			return &ConfigError{decodeErr} // unreadable
 		}
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
@@ -141,8 +201,8 @@ func (f *Flags) Load(args []string, cfg Config, stdout io.Writer) error {
 			apply()
 		}
 	})
-	if err := cfg.Validate(); err != nil {
-		return &ConfigError{fmt.Errorf("config: invalid:\n%w", err)}
+	if err := config.Problems(f.Config, decodeErr, cfg.Validate()); err != nil {
+		return &ConfigError{err}
 	}
 	if f.CheckConfig {
 		fmt.Fprintln(stdout, "configuration OK")
@@ -152,7 +212,7 @@ func (f *Flags) Load(args []string, cfg Config, stdout io.Writer) error {
 }
 
 // ErrCheckedOnly ends a run early and successfully: after --check-config,
-// or an action such as --cleanup.
+// --help, or an action such as --cleanup.
 var ErrCheckedOnly = errors.New("configuration checked")
 
 // SignalContext is cancelled by SIGINT or SIGTERM. After the first signal the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,11 +31,7 @@ func write(t *testing.T, body string) string {
 func checker(args ...string) (config.Checker, string, error) {
 	cfg := config.DefaultChecker()
 	var out, errb bytes.Buffer
-	f := daemon.New("healthcheck", &errb, &cfg.Base)
-	f.String("region", "override region", &cfg.Region)
-	f.String("checker-id", "override checker_id", &cfg.CheckerID)
-	f.Duration("interval", "override interval", &cfg.Interval)
-	f.Duration("timeout", "override timeout", &cfg.Timeout)
+	f := daemon.Checker(&cfg, &errb)
 	err := f.Load(args, &cfg, &out)
 	return cfg, out.String() + errb.String(), err
 }
@@ -43,9 +40,7 @@ func checker(args ...string) (config.Checker, string, error) {
 func regional(args ...string) (config.Regional, bool, error) {
 	cfg := config.DefaultRegional()
 	var out bytes.Buffer
-	f := daemon.New("regional-scheduler", &out, &cfg.Base)
-	cleanup := f.Scheduler(&cfg.Common)
-	f.String("region", "override region", &cfg.Region)
+	f, cleanup := daemon.Regional(&cfg, &out)
 	err := f.Load(args, &cfg, &out)
 	return cfg, *cleanup, err
 }
@@ -151,3 +146,84 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// daemons builds the three daemons' command lines as their mains do.
+func daemons(stderr io.Writer) map[string]*daemon.Flags {
+	center, regional, checker := config.DefaultCenter(), config.DefaultRegional(), config.DefaultChecker()
+	c, _ := daemon.Center(&center, stderr)
+	r, _ := daemon.Regional(&regional, stderr)
+	return map[string]*daemon.Flags{"central-scheduler": c, "regional-scheduler": r, "healthcheck": daemon.Checker(&checker, stderr)}
+}
+
+// flagNames is every flag of f, sorted.
+func flagNames(f *daemon.Flags) []string {
+	var names []string
+	f.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	return names
+}
+
+// The three daemons take the same common flags (the health checker's
+// --log-format and --log-level included), the two schedulers the same
+// scheduler flags, and every flag says what it does.
+func TestCommonFlags(t *testing.T) {
+	ds := daemons(io.Discard)
+	for name, f := range ds {
+		names := flagNames(f)
+		for _, c := range daemon.CommonFlags() {
+			if !slices.Contains(names, c) {
+				t.Errorf("%s lacks --%s: %v", name, c, names)
+			}
+		}
+		f.VisitAll(func(fl *flag.Flag) {
+			if len(fl.Usage) < 10 {
+				t.Errorf("%s --%s: usage %q says too little", name, fl.Name, fl.Usage)
+			}
+		})
+	}
+	for _, s := range []string{"instance-id", "cleanup"} {
+		if !slices.Contains(flagNames(ds["central-scheduler"]), s) || !slices.Contains(flagNames(ds["regional-scheduler"]), s) {
+			t.Errorf("a scheduler lacks --%s", s)
+		}
+	}
+}
+
+// --help and -h print the usage with every flag on stdout and end the run
+// successfully (exit 0) before any validation; a mistake prints it on
+// stderr and exits 2.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		var stderr bytes.Buffer
+		for name, f := range daemons(&stderr) {
+			var stdout bytes.Buffer
+			err := f.Load([]string{arg}, invalid{}, &stdout)
+			if !errors.Is(err, daemon.ErrCheckedOnly) || daemon.ExitCode(err) != 0 {
+				t.Errorf("%s %s: %v, exit %d", name, arg, err, daemon.ExitCode(err))
+			}
+			out := stdout.String()
+			if !strings.HasPrefix(out, "usage: "+name+" [--config FILE]") {
+				t.Errorf("%s %s: usage line missing:\n%s", name, arg, out)
+			}
+			f.VisitAll(func(fl *flag.Flag) {
+				_, usage := flag.UnquoteUsage(fl)
+				if !strings.Contains(out, "  -"+fl.Name) || !strings.Contains(out, usage) {
+					t.Errorf("%s %s: --%s or its usage missing:\n%s", name, arg, fl.Name, out)
+				}
+			})
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%s: stderr %q", arg, stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cfg := config.DefaultChecker()
+	err := daemon.Checker(&cfg, &stderr).Load([]string{"--bogus"}, &cfg, &stdout)
+	if daemon.ExitCode(err) != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "usage: healthcheck") {
+		t.Errorf("--bogus: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+}
+
+// invalid is a configuration that never validates: --help must not get
+// as far as validating.
+type invalid struct{}
+
+func (invalid) Validate() error { return errors.New("validated") }

@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,10 +42,19 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	}
 }
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
+// NewRegistry returns a registry with the Go runtime and process
+// collectors, and anysched_build_info: 1, labelled with the version the
+// binary reports (schedctl version, status's VERSION), so a dashboard sees
+// an upgrade's progress.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "anysched_build_info",
+		Help:        "Always 1; labelled with the build's version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version.String(), "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	return reg
 }
 

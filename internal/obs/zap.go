@@ -12,22 +12,34 @@ import (
 // writes through l, so every component logs to one place in one format.
 // Entries below min are dropped: etcd is chatty at info.
 func ZapLogger(l *slog.Logger, min zapcore.Level) *zap.Logger {
-	return zap.New(&zapCore{l: l, min: min})
+	return ZapLoggerDemoting(l, min, nil)
+}
+
+// ZapLoggerDemoting is ZapLogger, but an entry for which demote returns true
+// counts as DEBUG: what a library logs at ERROR although it is expected at
+// that moment (etcd's server reports its listeners closing on a deliberate
+// stop as a failure). demote may be nil.
+func ZapLoggerDemoting(l *slog.Logger, min zapcore.Level, demote func(zapcore.Entry) bool) *zap.Logger {
+	return zap.New(&zapCore{l: l, min: min, demote: demote})
 }
 
 type zapCore struct {
 	l      *slog.Logger
 	min    zapcore.Level
+	demote func(zapcore.Entry) bool
 	fields []zapcore.Field
 }
 
 func (c *zapCore) Enabled(lv zapcore.Level) bool { return lv >= c.min }
 
 func (c *zapCore) With(fs []zapcore.Field) zapcore.Core {
-	return &zapCore{l: c.l, min: c.min, fields: append(append([]zapcore.Field(nil), c.fields...), fs...)}
+	return &zapCore{l: c.l, min: c.min, demote: c.demote, fields: append(append([]zapcore.Field(nil), c.fields...), fs...)}
 }
 
 func (c *zapCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.demote != nil && e.Level > zapcore.DebugLevel && c.demote(e) {
+		e.Level = zapcore.DebugLevel
+	}
 	if c.Enabled(e.Level) {
 		return ce.AddCore(e, c)
 	}

@@ -43,7 +43,8 @@ const (
 	// drill) under a lease that outlives the drill by a few seconds.
 	PrefixDrill = "drill/"
 	// KeyBalance is the in-node balance policy document (YAML), written by
-	// operators with etcdctl (docs/operations.md); absent means defaults.
+	// the admin API (schedctl balance set, reset) after validating it;
+	// absent means defaults.
 	KeyBalance = "balance/config"
 	// PrefixAllocClaims holds the QoE allocation's capacity claims:
 	// alloc/claims/<region>/<instance-id>, written by each regional

@@ -210,3 +210,30 @@ func TestKeysDoNotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestSetBalanceGuarded: a balance policy is stored only over the document
+// it was read at (none: revision 0), and the watcher follows it.
+func TestSetBalanceGuarded(t *testing.T) {
+	cli := etcdtest.Start(t).Client()
+	x := watch(t, cli)
+	ctx := context.Background()
+	rev, err := opstate.SetBalance(ctx, cli, prefix, []byte("chash: {epsilon: 0.5}\n"), 0)
+	if err != nil || rev == 0 {
+		t.Fatalf("first set: %d, %v", rev, err)
+	}
+	if _, err := opstate.SetBalance(ctx, cli, prefix, []byte("chash: {epsilon: 0.1}\n"), 0); !errors.Is(err, opstate.ErrBalanceChanged) {
+		t.Fatalf("set over a document read as absent: %v, want ErrBalanceChanged", err)
+	}
+	sb, err := opstate.ReadBalance(ctx, cli, prefix)
+	if err != nil || sb.Revision != rev || string(sb.Document) != "chash: {epsilon: 0.5}\n" {
+		t.Fatalf("read back %+v, %v", sb, err)
+	}
+	wait.For(t, "watcher follows", wait.DefaultTimeout, func() bool { c, _ := x.w.Balance(); return c.CHash.Epsilon == 0.5 })
+	if _, err := opstate.SetBalance(ctx, cli, prefix, nil, rev); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if sb, _ := opstate.ReadBalance(ctx, cli, prefix); sb.Revision != 0 {
+		t.Fatalf("after reset %+v", sb)
+	}
+	wait.For(t, "defaults again", wait.DefaultTimeout, func() bool { c, _ := x.w.Balance(); return c.CHash.Epsilon == 0.25 })
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,12 +44,20 @@ type Syncer struct {
 	// Limits are the province's route-safety limits
 	// (anycast.center_prefix_min_length); zero: the defaults.
 	Limits topology.Limits
+	// Endpoints name the store in messages about reaching it.
+	Endpoints []string
 
 	cur       atomic.Pointer[topology.Snapshot]
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
 	badRev    int64        // a stored revision that failed to compile or verify; not retried
 	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
 	lastTouch time.Time
+
+	// The current outage, for Run's goroutine: when it began and how many
+	// attempts failed since; outageErr is the last failure, for Ready.
+	outageSince    time.Time
+	outageFailures int
+	outageErr      atomic.Pointer[outage]
 
 	swaps      prometheus.Counter
 	errs       *prometheus.CounterVec
@@ -107,6 +116,9 @@ func (s *Syncer) Age() time.Duration {
 // Ready says whether the scheduler has a snapshot fresh enough to answer from.
 func (s *Syncer) Ready() error {
 	if s.cur.Load() == nil {
+		if o := s.outageErr.Load(); o != nil {
+			return fmt.Errorf("no topology snapshot yet: the store at %s does not answer: %s", strings.Join(o.endpoints, ","), o.err)
+		}
 		return errors.New("no topology snapshot yet")
 	}
 	if age := s.Age(); s.MaxStaleness > 0 && age > s.MaxStaleness {
@@ -145,7 +157,9 @@ func (s *Syncer) LoadCache() error {
 }
 
 // Run follows the store until ctx ends. It never gives up: while the store is
-// unreachable the current snapshot stays in service and its age grows.
+// unreachable the current snapshot stays in service and its age grows. Every
+// failed attempt counts (anysched_snapshot_errors_total{stage="fetch"}); an
+// outage is logged once at WARN, naming the endpoints, and its end once.
 func (s *Syncer) Run(ctx context.Context) error {
 	if s.Verifier == nil {
 		s.Logger.Warn("no snapshot.trusted_keys: topology documents are used unverified; anyone who can write to etcd can redirect this scheduler")
@@ -153,43 +167,89 @@ func (s *Syncer) Run(ctx context.Context) error {
 		s.Logger.Info("topology documents must be signed by a trusted key", "key_ids", s.Verifier.KeyIDs())
 	}
 	backoff := 100 * time.Millisecond
-	failing := false
 	for {
 		err := s.follow(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		s.count("fetch")
-		if !failing {
-			s.Logger.Warn("lost the store; keeping the current snapshot", "err", err, "revision", s.revision())
-			failing = true
-		}
+		s.lost(err)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 2*time.Second)
-		if s.Age() < s.ConfirmInterval {
-			// follow() got as far as a confirmation: the store is back.
-			backoff, failing = 100*time.Millisecond, false
+		if s.outageSince.IsZero() {
+			// follow() reached the store before it failed again.
+			backoff = 100 * time.Millisecond
 		}
 	}
+}
+
+// storeHint is what to check when the store does not answer: the client's
+// own error is often only "context deadline exceeded".
+const storeHint = "check that etcd runs and is reachable from this host at etcd.endpoints, that each endpoint's scheme (http, https) is the server's, and with https that etcd.tls.ca_file signs the server's certificate and etcd.tls.cert_file is a client certificate the server accepts (its CN an etcd user with a role)"
+
+// lost records a failed attempt to follow the store: the first of an
+// outage is logged at WARN, the rest only counted.
+func (s *Syncer) lost(err error) {
+	s.outageErr.Store(&outage{err: err.Error(), endpoints: s.Endpoints})
+	if !s.outageSince.IsZero() {
+		s.outageFailures++
+		return
+	}
+	s.outageSince, s.outageFailures = time.Now(), 1
+	args := []any{"endpoints", s.Endpoints, "err", err}
+	if errors.Is(err, errUnreachable) {
+		args = append(args, "hint", storeHint)
+	}
+	if rev := s.revision(); rev != 0 {
+		s.Logger.Warn("lost the store; keeping the current snapshot until it answers", append(args, "revision", rev)...)
+	} else {
+		s.Logger.Warn("cannot reach the store, and there is no snapshot to serve: not ready until it answers", args...)
+	}
+}
+
+// reachable records that the store answered; it ends an outage.
+func (s *Syncer) reachable() {
+	s.outageErr.Store(nil)
+	if s.outageSince.IsZero() {
+		return
+	}
+	s.Logger.Info("store reachable again", "endpoints", s.Endpoints, "after", time.Since(s.outageSince).Round(time.Millisecond).String(), "failed_attempts", s.outageFailures)
+	s.outageSince, s.outageFailures = time.Time{}, 0
+}
+
+// errUnreachable marks a failure to get any answer from the store.
+var errUnreachable = errors.New("store unreachable")
+
+// outage is the last failure to follow the store, for Ready.
+type outage struct {
+	err       string
+	endpoints []string
 }
 
 func (s *Syncer) follow(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := s.Source.WatchCurrent(wctx)
+	// clientv3's Watch blocks until an endpoint answers: started aside, so
+	// that the bounded probes below notice a store that is unreachable
+	// from the start (a scheduler started during an outage, or pointed at
+	// a wrong endpoint).
+	watches := make(chan clientv3.WatchChan, 1)
+	go func() { watches <- s.Source.WatchCurrent(wctx) }()
 	if err := s.refresh(ctx); err != nil {
 		return err
 	}
+	var wch clientv3.WatchChan // nil, never ready, until the watch is set up
 	tick := time.NewTicker(s.ConfirmInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case wch = <-watches:
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("watch closed")
@@ -222,8 +282,9 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	rev, err := s.Source.CurrentRevision(cctx)
 	cancel()
 	if err != nil {
-		return err // "store: read topology revision: ..."
+		return fmt.Errorf("%w: %w", errUnreachable, err) // "store: read topology revision: ..."
 	}
+	s.reachable()
 	if rev == 0 || rev == s.revision() || rev == s.badRev {
 		s.confirm()
 		return nil

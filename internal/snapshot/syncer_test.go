@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/logtest"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,10 +145,11 @@ func TestRestartWithStoreDownServesFromCache(t *testing.T) {
 	if err := second.s.Ready(); err != nil {
 		t.Fatalf("a fresh cache should be ready: %v", err)
 	}
-	// The syncer tries the unreachable store meanwhile; the snapshot stays.
-	// (With etcd down from the start, the syncer's watch blocks until etcd
-	// answers: asking once is all it does, and no fetch error is counted.)
-	wait.For(t, "the syncer asking the store", wait.DefaultTimeout, func() bool { return src.calls.Load() > 0 })
+	// The syncer keeps trying the unreachable store, counting each
+	// failure; the snapshot stays.
+	wait.For(t, "failed attempts counted", wait.DefaultTimeout, func() bool {
+		return testutil.ToFloat64(metricWith(t, second.reg, "anysched_snapshot_errors_total", "fetch")) >= 2
+	})
 	if revision(second.s) != rev {
 		t.Fatal("snapshot lost while etcd is down")
 	}
@@ -259,4 +262,65 @@ func metricWith(t *testing.T, reg *prometheus.Registry, name, stage string) prom
 	}
 	t.Fatalf("metric %s{%s} not found", name, stage)
 	return nil
+}
+
+// TestStartDuringOutage: a syncer started while its store does not answer
+// (a wrong endpoint, or etcd down) counts every failed attempt, says once at
+// WARN which endpoints it cannot reach and what to check, not ready says
+// why, and the store's return is logged once (issue 19, item 8). The
+// clientv3 watch blocks while no endpoint answers: the old syncer waited on
+// it, silently.
+func TestStartDuringOutage(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	e.Stop()
+	rec := logtest.New()
+	s := &snapshot.Syncer{
+		Source: st, ConfirmInterval: 100 * time.Millisecond, MaxStaleness: time.Minute,
+		Logger: rec.Logger(), Endpoints: []string{e.Endpoint()},
+	}
+	reg := prometheus.NewRegistry()
+	s.Register(reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	fetchErrs := func() float64 {
+		return testutil.ToFloat64(metricWith(t, reg, "anysched_snapshot_errors_total", "fetch"))
+	}
+	wait.For(t, "failed attempts counted", wait.DefaultTimeout, func() bool { return fetchErrs() >= 3 })
+	warns := rec.Records(slog.LevelWarn)
+	var outage []logtest.Record
+	for _, w := range warns {
+		if strings.Contains(w.Message, "store") && !strings.Contains(w.Message, "trusted_keys") {
+			outage = append(outage, w)
+		}
+	}
+	if len(outage) != 1 {
+		t.Fatalf("want one WARN for the outage after %v failed attempts, got %d: %v", fetchErrs(), len(outage), warns)
+	}
+	w := outage[0]
+	if !strings.Contains(w.Attrs["endpoints"], e.ClientAddr()) || !strings.Contains(w.Attrs["hint"], "etcd.endpoints") || w.Attrs["err"] == "" {
+		t.Errorf("the outage WARN must name the endpoint, the error and what to check: %s", w)
+	}
+	if strings.Contains(w.Message, "lost the store") {
+		t.Errorf("never had the store, yet: %s", w)
+	}
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), e.ClientAddr()) {
+		t.Errorf("Ready() = %v, want the unreachable endpoint named", err)
+	}
+
+	e.Restart()
+	rev := apply(t, st, fixture.Weighted(t, 100))
+	wait.For(t, "snapshot once the store answers", wait.DefaultTimeout, func() bool { return revision(s) == rev })
+	if err := s.Ready(); err != nil {
+		t.Errorf("Ready() = %v after the store returned", err)
+	}
+	if back := rec.Containing(slog.LevelInfo, "store reachable again"); len(back) != 1 || back[0].Attrs["failed_attempts"] == "" {
+		t.Errorf("want one \"store reachable again\" with the failed attempts, got %v", back)
+	}
+	// Applied after the return: the watch, set up once etcd answered, follows.
+	rev2 := apply(t, st, fixture.Weighted(t, 200))
+	wait.For(t, "following", wait.DefaultTimeout, func() bool { return revision(s) == rev2 })
 }

@@ -16,10 +16,14 @@ type Candidate struct {
 	Region     string  `json:"region"`
 	Address    string  `json:"address"`
 	DistanceKm float64 `json:"distance_km"`
-	Weight     int     `json:"weight"`
-	Available  bool    `json:"available"`
-	Chosen     bool    `json:"chosen"`
-	Why        string  `json:"why"`
+	Weight     int     `json:"weight"` // the topology's
+	// Effective is the weight the service's in-node policy uses now (the
+	// balance policy's override, slow start, adaptive weights); Weight
+	// for nearest and qoe, which weigh as the topology does.
+	Effective float64 `json:"effective_weight"`
+	Available bool    `json:"available"`
+	Chosen    bool    `json:"chosen"`
+	Why       string  `json:"why"`
 }
 
 // Explanation is a decision with the reasoning behind it, for operators.
@@ -101,12 +105,23 @@ func (e *Engine) Explain(req Request) Explanation {
 	if d.Region >= 0 {
 		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, s.Servers[d.Server].Addr, d.BitrateKbps))
 	}
+	weights := map[int32]map[int32]ServerWeight{} // by node, for policy
 	for _, r := range considered {
 		for _, si := range s.Regions[r].Servers {
 			sv := &s.Servers[si]
 			c := Candidate{
 				Server: sv.Name, Node: s.Nodes[sv.Node].Name, Region: s.Regions[r].Name, Address: sv.Addr.String(),
-				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Available: e.avail[si],
+				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Effective: float64(sv.Weight), Available: e.avail[si],
+			}
+			if policy != "" {
+				ws, ok := weights[sv.Node]
+				if !ok {
+					ws = e.policyWeights(e.selection[d.Service], sv.Node)
+					weights[sv.Node] = ws
+				}
+				if w, ok := ws[si]; ok {
+					c.Effective = w.Effective
+				}
 			}
 			switch {
 			case si == d.Server && policy != "":

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
@@ -70,6 +71,7 @@ type Embedded struct {
 	cfg     config.Embedded
 	opts    EmbeddedOptions
 	log     *slog.Logger
+	closing *atomic.Bool  // set before a deliberate stop: etcd's "serving failed" is expected then
 	stopped bool          // deliberately stopped (a drill): Err stays quiet
 	changed chan struct{} // closed and replaced on every stop/start
 }
@@ -120,7 +122,13 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 	// Keep an hour of history: readers fetch chunks at the pointer's revision.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLogger(log.With("component", "etcd"), zapcore.WarnLevel))
+	// etcd logs each of its listeners' end as "setting up serving from
+	// embedded etcd failed." at ERROR, a deliberate Close included: not an
+	// error then.
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLoggerDemoting(log.With("component", "etcd"), zapcore.WarnLevel, func(e zapcore.Entry) bool {
+		return closing.Load() && e.Message == "setting up serving from embedded etcd failed."
+	}))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: start embedded etcd in %s: %w", c.Dir, err)
@@ -144,7 +152,7 @@ func StartEmbedded(ctx context.Context, c config.Embedded, opts EmbeddedOptions,
 		c.PeerListen = e.Peers[0].Listener.Addr().String()
 	}
 	log.Info("embedded etcd ready", "component", "etcd", "client_url", cu.String(), "dir", c.Dir)
-	return &Embedded{etcd: e, ClientURL: cu.String(), cfg: c, opts: opts, log: log, changed: make(chan struct{})}, nil
+	return &Embedded{etcd: e, ClientURL: cu.String(), cfg: c, opts: opts, log: log, closing: closing, changed: make(chan struct{})}, nil
 }
 
 // clientTLS is how the server meets its clients: the options' TLS, else the
@@ -199,6 +207,7 @@ func (e *Embedded) Stop() {
 	// Raft first, as a crash would: a cluster member leaves the quorum at
 	// once (Close alone first drains client requests for seconds while the
 	// member still votes, and hands leadership over).
+	e.closing.Store(true)
 	e.etcd.Server.HardStop()
 	e.etcd.Close()
 	e.log.Warn("embedded etcd stopped", "component", "etcd")
@@ -215,7 +224,7 @@ func (e *Embedded) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.etcd, e.stopped = n.etcd, false
+	e.etcd, e.closing, e.stopped = n.etcd, n.closing, false
 	close(e.changed)
 	e.changed = make(chan struct{})
 	return nil
@@ -226,6 +235,7 @@ func (e *Embedded) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.stopped {
+		e.closing.Store(true)
 		e.etcd.Close()
 		e.stopped = true
 	}

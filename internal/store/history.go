@@ -139,7 +139,7 @@ func (s *Store) trimHistory(ctx context.Context, keep int) ([]string, error) {
 		}
 		var e historyEntry
 		if json.Unmarshal(kv.Value, &e) == nil {
-			digests = append(digests, e.Digest)
+			digests = append(digests, e.Digest, e.Source)
 		}
 	}
 	if n := max(maxHistoryEntries, keep); len(resp.Kvs) > n {

@@ -4,7 +4,9 @@
 // Layout under the configured prefix (default /anysched/):
 //
 //	topology/current             pointer: digest, chunk count, size, time, signature
-//	topology/blobs/<digest>/<n>  the gzip'd JSON document in <=512 KiB chunks
+//	topology/blobs/<digest>/<n>  the gzip'd JSON document in <=512 KiB chunks;
+//	                             also the document as the operator wrote it
+//	                             (comments and all), under its own digest
 //	topology/history/<seq>       one entry per apply or rollback (history.go)
 //	instances/<id>               one running scheduler, under a lease
 //
@@ -16,6 +18,10 @@
 // revision is the topology revision shown to operators. The same transaction
 // records the apply in the history, and the pointer carries the center's
 // signature of the digest (internal/signing) for readers to verify.
+//
+// The canonical JSON is what is signed, compiled and compared; the document
+// as written is kept beside it only for people (`schedctl get topology`
+// returns it, rollback re-applies it), so that comments survive a round trip.
 package store
 
 import (
@@ -86,6 +92,11 @@ type pointer struct {
 	// when the center has no signing key.
 	Signature []byte `json:"signature,omitempty"`
 	KeyID     string `json:"key_id,omitempty"`
+	// Source is the digest of the document as the operator wrote it, kept
+	// in SourceChunks chunks like the canonical one; empty: not kept (an
+	// apply from before this existed, or the canonical JSON itself).
+	Source       string `json:"source,omitempty"`
+	SourceChunks int    `json:"source_chunks,omitempty"`
 }
 
 // Stored is the topology as the store holds it.
@@ -98,6 +109,12 @@ type Stored struct {
 	// Signature and KeyID as the center signed Digest; empty if unsigned.
 	Signature []byte
 	KeyID     string
+	// SourceDigest is the digest of the document as written (Source reads
+	// it); empty when none is kept.
+	SourceDigest string
+
+	sourceChunks int
+	at           int64 // etcd revision the document was read at; 0: latest
 }
 
 // ErrNoTopology means nothing has been applied yet.
@@ -130,6 +147,10 @@ type ApplyOptions struct {
 	// Keep is how many revisions' documents stay in etcd; below 2 (or 0):
 	// DefaultHistoryKeep.
 	Keep int
+	// Source is the document as the operator wrote it (the bytes of t),
+	// kept beside the canonical form for `get topology` and rollback; nil
+	// keeps none.
+	Source []byte
 }
 
 // ApplyResult says what Apply did.
@@ -137,6 +158,12 @@ type ApplyResult struct {
 	Revision int64
 	Digest   string
 	Changed  bool // false when the document equals the stored one
+}
+
+// SourceDigest is the digest of a document as written.
+func SourceDigest(src []byte) string {
+	sum := sha256.Sum256(src)
+	return hex.EncodeToString(sum[:])
 }
 
 // Canonical returns the stored form of a document and its digest.
@@ -182,24 +209,19 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
 	}
 
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	if _, err := zw.Write(data); err != nil {
-		return ApplyResult{}, fmt.Errorf("store: compress topology: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return ApplyResult{}, fmt.Errorf("store: compress topology: %w", err)
-	}
-	blob := gz.Bytes()
-	size := s.ChunkSize
-	chunks := (len(blob) + size - 1) / size
-	for i := range chunks {
-		part := blob[i*size : min(len(blob), (i+1)*size)]
-		if _, err := s.cli.Put(ctx, fmt.Sprintf("%s%06d", s.blobPrefix(digest), i), string(part)); err != nil {
-			return ApplyResult{}, fmt.Errorf("store: write topology chunk %d/%d: %w", i+1, chunks, err)
-		}
+	chunks, err := s.writeBlob(ctx, digest, data)
+	if err != nil {
+		return ApplyResult{}, err
 	}
 	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: curPtr.Seq + 1}
+	if opts.Source != nil {
+		if sd := SourceDigest(opts.Source); sd != digest {
+			if p.SourceChunks, err = s.writeBlob(ctx, sd, opts.Source); err != nil {
+				return ApplyResult{}, fmt.Errorf("%w (the document as written)", err)
+			}
+			p.Source = sd
+		}
+	}
 	if opts.Signer != nil {
 		p.Signature, p.KeyID = opts.Signer.Sign(digest), opts.Signer.KeyID()
 	}
@@ -218,8 +240,61 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	}
 	rev := resp.Header.Revision
 	s.log.Info("topology applied", "revision", rev, "previous", curRev, "digest", digest[:12], "bytes", len(data), "chunks", chunks, "signed_by", p.KeyID)
-	s.collect(ctx, opts.Keep, digest, curPtr.Digest)
+	s.collect(ctx, opts.Keep, digest, curPtr.Digest, p.Source, curPtr.Source)
 	return ApplyResult{Revision: rev, Digest: digest, Changed: true}, nil
+}
+
+// writeBlob writes data gzip'd in chunks under digest and returns how many.
+func (s *Store) writeBlob(ctx context.Context, digest string, data []byte) (int, error) {
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if _, err := zw.Write(data); err != nil {
+		return 0, fmt.Errorf("store: compress topology: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return 0, fmt.Errorf("store: compress topology: %w", err)
+	}
+	blob := gz.Bytes()
+	size := s.ChunkSize
+	chunks := (len(blob) + size - 1) / size
+	for i := range chunks {
+		part := blob[i*size : min(len(blob), (i+1)*size)]
+		if _, err := s.cli.Put(ctx, fmt.Sprintf("%s%06d", s.blobPrefix(digest), i), string(part)); err != nil {
+			return 0, fmt.Errorf("store: write topology chunk %d/%d: %w", i+1, chunks, err)
+		}
+	}
+	return chunks, nil
+}
+
+// Source returns the document of st as the operator wrote it; nil when
+// none is kept (or it is gone: a revision past the history's keep).
+func (s *Store) Source(ctx context.Context, st *Stored) ([]byte, error) {
+	if st.SourceDigest == "" {
+		return nil, nil
+	}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	if st.at != 0 {
+		opts = append(opts, clientv3.WithRev(st.at))
+	}
+	chunks, err := s.cli.Get(ctx, s.blobPrefix(st.SourceDigest), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: read the document as written of revision %d: %w", st.Revision, err)
+	}
+	if len(chunks.Kvs) != st.sourceChunks {
+		return nil, nil
+	}
+	var blob bytes.Buffer
+	for _, c := range chunks.Kvs {
+		blob.Write(c.Value)
+	}
+	data, err := gunzip(blob.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("store: the document as written of revision %d: %w", st.Revision, err)
+	}
+	if got := SourceDigest(data); got != st.SourceDigest {
+		return nil, fmt.Errorf("store: the document as written of revision %d: digest mismatch (stored %s, computed %s)", st.Revision, st.SourceDigest, got)
+	}
+	return data, nil
 }
 
 // collect deletes chunk sets other than those of the last keep history
@@ -244,7 +319,7 @@ func (s *Store) collect(ctx context.Context, keepN int, keep ...string) {
 		d, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), root), "/")
 		keepIt := false
 		for _, k := range keep {
-			keepIt = keepIt || d == k
+			keepIt = keepIt || (d == k && k != "")
 		}
 		if !keepIt {
 			stale[d] = true
@@ -329,7 +404,8 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 	if err != nil {
 		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
 	}
-	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Signature: p.Signature, KeyID: p.KeyID}, nil
+	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Signature: p.Signature, KeyID: p.KeyID,
+		SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
 }
 
 func gunzip(b []byte) ([]byte, error) {

@@ -127,20 +127,54 @@ func (c *compiler) entry(kind, p string, i int, name, regionName string, idx map
 	}
 	r, ok := c.s.regionIdx[regionName]
 	if !ok {
-		c.add(p+".region", "unknown region %q", regionName)
+		c.add(p+".region", "unknown region %q%s", regionName, c.didYouMean(regionName, c.regionNames()))
 		return -1
 	}
 	return r
 }
 
+// at is the path of the i-th entry of a list, with the entry's name when it
+// has a valid one (`nodes[32] (tiancheng-1)`): an index alone does not say
+// which of 10,000 servers is wrong. yamlstrict.Locate skips the name.
+func at(list string, i int, name string) string {
+	p := list + "[" + strconv.Itoa(i) + "]"
+	if nameProblem(name) == "" {
+		p += " (" + name + ")"
+	}
+	return p
+}
+
+func (c *compiler) regionNames() []string {
+	names := make([]string, len(c.t.Regions))
+	for i, r := range c.t.Regions {
+		names[i] = r.Name
+	}
+	return names
+}
+
+// didYouMean suggests the known name nearest to an unknown reference.
+func (c *compiler) didYouMean(name string, known []string) string {
+	if s := yamlstrict.Nearest(name, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
+}
+
 func (c *compiler) name(path, n string) bool {
-	if n == "" {
-		c.add(path, "required")
+	if msg := nameProblem(n); msg != "" {
+		c.add(path, "%s", msg)
 		return false
 	}
+	return true
+}
+
+// nameProblem says what is wrong with a name; "" when it is valid.
+func nameProblem(n string) string {
+	if n == "" {
+		return "required"
+	}
 	if len(n) > 128 {
-		c.add(path, "longer than 128 characters")
-		return false
+		return "longer than 128 characters"
 	}
 	for i := 0; i < len(n); i++ {
 		b := n[i]
@@ -148,10 +182,9 @@ func (c *compiler) name(path, n string) bool {
 		if alnum || (i > 0 && i < len(n)-1 && (b == '-' || b == '_' || b == '.')) {
 			continue
 		}
-		c.add(path, "%q is not a valid name (lowercase letters, digits, and '-', '_', '.' inside)", n)
-		return false
+		return fmt.Sprintf("%q is not a valid name (lowercase letters, digits, and '-', '_', '.' inside)", n)
 	}
-	return true
+	return ""
 }
 
 func (c *compiler) regions() {
@@ -162,7 +195,7 @@ func (c *compiler) regions() {
 	s.regionIdx = make(map[string]int32, len(c.t.Regions))
 	s.Regions = make([]RegionView, len(c.t.Regions))
 	for i, r := range c.t.Regions {
-		p := fmt.Sprintf("regions[%d]", i)
+		p := at("regions", i, r.Name)
 		if r.Name == CenterName {
 			c.add(p+".name", "%q is reserved for the central scheduler", r.Name)
 		} else if c.name(p+".name", r.Name) {
@@ -178,11 +211,11 @@ func (c *compiler) regions() {
 	for i, r := range c.t.Regions {
 		seen := map[string]bool{}
 		for j, f := range r.Fallback {
-			p := fmt.Sprintf("regions[%d].fallback[%d]", i, j)
+			p := fmt.Sprintf("%s.fallback[%d]", at("regions", i, r.Name), j)
 			idx, ok := s.regionIdx[f]
 			switch {
 			case !ok:
-				c.add(p, "unknown region %q", f)
+				c.add(p, "unknown region %q%s", f, c.didYouMean(f, c.regionNames()))
 			case f == r.Name:
 				c.add(p, "region %q cannot fall back to itself", f)
 			case seen[f]:
@@ -219,8 +252,8 @@ func (c *compiler) fallbackCycles() {
 				start := slices.Index(stack, f)
 				cycle := stack[start:]
 				// The same cycle is found from each of its members; report it once.
-				at := slices.Index(cycle, slices.Min(cycle))
-				key := fmt.Sprint(append(slices.Clone(cycle[at:]), cycle[:at]...))
+				first := slices.Index(cycle, slices.Min(cycle))
+				key := fmt.Sprint(append(slices.Clone(cycle[first:]), cycle[:first]...))
 				if !reported[key] {
 					reported[key] = true
 					names := make([]string, 0, len(cycle)+1)
@@ -228,7 +261,7 @@ func (c *compiler) fallbackCycles() {
 						names = append(names, c.s.Regions[k].Name)
 					}
 					names = append(names, c.s.Regions[f].Name)
-					c.add(fmt.Sprintf("regions[%d].fallback", i), "fallback cycle: %s", strings.Join(names, " -> "))
+					c.add(at("regions", int(i), c.s.Regions[i].Name)+".fallback", "fallback cycle: %s", strings.Join(names, " -> "))
 				}
 			}
 		}
@@ -249,7 +282,7 @@ func (c *compiler) nodes() {
 	addrs := make(map[netip.AddrPort]string)
 	s.Nodes = make([]NodeView, len(c.t.Nodes))
 	for i, n := range c.t.Nodes {
-		p := fmt.Sprintf("nodes[%d]", i)
+		p := at("nodes", i, n.Name)
 		region := c.entry("node", p, i, n.Name, n.Region, s.nodeIdx)
 		loc, _ := c.location(p+".location", n.Location, true)
 		nv := NodeView{Name: n.Name, Region: region, Loc: loc}
@@ -257,7 +290,7 @@ func (c *compiler) nodes() {
 			c.add(p+".servers", "at least one server is required")
 		}
 		for j, sv := range n.Servers {
-			sp := fmt.Sprintf("%s.servers[%d]", p, j)
+			sp := p + "." + at("servers", j, sv.Name)
 			idx := int32(len(s.Servers))
 			if c.name(sp+".name", sv.Name) {
 				if k, dup := s.serverIdx[sv.Name]; dup {
@@ -266,7 +299,7 @@ func (c *compiler) nodes() {
 					s.serverIdx[sv.Name] = idx
 				}
 			}
-			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: sv.Weight, CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity}
+			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: int(sv.Weight), CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity}
 			view.Addr = c.address(sp+".address", sv.Address, addrs)
 			view.AddrString = view.Addr.String()
 			if sv.Health != nil && sv.Health.URL != "" {
@@ -278,8 +311,8 @@ func (c *compiler) nodes() {
 			}
 			switch {
 			case sv.Weight < 0 || sv.Weight > 1_000_000:
-				c.add(sp+".weight", "%d is out of range [0, 1000000] (0 means %d)", sv.Weight, DefaultWeight)
-			case sv.Weight == 0:
+				c.add(sp+".weight", "%d is out of range [1, 1000000] (leave it out for %d)", sv.Weight, DefaultWeight)
+			case sv.Weight == 0: // left out (a document cannot say 0: Weight.UnmarshalYAML)
 				view.Weight = DefaultWeight
 			}
 			if l, ok := c.location(sp+".location", sv.Location, false); ok {
@@ -349,7 +382,7 @@ func (c *compiler) zones() {
 	type origin struct{ zone, net int }
 	origins := make(map[netip.Prefix]origin)
 	for i, z := range c.t.Zones {
-		p := fmt.Sprintf("zones[%d]", i)
+		p := at("zones", i, z.Name)
 		region := c.entry("zone", p, i, z.Name, z.Region, s.zoneIdx)
 		zv := ZoneView{Name: z.Name, Region: region}
 		if region >= 0 {
@@ -377,7 +410,7 @@ func (c *compiler) zones() {
 				continue
 			}
 			if o, dup := origins[pfx]; dup {
-				c.add(np, "network %s is already in zones[%d].networks[%d]", pfx, o.zone, o.net)
+				c.add(np, "network %s is already in %s.networks[%d]", pfx, at("zones", o.zone, c.t.Zones[o.zone].Name), o.net)
 				continue
 			}
 			origins[pfx] = origin{i, j}
@@ -388,6 +421,8 @@ func (c *compiler) zones() {
 	}
 	// A network nested in another zone's network is fine within one region (a
 	// more specific zone), but across regions it makes the region ambiguous.
+	// The overlap is reported on the zone later in the document, usually the
+	// one just added, naming the other zone's network.
 	for i, zv := range s.Zones {
 		if zv.Region < 0 {
 			continue
@@ -398,9 +433,16 @@ func (c *compiler) zones() {
 					continue
 				}
 				other := s.Zones[zi]
-				if other.Region >= 0 && other.Region != zv.Region {
-					o := origins[pfx]
-					c.add(fmt.Sprintf("zones[%d].networks[%d]", i, o.net), "%s overlaps %s of zone %q in region %q", pfx, super, other.Name, s.Regions[other.Region].Name)
+				if other.Region < 0 || other.Region == zv.Region {
+					continue
+				}
+				mine, theirs := origins[pfx], origins[super]
+				if int(zi) < i {
+					c.add(fmt.Sprintf("%s.networks[%d]", at("zones", i, zv.Name), mine.net), "%s overlaps %s of zone %q (%s.networks[%d]) in region %q",
+						pfx, super, other.Name, at("zones", int(zi), other.Name), theirs.net, s.Regions[other.Region].Name)
+				} else {
+					c.add(fmt.Sprintf("%s.networks[%d]", at("zones", int(zi), other.Name), theirs.net), "%s contains %s of zone %q (%s.networks[%d]) in region %q",
+						super, pfx, zv.Name, at("zones", i, zv.Name), mine.net, s.Regions[zv.Region].Name)
 				}
 			}
 		}
@@ -416,7 +458,7 @@ func (c *compiler) services() {
 	s.hostIdx = make(map[string]int32)
 	s.Services = make([]ServiceView, len(c.t.Services))
 	for i, sv := range c.t.Services {
-		p := fmt.Sprintf("services[%d]", i)
+		p := at("services", i, sv.Name)
 		if c.name(p+".name", sv.Name) {
 			if j, dup := s.serviceIdx[sv.Name]; dup {
 				c.add(p+".name", "duplicate service %q (first at services[%d])", sv.Name, j)
@@ -468,7 +510,11 @@ func (c *compiler) services() {
 		if i, ok := s.serviceIdx[d]; ok {
 			s.defaultService = i
 		} else {
-			c.add("anycast.default_service", "unknown service %q", d)
+			names := make([]string, len(c.t.Services))
+			for i, sv := range c.t.Services {
+				names[i] = sv.Name
+			}
+			c.add("anycast.default_service", "unknown service %q%s", d, c.didYouMean(d, names))
 		}
 	}
 }

@@ -306,12 +306,12 @@ func healthURL(s *Server) string {
 	return orNone(s.Health.URL)
 }
 
-// weight shows the weight in effect: 0 in a document means DefaultWeight.
-func weight(w int) string {
+// weight shows the weight in effect: 0 (left out) means DefaultWeight.
+func weight(w Weight) string {
 	if w == 0 {
 		w = DefaultWeight
 	}
-	return strconv.Itoa(w)
+	return strconv.Itoa(int(w))
 }
 
 func zoneFields(a, b *Zone) []string {

@@ -58,17 +58,17 @@ func mustDecode(t *testing.T, doc string) *topology.Topology {
 // bandwidth_mbps: 1e308 made the planner fail with NaN every period).
 func TestNumericRanges(t *testing.T) {
 	for _, c := range []struct{ from, to, want string }{
-		{"bandwidth_mbps: 10000", "bandwidth_mbps: 1e308", "nodes[0].servers[0].capacity.bandwidth_mbps: 1e+308 is out of range [0, 1e+07]"},
-		{"bandwidth_mbps: 10000", "bandwidth_mbps: .inf", "nodes[0].servers[0].capacity.bandwidth_mbps: invalid value: .inf is not a finite number"},
-		{"transcode_units: 400", "transcode_units: .nan", "nodes[0].servers[0].capacity.transcode_units: invalid value: .nan is not a finite number"},
+		{"bandwidth_mbps: 10000", "bandwidth_mbps: 1e308", "nodes[0] (hefei-1).servers[0] (hefei-1-a).capacity.bandwidth_mbps: 1e+308 is out of range [0, 1e+07]"},
+		{"bandwidth_mbps: 10000", "bandwidth_mbps: .inf", "nodes[0] (hefei-1).servers[0] (hefei-1-a).capacity.bandwidth_mbps: invalid value: .inf is not a finite number"},
+		{"transcode_units: 400", "transcode_units: .nan", "nodes[0] (hefei-1).servers[0] (hefei-1-a).capacity.transcode_units: invalid value: .nan is not a finite number"},
 		{"transcode_units: 400", "transcode_units: 1e300", "capacity.transcode_units: 1e+300 is out of range"},
-		{"coverage_radius_m: 300", "coverage_radius_m: 1e300", "nodes[0].servers[0].coverage_radius_m: 1e+300 is out of range [0, 2e+07]"},
+		{"coverage_radius_m: 300", "coverage_radius_m: 1e300", "nodes[0] (hefei-1).servers[0] (hefei-1-a).coverage_radius_m: 1e+300 is out of range [0, 2e+07]"},
 		{"coverage_radius_m: 300", "coverage_radius_m: -1", "coverage_radius_m: -1 is out of range"},
-		{"weight: 100", "weight: 1e9", "nodes[0].servers[0].weight: invalid value: 1e9 is not a whole number"},
-		{"weight: 100", "weight: 9999999999", "nodes[0].servers[0].weight: 9999999999 is out of range"},
-		{"lat: 31.861", "lat: .nan", "nodes[0].servers[0].location.lat: invalid value: .nan is not a finite number"},
-		{"lon: 117.281", "lon: -.inf", "nodes[0].servers[0].location.lon: invalid value: -.inf is not a finite number"},
-		{"lat: 31.82", "lat: 91", "regions[0].location.lat: 91 is out of range [-90, 90]"},
+		{"weight: 100", "weight: 1e9", "nodes[0] (hefei-1).servers[0] (hefei-1-a).weight: invalid value: 1e9 is not a whole number"},
+		{"weight: 100", "weight: 9999999999", "nodes[0] (hefei-1).servers[0] (hefei-1-a).weight: 9999999999 is out of range"},
+		{"lat: 31.861", "lat: .nan", "nodes[0] (hefei-1).servers[0] (hefei-1-a).location.lat: invalid value: .nan is not a finite number"},
+		{"lon: 117.281", "lon: -.inf", "nodes[0] (hefei-1).servers[0] (hefei-1-a).location.lon: invalid value: -.inf is not a finite number"},
+		{"lat: 31.82", "lat: 91", "regions[0] (hefei).location.lat: 91 is out of range [-90, 90]"},
 	} {
 		doc := strings.Replace(validDoc, c.from, c.to, 1)
 		if doc == validDoc {

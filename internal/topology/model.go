@@ -67,8 +67,9 @@ type Server struct {
 	Name    string       `yaml:"name" json:"name"`
 	Address string       `yaml:"address" json:"address"` // IP:port
 	Health  *HealthCheck `yaml:"health,omitempty" json:"health,omitempty"`
-	// Weight is relative within a node; 0 in a document means DefaultWeight.
-	Weight          int       `yaml:"weight,omitempty" json:"weight,omitempty"`
+	// Weight is relative within a node; left out (0), DefaultWeight. A
+	// document may not write 0 (see Weight.UnmarshalYAML).
+	Weight          Weight    `yaml:"weight,omitempty" json:"weight,omitempty"`
 	Location        *Location `yaml:"location,omitempty" json:"location,omitempty"` // defaults to the node's
 	CoverageRadiusM float64   `yaml:"coverage_radius_m,omitempty" json:"coverage_radius_m,omitempty"`
 	Capacity        Capacity  `yaml:"capacity,omitempty" json:"capacity,omitempty"`
@@ -112,27 +113,46 @@ const MaxYAMLNodes = 2_000_000
 // DefaultWeight is a server's weight when the document gives none.
 const DefaultWeight = 100
 
+// Weight is a server's weight in a document; 0 stands for "not given".
+type Weight int
+
+// errZeroWeight: operators read `weight: 0` as "no traffic", but 0 is how
+// an omitted weight is stored, so it would silently mean DefaultWeight.
+var errZeroWeight = fmt.Errorf("weight 0 is not allowed: omit it for the default %d, or drain the server (schedctl drain) for no traffic", DefaultWeight)
+
+// UnmarshalYAML refuses an explicit `weight: 0` (yamlstrict reports it
+// with the field path and line).
+func (w *Weight) UnmarshalYAML(n *yaml.Node) error {
+	var v int
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if v == 0 {
+		return errZeroWeight
+	}
+	*w = Weight(v)
+	return nil
+}
+
 // Decode reads a topology document strictly: unknown keys, wrong kinds and
 // bad scalars are all reported with their field paths. It does not validate
 // meaning; call Validate (or Compile) for that.
 func Decode(data []byte) (*Topology, error) {
 	t := new(Topology)
 	if err := yamlstrict.DecodeLimited(data, t, yamlstrict.Limits{MaxNodes: MaxYAMLNodes}); err != nil {
+		if es, ok := yamlstrict.AsErrors(err); ok {
+			locate(data, es)
+		}
 		return nil, err
 	}
 	return t, nil
 }
 
-// Parse decodes and validates a document.
+// Parse decodes and validates a document; every problem names its field
+// path and line.
 func Parse(data []byte) (*Topology, error) {
-	t, err := Decode(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := Validate(t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	t, _, _, err := DefaultLimits.Load(data)
+	return t, err
 }
 
 // YAML renders the document as operators write it (2-space indentation).

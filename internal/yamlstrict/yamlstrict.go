@@ -72,6 +72,48 @@ func (es Errors) Err() error {
 	return es
 }
 
+// Excluding returns the problems of es that have nothing to do with those
+// of failed: none at, inside or above a path that failed, nor naming one in
+// its message. es are problems found by validating a value DecodePartial
+// produced, failed what it could not decode: a field that failed holds its
+// previous value, and what is said about that value would mislead.
+func (es Errors) Excluding(failed Errors) Errors {
+	var out Errors
+next:
+	for _, e := range es {
+		for _, f := range failed {
+			if related(e.Path, f.Path) || (f.Path != "" && mentions(e.Msg, f.Path)) {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// related: a is b, or one of them is inside the other ("" holds all).
+func related(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return strings.HasPrefix(b, a) && (a == "" || len(a) == len(b) || b[len(a)] == '.' || b[len(a)] == '[')
+}
+
+// mentions: msg names path as a whole word (not a longer key it begins).
+func mentions(msg, path string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], path)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(path)
+		if end == len(msg) || !(msg[end] == '_' || msg[end] >= 'a' && msg[end] <= 'z' || msg[end] >= '0' && msg[end] <= '9') {
+			return true
+		}
+		i = end
+	}
+}
+
 // AsErrors extracts the field errors of err, if it carries any.
 func AsErrors(err error) (Errors, bool) {
 	var es Errors
@@ -91,11 +133,20 @@ const MaxDocumentBytes = 256 << 20
 // Decode decodes exactly one YAML document from data into out (a pointer to a
 // struct) within the default Limits. An empty document is an error. Fields
 // keep the values out already holds when the document does not set them, so
-// callers set defaults first.
+// callers set defaults first. On any problem out is left as it was.
 func Decode(data []byte, out any) error { return DecodeLimited(data, out, Limits{}) }
 
 // DecodeLimited is Decode within the limits l.
-func DecodeLimited(data []byte, out any, l Limits) error {
+func DecodeLimited(data []byte, out any, l Limits) error { return decode(data, out, l, false) }
+
+// DecodePartial is Decode, except that on problems it still decodes every
+// value that has none: a field that fails keeps the value out held (a list
+// with a bad element keeps it whole), so that a caller can validate the
+// rest and report every problem at once (Errors.Excluding drops what the
+// values left behind would misreport). Its error lists what failed.
+func DecodePartial(data []byte, out any) error { return decode(data, out, Limits{}, true) }
+
+func decode(data []byte, out any, l Limits, partial bool) error {
 	if len(data) > l.maxBytes() {
 		return Errors{{Msg: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(data), l.maxBytes())}}
 	}
@@ -123,17 +174,43 @@ func DecodeLimited(data []byte, out any, l Limits) error {
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		doc = doc.Content[0]
 	}
-	w := walker{fields: map[reflect.Type]map[string]reflect.Type{}}
+	w := walker{fields: map[reflect.Type]map[string]reflect.Type{}, root: rv.Type().Elem()}
+	if partial {
+		w.bad = map[*yaml.Node]bool{}
+	}
 	dropNulls(doc, 0)
 	w.check(doc, rv.Type().Elem(), 0)
-	if len(w.errs) > 0 {
+	if len(w.errs) > 0 && (!partial || w.bad[doc]) {
 		return w.errs
+	}
+	if len(w.errs) > 0 {
+		prune(doc, w.bad, 0)
 	}
 	if err := doc.Decode(out); err != nil {
 		// check() should have caught everything; keep yaml's words if not.
-		return Errors{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return append(w.errs, &FieldError{Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
 	}
-	return nil
+	return w.errs.Err()
+}
+
+// prune takes out of n what check() found bad: each mapping's pair whose key
+// or value is bad (a list with a bad element is bad as a whole).
+func prune(n *yaml.Node, bad map[*yaml.Node]bool, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	if n.Kind == yaml.MappingNode {
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !bad[n.Content[i]] && !bad[n.Content[i+1]] {
+				kept = append(kept, n.Content[i], n.Content[i+1])
+			}
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		prune(c, bad, depth+1)
+	}
 }
 
 const maxDepth = 64
@@ -173,10 +250,16 @@ type walker struct {
 	errs   Errors
 	path   []byte
 	fields map[reflect.Type]map[string]reflect.Type
+	bad    map[*yaml.Node]bool // the nodes that failed, for prune; nil: not kept
+	root   reflect.Type        // the document's type, for suggestions elsewhere
+	keys   []string            // every key path of root through structs, built on demand
 }
 
 func (w *walker) fail(n *yaml.Node, msg string) {
 	w.errs = append(w.errs, &FieldError{Path: string(w.path), Line: n.Line, Msg: msg})
+	if w.bad != nil {
+		w.bad[n] = true
+	}
 }
 
 // push appends a key (or an [index] when key is empty) to the path and
@@ -253,7 +336,7 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, depth int) {
 			case given(n.Content[:i], k.Value, seen):
 				w.fail(k, "key given twice")
 			case !ok:
-				w.fail(k, "unknown field"+suggest(k.Value, fields))
+				w.fail(k, "unknown field"+w.suggest(k.Value, fields))
 			default:
 				w.check(v, f, depth+1)
 			}
@@ -268,6 +351,11 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, depth int) {
 			l := w.push("", i)
 			w.check(c, t.Elem(), depth+1)
 			w.pop(l)
+			if w.bad[c] {
+				// A list is decoded whole or not at all: without the bad
+				// element the others would move to indices no error names.
+				w.bad[n] = true
+			}
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
@@ -380,12 +468,32 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	return m
 }
 
-func suggest(key string, fields map[string]reflect.Type) string {
-	lk := strings.ReplaceAll(strings.ToLower(key), "-", "_")
-	best, bestD := "", 3 // suggest only close spellings (edit distance <= 2)
+// suggest is the "did you mean" of an unknown key: the nearest key of the
+// same mapping or, failing that, the nearest key anywhere else in the
+// document (by its full path: "trusted_proxy" at the top is
+// http.trusted_proxies); "" when nothing is close.
+func (w *walker) suggest(key string, fields map[string]reflect.Type) string {
+	names := make([]string, 0, len(fields))
 	for name := range fields {
-		if d := editDistance(lk, name); d < bestD || (d == bestD && name < best) {
-			best, bestD = name, d
+		names = append(names, name)
+	}
+	if best := nearestKey(key, names); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	if w.keys == nil {
+		w.keys = keyPaths(w.root, "", 0, map[reflect.Type]bool{})
+	}
+	lk := normalize(key)
+	best, bestD := "", -1
+	for _, p := range w.keys {
+		last := p[strings.LastIndexByte(p, '.')+1:]
+		d := editDistance(lk, last)
+		if d > closeEnough(lk, last) {
+			continue
+		}
+		// The nearest; among equals the shortest path, then the first in order.
+		if bestD < 0 || d < bestD || (d == bestD && (len(p) < len(best) || (len(p) == len(best) && p < best))) {
+			best, bestD = p, d
 		}
 	}
 	if best == "" {
@@ -393,6 +501,52 @@ func suggest(key string, fields map[string]reflect.Type) string {
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
+
+// keyPaths lists the dotted key paths of t reachable through structs (not
+// lists or maps, whose entries an operator names differently).
+func keyPaths(t reflect.Type, prefix string, depth int, visiting map[reflect.Type]bool) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || depth > 8 || visiting[t] || isText(t) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	visiting[t] = true
+	defer delete(visiting, t)
+	var out []string
+	for name, ft := range yamlFields(t) {
+		p := prefix + name
+		out = append(out, p)
+		out = append(out, keyPaths(ft, p+".", depth+1, visiting)...)
+	}
+	return out
+}
+
+// nearestKey returns the key closest to word by edit distance (case, '-'
+// and '_' aside), if it is close enough to be a misspelling of it; "" when
+// none is.
+func nearestKey(word string, candidates []string) string {
+	lw := normalize(word)
+	best, bestD := "", -1
+	for _, c := range candidates {
+		lc := normalize(c)
+		d := editDistance(lw, lc)
+		if d > closeEnough(lw, lc) {
+			continue
+		}
+		if bestD < 0 || d < bestD || (d == bestD && c < best) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func normalize(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
+
+// closeEnough is the largest edit distance still taken for a misspelling:
+// 2, and a quarter of the longer word for long ones (trusted_proxy is 3 from
+// trusted_proxies).
+func closeEnough(a, b string) int { return max(2, max(len(a), len(b))/4) }
 
 // editDistance is the Levenshtein distance, for "did you mean" hints.
 func editDistance(a, b string) int {

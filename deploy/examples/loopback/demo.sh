@@ -55,7 +55,7 @@ ctl explain --client-ip 100.76.0.20 --host live.iptv.example --path /ch1/index.m
 head -9 "$state/explain.txt"
 
 step "one STB request by hand: curl through the hefei scheduler"
-curl -s -o /dev/null -D - -H 'Host: live.iptv.example' -H 'X-Forwarded-For: 100.64.0.7' http://127.0.0.1:18081/ch1/index.m3u8 \
+curl -s -o /dev/null -D - -H 'X-Anysched-Debug: 1' -H 'Host: live.iptv.example' -H 'X-Forwarded-For: 100.64.0.7' http://127.0.0.1:18081/ch1/index.m3u8 \
   | grep -iE '^(HTTP|Location|X-Anysched|Server-Timing)'
 
 if command -v dig >/dev/null; then

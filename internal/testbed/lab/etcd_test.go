@@ -56,7 +56,7 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		return n
 	}
 	membersRunning(5 * time.Second)
-	weight := 100
+	weight := l.Topo.Nodes[0].Servers[0].Weight // topogen.ServerWeight
 	apply := func() error {
 		weight += 10
 		l.Topo.Nodes[0].Servers[0].Weight = weight

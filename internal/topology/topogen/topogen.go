@@ -23,8 +23,9 @@
 //     10.<region>.<node>.<10+server>, all 1-based, e.g. 10.1.1.10 for the
 //     first server of the capital's first node. Larger provinces number the
 //     servers consecutively through 10.0.0.0/8 instead. Health URL
-//     http://ADDR/health, weight 100, coverage radius 300 m, capacity 10,000
-//     Mbit/s and 400 transcode units.
+//     http://ADDR/health, weight 100, coverage radius 15 km (the whole city:
+//     every zone of its region, so `selection: qoe` places viewers in their
+//     own city), capacity 10,000 Mbit/s and 400 transcode units.
 //   - zones: "<city>-z<k>" near the city, each with its client networks in
 //     CGNAT space 100.64.0.0/10, where the set-top boxes live. The /10 is cut
 //     into equal aligned blocks, one per region (16 regions: a /14 each, so
@@ -72,9 +73,11 @@ const (
 	// ZoneSpace is where generated client networks come from (RFC 6598 CGNAT space).
 	ZoneSpace = "100.64.0.0/10"
 
-	ServerPort      = 8080
-	ServerWeight    = 100
-	CoverageRadiusM = 300
+	ServerPort   = 8080
+	ServerWeight = 100
+	// CoverageRadiusM reaches every zone of a server's region: nodes are
+	// ~3.3 km from the city centre, zones ~6.7 km, so at most ~10 km apart.
+	CoverageRadiusM = 15_000
 	BandwidthMbps   = 10000
 	TranscodeUnits  = 400
 

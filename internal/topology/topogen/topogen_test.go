@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestProvinceCompilesWithRightCounts(t *testing.T) {
 	}
 	srv := top.Nodes[0].Servers[0]
 	if srv.Address != "10.1.1.10:8080" || srv.Health == nil || srv.Health.URL != "http://10.1.1.10:8080/health" ||
-		srv.Weight != 100 || srv.CoverageRadiusM != 300 || srv.Capacity != (topology.Capacity{BandwidthMbps: 10000, TranscodeUnits: 400}) {
+		srv.Weight != 100 || srv.CoverageRadiusM != 15000 || srv.Capacity != (topology.Capacity{BandwidthMbps: 10000, TranscodeUnits: 400}) {
 		t.Errorf("first server = %+v", srv)
 	}
 	if got := top.Zones[3].Name; got != "wuhu-z2" {
@@ -200,6 +201,11 @@ func TestProvinceScale(t *testing.T) {
 	if got := top.Zones[0].Networks[1]; got != "100.64.0.32/27" {
 		t.Errorf("second network = %q, want 100.64.0.32/27", got)
 	}
+	// Under QoE every zone has a covering server of its region.
+	s.Services[0].Selection = topology.SelectQoE
+	if w := topology.Warnings(s); len(w) > 0 {
+		t.Errorf("province scale with selection qoe: %d warnings, first: %s", len(w), w[0])
+	}
 	// no cities at all: every city synthesised
 	s = compile(t, ProvinceScale(nil))
 	if got := s.Counts(); got != want {
@@ -345,6 +351,15 @@ func TestExampleTopology(t *testing.T) {
 	if !bytes.Equal(committed, got) {
 		t.Errorf("%s is out of date: %s; regenerate with: go test ./internal/topology/topogen -run TestExampleTopology -update",
 			examplePath, firstDiff(committed, got))
+	}
+	// With `selection: qoe` every zone is covered by its own region's
+	// servers (issue 19: 300 m radii covered none, so QoE sent every viewer
+	// to another city at the lowest rung).
+	qoe := *top
+	qoe.Services = slices.Clone(top.Services)
+	qoe.Services[0].Selection = topology.SelectQoE
+	if w := topology.Warnings(compile(t, &qoe)); len(w) > 0 {
+		t.Errorf("the sample with selection qoe has %d warnings, first: %s", len(w), w[0])
 	}
 	// The committed file is what operators copy: it must parse on its own
 	// and describe the same province.

@@ -67,7 +67,8 @@ type SetBalanceRequest struct {
 	Document []byte `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
 	DryRun   bool   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// When non-zero and not the stored document's etcd revision, refused
-	// (someone changed it since it was read).
+	// (someone changed it since it was read); -1: refused unless none is
+	// stored.
 	BaseRevision  int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -135,7 +136,11 @@ type BalanceResponse struct {
 	// Whether a SetBalance changed what is stored.
 	Changed bool `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
 	// Why the stored document is not in force (invalid: defaults in use).
-	Invalid       string `protobuf:"bytes,5,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	Invalid string `protobuf:"bytes,5,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	// Servers whose effective weight in the center's engine differs from
+	// their topology weight (the policy's weights overrides, adaptive weights,
+	// slow start), by name.
+	Weights       []*ServerWeight `protobuf:"bytes,6,rep,name=weights,proto3" json:"weights,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +210,85 @@ func (x *BalanceResponse) GetInvalid() string {
 	return ""
 }
 
+func (x *BalanceResponse) GetWeights() []*ServerWeight {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
+// ServerWeight is one server's weight as the in-node policies use it.
+type ServerWeight struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The weight in the topology document.
+	Topology int32 `protobuf:"varint,2,opt,name=topology,proto3" json:"topology,omitempty"`
+	// The weight the in-node policy uses now.
+	Effective float64 `protobuf:"fixed64,3,opt,name=effective,proto3" json:"effective,omitempty"`
+	// What made them differ ("override", "slow start", "adaptive", the policy).
+	Why           string `protobuf:"bytes,4,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerWeight) Reset() {
+	*x = ServerWeight{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerWeight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerWeight) ProtoMessage() {}
+
+func (x *ServerWeight) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerWeight.ProtoReflect.Descriptor instead.
+func (*ServerWeight) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ServerWeight) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ServerWeight) GetTopology() int32 {
+	if x != nil {
+		return x.Topology
+	}
+	return 0
+}
+
+func (x *ServerWeight) GetEffective() float64 {
+	if x != nil {
+		return x.Effective
+	}
+	return 0
+}
+
+func (x *ServerWeight) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -213,7 +297,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +309,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +322,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type WhoAmIResponse struct {
@@ -256,7 +340,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +352,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +365,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -315,7 +399,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +411,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +424,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HistoryRequest) GetLimit() int32 {
@@ -367,7 +451,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +463,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +476,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HistoryEntry) GetRevision() int64 {
@@ -454,7 +538,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +550,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +563,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HistoryResponse) GetCurrent() int64 {
@@ -509,7 +593,7 @@ type DiffTopologyRequest struct {
 
 func (x *DiffTopologyRequest) Reset() {
 	*x = DiffTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +605,7 @@ func (x *DiffTopologyRequest) String() string {
 func (*DiffTopologyRequest) ProtoMessage() {}
 
 func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +618,7 @@ func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyRequest.ProtoReflect.Descriptor instead.
 func (*DiffTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DiffTopologyRequest) GetFromRevision() int64 {
@@ -569,7 +653,7 @@ type DiffTopologyResponse struct {
 
 func (x *DiffTopologyResponse) Reset() {
 	*x = DiffTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +665,7 @@ func (x *DiffTopologyResponse) String() string {
 func (*DiffTopologyResponse) ProtoMessage() {}
 
 func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +678,7 @@ func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyResponse.ProtoReflect.Descriptor instead.
 func (*DiffTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DiffTopologyResponse) GetFromRevision() int64 {
@@ -633,7 +717,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +729,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +742,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RollbackRequest) GetRevision() int64 {
@@ -708,7 +792,7 @@ type TopologyDiff struct {
 
 func (x *TopologyDiff) Reset() {
 	*x = TopologyDiff{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +804,7 @@ func (x *TopologyDiff) String() string {
 func (*TopologyDiff) ProtoMessage() {}
 
 func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +817,7 @@ func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyDiff.ProtoReflect.Descriptor instead.
 func (*TopologyDiff) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TopologyDiff) GetSections() []*DiffSection {
@@ -790,7 +874,7 @@ type DiffSection struct {
 
 func (x *DiffSection) Reset() {
 	*x = DiffSection{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +886,7 @@ func (x *DiffSection) String() string {
 func (*DiffSection) ProtoMessage() {}
 
 func (x *DiffSection) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +899,7 @@ func (x *DiffSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffSection.ProtoReflect.Descriptor instead.
 func (*DiffSection) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DiffSection) GetKind() string {
@@ -857,7 +941,7 @@ type DiffChange struct {
 
 func (x *DiffChange) Reset() {
 	*x = DiffChange{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +953,7 @@ func (x *DiffChange) String() string {
 func (*DiffChange) ProtoMessage() {}
 
 func (x *DiffChange) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +966,7 @@ func (x *DiffChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffChange.ProtoReflect.Descriptor instead.
 func (*DiffChange) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DiffChange) GetName() string {
@@ -910,7 +994,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1006,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1019,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AuditRequest) GetLimit() int32 {
@@ -975,7 +1059,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1071,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1084,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -1082,7 +1166,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1178,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1191,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -1132,7 +1216,7 @@ type DrillEtcdLossRequest struct {
 
 func (x *DrillEtcdLossRequest) Reset() {
 	*x = DrillEtcdLossRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1228,7 @@ func (x *DrillEtcdLossRequest) String() string {
 func (*DrillEtcdLossRequest) ProtoMessage() {}
 
 func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1241,7 @@ func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillEtcdLossRequest.ProtoReflect.Descriptor instead.
 func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
@@ -1193,7 +1277,7 @@ type DrillRequest struct {
 
 func (x *DrillRequest) Reset() {
 	*x = DrillRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1289,7 @@ func (x *DrillRequest) String() string {
 func (*DrillRequest) ProtoMessage() {}
 
 func (x *DrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1302,7 @@ func (x *DrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
 func (*DrillRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrillRequest) GetRegion() string {
@@ -1260,7 +1344,7 @@ type DrillResponse struct {
 
 func (x *DrillResponse) Reset() {
 	*x = DrillResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1356,7 @@ func (x *DrillResponse) String() string {
 func (*DrillResponse) ProtoMessage() {}
 
 func (x *DrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1369,7 @@ func (x *DrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
 func (*DrillResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
@@ -1342,7 +1426,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1438,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1451,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -1401,7 +1485,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1497,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1510,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -1455,7 +1539,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1551,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1564,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -1508,14 +1592,18 @@ type RegionHealth struct {
 	// Taking STBs: healthy (or in a panicking node) and not drained.
 	Available int32 `protobuf:"varint,6,opt,name=available,proto3" json:"available,omitempty"`
 	// Nodes below the panic threshold, where health is ignored.
-	PanicNodes    int32 `protobuf:"varint,7,opt,name=panic_nodes,json=panicNodes,proto3" json:"panic_nodes,omitempty"`
+	PanicNodes int32 `protobuf:"varint,7,opt,name=panic_nodes,json=panicNodes,proto3" json:"panic_nodes,omitempty"`
+	// Servers no live health checker covers (their health is not known, and
+	// they count as neither healthy nor unhealthy); equal to servers when the
+	// region has no checker.
+	Unchecked     int32 `protobuf:"varint,8,opt,name=unchecked,proto3" json:"unchecked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1615,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1628,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -1592,6 +1680,13 @@ func (x *RegionHealth) GetPanicNodes() int32 {
 	return 0
 }
 
+func (x *RegionHealth) GetUnchecked() int32 {
+	if x != nil {
+		return x.Unchecked
+	}
+	return 0
+}
+
 type CheckerStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1604,7 +1699,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1711,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1724,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -1672,7 +1767,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1779,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1792,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -1745,7 +1840,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1852,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1865,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -1825,7 +1920,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1932,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1945,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -1952,23 +2047,26 @@ func (x *ExplainResponse) GetCandidates() []*Candidate {
 }
 
 type Candidate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Region        string                 `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
-	Address       string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	DistanceKm    float64                `protobuf:"fixed64,5,opt,name=distance_km,json=distanceKm,proto3" json:"distance_km,omitempty"`
-	Weight        int32                  `protobuf:"varint,6,opt,name=weight,proto3" json:"weight,omitempty"`
-	Available     bool                   `protobuf:"varint,7,opt,name=available,proto3" json:"available,omitempty"`
-	Chosen        bool                   `protobuf:"varint,8,opt,name=chosen,proto3" json:"chosen,omitempty"`
-	Why           string                 `protobuf:"bytes,9,opt,name=why,proto3" json:"why,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Server     string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Node       string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Region     string                 `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	Address    string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	DistanceKm float64                `protobuf:"fixed64,5,opt,name=distance_km,json=distanceKm,proto3" json:"distance_km,omitempty"`
+	Weight     int32                  `protobuf:"varint,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	Available  bool                   `protobuf:"varint,7,opt,name=available,proto3" json:"available,omitempty"`
+	Chosen     bool                   `protobuf:"varint,8,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	Why        string                 `protobuf:"bytes,9,opt,name=why,proto3" json:"why,omitempty"`
+	// The weight in the topology document; weight is the effective one (after
+	// the balance policy's overrides, adaptive weights and slow start).
+	TopologyWeight int32 `protobuf:"varint,10,opt,name=topology_weight,json=topologyWeight,proto3" json:"topology_weight,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2078,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2091,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Candidate) GetServer() string {
@@ -2059,6 +2157,13 @@ func (x *Candidate) GetWhy() string {
 	return ""
 }
 
+func (x *Candidate) GetTopologyWeight() int32 {
+	if x != nil {
+		return x.TopologyWeight
+	}
+	return 0
+}
+
 type ApplyTopologyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The YAML document as an operator wrote it.
@@ -2079,7 +2184,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2196,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2209,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -2153,7 +2258,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2270,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2283,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -2239,7 +2344,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2356,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2369,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -2324,7 +2429,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2441,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2454,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type GetTopologyResponse struct {
@@ -2365,7 +2470,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2482,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2495,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -2429,7 +2534,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2546,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2559,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 type StatusResponse struct {
@@ -2477,7 +2582,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2594,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2607,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -2572,7 +2677,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2689,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2702,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -2670,7 +2775,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2787,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2800,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Instance) GetId() string {
@@ -2838,7 +2943,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2955,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2968,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -2927,7 +3032,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3044,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3057,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -2985,13 +3090,19 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x11SetBalanceRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12#\n" +
-	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\"\x9b\x01\n" +
+	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\"\xd0\x01\n" +
 	"\x0fBalanceResponse\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x1c\n" +
 	"\teffective\x18\x02 \x01(\fR\teffective\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x18\n" +
 	"\achanged\x18\x04 \x01(\bR\achanged\x12\x18\n" +
-	"\ainvalid\x18\x05 \x01(\tR\ainvalid\"\x0f\n" +
+	"\ainvalid\x18\x05 \x01(\tR\ainvalid\x123\n" +
+	"\aweights\x18\x06 \x03(\v2\x19.anysched.v1.ServerWeightR\aweights\"r\n" +
+	"\fServerWeight\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1a\n" +
+	"\btopology\x18\x02 \x01(\x05R\btopology\x12\x1c\n" +
+	"\teffective\x18\x03 \x01(\x01R\teffective\x12\x10\n" +
+	"\x03why\x18\x04 \x01(\tR\x03why\"\x0f\n" +
 	"\rWhoAmIRequest\"T\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x12\n" +
@@ -3086,7 +3197,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"C\n" +
 	"\rDrainResponse\x12\x18\n" +
 	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"\xd1\x01\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\xef\x01\n" +
 	"\fRegionHealth\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
 	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
@@ -3095,7 +3206,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\adrained\x18\x05 \x01(\x05R\adrained\x12\x1c\n" +
 	"\tavailable\x18\x06 \x01(\x05R\tavailable\x12\x1f\n" +
 	"\vpanic_nodes\x18\a \x01(\x05R\n" +
-	"panicNodes\"\x8c\x01\n" +
+	"panicNodes\x12\x1c\n" +
+	"\tunchecked\x18\b \x01(\x05R\tunchecked\"\x8c\x01\n" +
 	"\rCheckerStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x18\n" +
@@ -3130,7 +3242,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x05steps\x18\r \x03(\tR\x05steps\x126\n" +
 	"\n" +
 	"candidates\x18\x0e \x03(\v2\x16.anysched.v1.CandidateR\n" +
-	"candidates\"\xea\x01\n" +
+	"candidates\"\x93\x02\n" +
 	"\tCandidate\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x16\n" +
@@ -3141,7 +3253,9 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x06weight\x18\x06 \x01(\x05R\x06weight\x12\x1c\n" +
 	"\tavailable\x18\a \x01(\bR\tavailable\x12\x16\n" +
 	"\x06chosen\x18\b \x01(\bR\x06chosen\x12\x10\n" +
-	"\x03why\x18\t \x01(\tR\x03why\"\x86\x01\n" +
+	"\x03why\x18\t \x01(\tR\x03why\x12'\n" +
+	"\x0ftopology_weight\x18\n" +
+	" \x01(\x05R\x0etopologyWeight\"\x86\x01\n" +
 	"\x14ApplyTopologyRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12#\n" +
@@ -3249,115 +3363,117 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*GetBalanceRequest)(nil),     // 0: anysched.v1.GetBalanceRequest
 	(*SetBalanceRequest)(nil),     // 1: anysched.v1.SetBalanceRequest
 	(*BalanceResponse)(nil),       // 2: anysched.v1.BalanceResponse
-	(*WhoAmIRequest)(nil),         // 3: anysched.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 4: anysched.v1.WhoAmIResponse
-	(*HistoryRequest)(nil),        // 5: anysched.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 6: anysched.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 7: anysched.v1.HistoryResponse
-	(*DiffTopologyRequest)(nil),   // 8: anysched.v1.DiffTopologyRequest
-	(*DiffTopologyResponse)(nil),  // 9: anysched.v1.DiffTopologyResponse
-	(*RollbackRequest)(nil),       // 10: anysched.v1.RollbackRequest
-	(*TopologyDiff)(nil),          // 11: anysched.v1.TopologyDiff
-	(*DiffSection)(nil),           // 12: anysched.v1.DiffSection
-	(*DiffChange)(nil),            // 13: anysched.v1.DiffChange
-	(*AuditRequest)(nil),          // 14: anysched.v1.AuditRequest
-	(*AuditEntry)(nil),            // 15: anysched.v1.AuditEntry
-	(*AuditResponse)(nil),         // 16: anysched.v1.AuditResponse
-	(*DrillEtcdLossRequest)(nil),  // 17: anysched.v1.DrillEtcdLossRequest
-	(*DrillRequest)(nil),          // 18: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),         // 19: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),          // 20: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 21: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 22: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 23: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 24: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 25: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 26: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 27: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 28: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 29: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 30: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 31: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 32: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 33: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 34: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 35: anysched.v1.StatusResponse
-	(*RegionTraffic)(nil),         // 36: anysched.v1.RegionTraffic
-	(*Instance)(nil),              // 37: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 38: anysched.v1.QoEPlan
-	(*BGPPeer)(nil),               // 39: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*ServerWeight)(nil),          // 3: anysched.v1.ServerWeight
+	(*WhoAmIRequest)(nil),         // 4: anysched.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 5: anysched.v1.WhoAmIResponse
+	(*HistoryRequest)(nil),        // 6: anysched.v1.HistoryRequest
+	(*HistoryEntry)(nil),          // 7: anysched.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 8: anysched.v1.HistoryResponse
+	(*DiffTopologyRequest)(nil),   // 9: anysched.v1.DiffTopologyRequest
+	(*DiffTopologyResponse)(nil),  // 10: anysched.v1.DiffTopologyResponse
+	(*RollbackRequest)(nil),       // 11: anysched.v1.RollbackRequest
+	(*TopologyDiff)(nil),          // 12: anysched.v1.TopologyDiff
+	(*DiffSection)(nil),           // 13: anysched.v1.DiffSection
+	(*DiffChange)(nil),            // 14: anysched.v1.DiffChange
+	(*AuditRequest)(nil),          // 15: anysched.v1.AuditRequest
+	(*AuditEntry)(nil),            // 16: anysched.v1.AuditEntry
+	(*AuditResponse)(nil),         // 17: anysched.v1.AuditResponse
+	(*DrillEtcdLossRequest)(nil),  // 18: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),          // 19: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),         // 20: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),          // 21: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),        // 22: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),         // 23: anysched.v1.DrainResponse
+	(*RegionHealth)(nil),          // 24: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),         // 25: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),            // 26: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),        // 27: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 28: anysched.v1.ExplainResponse
+	(*Candidate)(nil),             // 29: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),  // 30: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil), // 31: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),       // 32: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),    // 33: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),   // 34: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),         // 35: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),        // 36: anysched.v1.StatusResponse
+	(*RegionTraffic)(nil),         // 37: anysched.v1.RegionTraffic
+	(*Instance)(nil),              // 38: anysched.v1.Instance
+	(*QoEPlan)(nil),               // 39: anysched.v1.QoEPlan
+	(*BGPPeer)(nil),               // 40: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	40, // 0: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
-	31, // 1: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
-	6,  // 2: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
-	11, // 3: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	12, // 4: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
-	13, // 5: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	40, // 6: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	40, // 7: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	15, // 8: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	40, // 9: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	40, // 10: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	40, // 11: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	28, // 12: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	31, // 13: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	11, // 14: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	31, // 15: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	40, // 16: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	37, // 17: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	23, // 18: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	24, // 19: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	25, // 20: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	36, // 21: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	40, // 22: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	40, // 23: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	40, // 24: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	40, // 25: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 26: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	38, // 27: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	36, // 28: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	29, // 29: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	32, // 30: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	34, // 31: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	26, // 32: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	20, // 33: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	21, // 34: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	18, // 35: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	17, // 36: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	5,  // 37: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	8,  // 38: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	10, // 39: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	14, // 40: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	3,  // 41: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	0,  // 42: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
-	1,  // 43: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	30, // 44: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	33, // 45: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	35, // 46: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	27, // 47: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	22, // 48: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	22, // 49: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	19, // 50: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	19, // 51: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	7,  // 52: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	9,  // 53: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	30, // 54: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	16, // 55: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	4,  // 56: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 57: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 58: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	44, // [44:59] is the sub-list for method output_type
-	29, // [29:44] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
+	41, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	32, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
+	7,  // 3: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
+	12, // 4: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	13, // 5: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
+	14, // 6: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
+	41, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	41, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	16, // 9: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
+	41, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	41, // 11: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	41, // 12: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	29, // 13: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	32, // 14: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	12, // 15: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	32, // 16: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	41, // 17: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	38, // 18: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	24, // 19: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	25, // 20: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	26, // 21: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	37, // 22: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	41, // 23: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	41, // 24: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	41, // 25: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	41, // 26: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	40, // 27: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	39, // 28: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	37, // 29: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	30, // 30: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	33, // 31: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	35, // 32: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	27, // 33: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	21, // 34: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	22, // 35: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	19, // 36: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	18, // 37: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	6,  // 38: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	9,  // 39: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	11, // 40: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	15, // 41: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	4,  // 42: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	0,  // 43: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	1,  // 44: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	31, // 45: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	34, // 46: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	36, // 47: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	28, // 48: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	23, // 49: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	23, // 50: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	20, // 51: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	20, // 52: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	8,  // 53: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	10, // 54: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	31, // 55: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	17, // 56: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	5,  // 57: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 58: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 59: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	45, // [45:60] is the sub-list for method output_type
+	30, // [30:45] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -3371,7 +3487,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,13 @@
+package docs_test
+
+import (
+	"context"
+	"io"
+
+	"github.com/anysched/anysched/internal/ctl"
+)
+
+// ctlRun runs schedctl in-process, its output and errors to w.
+func ctlRun(args []string, w io.Writer) error {
+	return ctl.Run(context.Background(), args, w, w)
+}

@@ -1,0 +1,91 @@
+package topology
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/yamlstrict"
+)
+
+// maxZoneWarnings caps the uncovered-zone warnings of one service: a
+// province of 400 zones with a radius too small is one mistake, not 400.
+const maxZoneWarnings = 20
+
+// Warnings lists what is valid but likely wrong in a compiled topology; an
+// apply goes through and shows them. Today: zones of a QoE service that no
+// server of their region covers (coverage_radius_m around the server does
+// not reach the zone's location), so the allocator can place none of their
+// viewers in their own city and sends them all to a fallback region at the
+// lowest rung. The test is the allocator's (internal/allocator coverage).
+func Warnings(s *Snapshot) []string {
+	var out []string
+	for _, sv := range s.Services {
+		if sv.Selection != SelectQoE {
+			continue
+		}
+		n := 0
+		for _, z := range s.Zones {
+			if z.Region < 0 {
+				continue
+			}
+			w := uncovered(s, z)
+			if w == "" {
+				continue
+			}
+			if n++; n <= maxZoneWarnings {
+				out = append(out, fmt.Sprintf("service %s: %s", sv.Name, w))
+			}
+		}
+		if n > maxZoneWarnings {
+			out = append(out, fmt.Sprintf("service %s: ... and %d more zones covered by no server of their region", sv.Name, n-maxZoneWarnings))
+		}
+	}
+	return out
+}
+
+// uncovered describes how zone z is not covered by its region's servers;
+// "" when one covers it.
+func uncovered(s *Snapshot, z ZoneView) string {
+	r := &s.Regions[z.Region]
+	if len(r.Servers) == 0 {
+		return fmt.Sprintf("zone %s (region %s) is covered by no server of %s: the region has no servers", z.Name, r.Name, r.Name)
+	}
+	nearest, best := int32(-1), math.Inf(1)
+	for _, si := range r.Servers {
+		sv := &s.Servers[si]
+		d := qoe.DistanceM(z.Loc.Lat, z.Loc.Lon, sv.Loc.Lat, sv.Loc.Lon)
+		if sv.CoverageRadiusM <= 0 || d <= sv.CoverageRadiusM {
+			return ""
+		}
+		if d < best {
+			nearest, best = si, d
+		}
+	}
+	sv := &s.Servers[nearest]
+	return fmt.Sprintf("zone %s (region %s) is covered by no server of %s: nearest is %s at %.1f km, coverage_radius_m %g",
+		z.Name, r.Name, r.Name, sv.Name, best/1000, sv.CoverageRadiusM)
+}
+
+// Load decodes and compiles a document under l: every problem comes back
+// at once, each with its field path and line. warnings are what Warnings
+// finds in a valid document.
+func (l Limits) Load(data []byte) (t *Topology, snap *Snapshot, warnings []string, err error) {
+	t, err = Decode(data)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	snap, err = l.Compile(t, 0)
+	if err != nil {
+		if es, ok := yamlstrict.AsErrors(err); ok {
+			locate(data, es)
+		}
+		return nil, nil, nil, err
+	}
+	return t, snap, Warnings(snap), nil
+}
+
+// locate gives errors their lines and names the entries in their paths.
+func locate(data []byte, es yamlstrict.Errors) {
+	yamlstrict.Locate(data, es, "name", func(n string) bool { return nameProblem(n) == "" })
+}
