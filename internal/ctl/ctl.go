@@ -53,6 +53,10 @@ func commands() []command {
 		{name: "diff", synopsis: []string{"diff REV [REV] | diff -f FILE   [-o table|json|yaml]   (REV alone: against the current revision)"}, run: diffCmd},
 		{name: "rollback", synopsis: []string{"rollback REV [--yes] [--dry-run] [--force] [-o table|json]"}, run: rollbackCmd},
 		{name: "get", synopsis: []string{"get topology|regions|nodes|servers|zones|services [-o table|yaml|json]"}, run: getCmd},
+		{name: "zones", synopsis: []string{
+			"zones import --csv FILE | --czf FILE [--region-map FILE | --region-from-name] [-f TOPOLOGY] [--replace | --merge] [--zones-only] [--out FILE]",
+			"zones export --csv | --czf [-f TOPOLOGY] [--out FILE]   (with -f, neither needs the admin API)",
+		}, run: zonesCmd},
 		{name: "status", synopsis: []string{"status [-o table|yaml|json]"}, run: statusCmd},
 		{name: "explain", synopsis: []string{"explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]"}, run: explainCmd},
 		{name: "balance", synopsis: []string{
