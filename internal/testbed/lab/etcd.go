@@ -127,7 +127,7 @@ func (l *Lab) EtcdMembers(ctx context.Context) []store.MemberState {
 	var out []store.MemberState
 	for k, addr := range l.etcdControls() {
 		st := store.MemberState{Name: etcdName(k + 1)}
-		b, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName("core"), "curl", "-s", "--max-time", "1", "http://"+addr+"/member").Output()
+		b, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName("core"), "curl", "-s", "--max-time", "3", "http://"+addr+"/member").Output()
 		if err != nil || json.Unmarshal(b, &st) != nil {
 			st.Error = "no answer from its control endpoint"
 		}

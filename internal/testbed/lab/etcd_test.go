@@ -140,7 +140,10 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		t.Errorf("report of --members 2:\n%s", report)
 	}
 	downAt, backAt := reportAt(report, "store unreachable"), reportAt(report, "store back")
-	membersRunning(20 * time.Second)
+	// Both members restart together and are ready only once they make a
+	// quorum again (each restart retried every second): on a loaded
+	// machine that takes a while.
+	membersRunning(45 * time.Second)
 	var total, failed, inOutage int
 	for c, st := range loops {
 		st.stop()

@@ -49,7 +49,10 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range []string{"center", lab.PrimaryID(cities[0]), "bird-r1", "bird-core"} {
+			for _, n := range []string{"center", lab.PrimaryID(cities[0]), "bird-r1", "bird-core", "etcd1", "etcd2", "etcd3"} {
+				if o.EtcdMembers == 0 && strings.HasPrefix(n, "etcd") {
+					continue
+				}
 				t.Logf("--- %s log (tail):\n%s", n, tail(l.Log(n), 3000))
 			}
 		}
