@@ -107,7 +107,7 @@ func section(r *Results, png string) string {
 	s := r.Settings
 	var b strings.Builder
 	b.WriteString(docBegin + "\n")
-	b.WriteString("## The center's load as city schedulers are rolled out (issue 8, `go run ./bench/rollout`)\n\n")
+	b.WriteString("## The center's load as city schedulers are rolled out (`go run ./bench/rollout`)\n\n")
 	fmt.Fprintf(&b, "The operator's Anycast IPTV scheduling deployment report deployed 0, 4, 8, 12 and 16 city schedulers (its modes 1 to 5) and reports the center's CPU\n"+
 		"falling from 30%% to 4%% and STB response latency falling. `bench/rollout` repeats that in the province lab\n"+
 		"(`internal/testbed/lab`: network namespaces, BIRD city and core routers, the real `central-scheduler` with its\n"+

@@ -14,8 +14,8 @@ import (
 )
 
 // TestCenterCleanStopLogsNoError: stopping the center (SIGTERM cancels its
-// context) with its embedded etcd logs nothing at ERROR (issue 19, item 7:
-// etcd's "setting up serving from embedded etcd failed." on every stop).
+// context) with its embedded etcd logs nothing at ERROR (etcd logged "setting up serving from embedded
+// etcd failed." on every stop).
 func TestCenterCleanStopLogsNoError(t *testing.T) {
 	cc := centerConfig(t)
 	rec := logtest.New()
@@ -28,7 +28,7 @@ func TestCenterCleanStopLogsNoError(t *testing.T) {
 
 // TestUnknownRegionWarned: a regional scheduler whose region is not in the
 // topology says so at WARN, naming the regions there are and the nearest
-// one, once per revision (issue 19, item 9: region: bengbo said nothing).
+// one, once per revision (a misspelt region used to say nothing).
 func TestUnknownRegionWarned(t *testing.T) {
 	cc := centerConfig(t)
 	runCenter(t, &cc)

@@ -9,8 +9,8 @@ import (
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
-// TestPrivateFileModes: issue 13 found key and secret files readable by
-// everyone accepted. A private key or token secret that group or others may
+// TestPrivateFileModes: key and secret files readable by everyone used to
+// be accepted. A private key or token secret that group or others may
 // read is a config error naming the field, the file and its mode;
 // certificates and CA files may be world-readable.
 func TestPrivateFileModes(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 // TestGarbageTLSFilesRefused: a certificate, key or CA file that the daemon
 // could not use fails validation (--check-config) with its field path, not
-// the daemon's start (issue 19, item 11).
+// the daemon's start.
 func TestGarbageTLSFilesRefused(t *testing.T) {
 	dir := t.TempDir()
 	good := testcerts.Write(t, dir)

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The viewer-token settings of issue 13 item 9: decoded from the file under
+// The viewer-token settings (issuer, audience, lifetime, binding): decoded from the file under
 // alloc (center and cities) and http, defaults, and ranges by field path.
 func TestTokenSettings(t *testing.T) {
 	r := DefaultRegional()

@@ -12,8 +12,7 @@ import (
 // TestCheckConfigOnePass: --check-config reports the file's decoding
 // problems and its value problems together, with a "did you mean" for a
 // misspelt key and the field path of a garbage certificate; a value that
-// failed to decode draws no second, misleading, complaint (issue 19,
-// item 11).
+// failed to decode draws no second, misleading, complaint.
 func TestCheckConfigOnePass(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "cert.pem")

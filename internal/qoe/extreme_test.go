@@ -26,8 +26,8 @@ services:
   - {name: live, hostnames: [live.example], url_template: "http://{server}/{path}", bitrates_kbps: [%d, %d], selection: qoe}
 `
 
-// FuzzCompileAndPlan: issue 13 found bandwidth_mbps: 1e308 accepted and the
-// QoE planner then failing with NaN every period. Whatever numbers a
+// FuzzCompileAndPlan: bandwidth_mbps: 1e308 used to be accepted, and the
+// QoE planner then failed with NaN every period. Whatever numbers a
 // document holds, either Compile refuses them with a field error or the
 // planner, given the compiled servers as the allocator gives them, returns
 // a finite objective and gap (or an error), never NaN, never a panic.

@@ -13,8 +13,8 @@ import (
 )
 
 // TestScale100k: 100,000 users, 2,000 servers with the default solver
-// settings (set QOE_SCALE=1: it needs ~0.5 GB and a few seconds). Targets
-// (issue 6): feasible, under 5 s, under 2 GB. Memory is the process's peak
+// settings (set QOE_SCALE=1: it needs ~0.5 GB and a few seconds). Targets:
+// feasible, under 5 s, under 2 GB. Memory is the process's peak
 // resident set (VmHWM, instance generation included) and the Go runtime's
 // total obtained from the OS (MemStats.Sys, which never shrinks).
 func TestScale100k(t *testing.T) {

@@ -267,7 +267,7 @@ func metricWith(t *testing.T, reg *prometheus.Registry, name, stage string) prom
 // TestStartDuringOutage: a syncer started while its store does not answer
 // (a wrong endpoint, or etcd down) counts every failed attempt, says once at
 // WARN which endpoints it cannot reach and what to check, not ready says
-// why, and the store's return is logged once (issue 19, item 8). The
+// why, and the store's return is logged once. The
 // clientv3 watch blocks while no endpoint answers: the old syncer waited on
 // it, silently.
 func TestStartDuringOutage(t *testing.T) {

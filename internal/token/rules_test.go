@@ -35,7 +35,7 @@ func strictVerifier(t testing.TB, o Options) *Verifier {
 
 func unix(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
 
-// Each rule of issue 13 item 9, with hand-built tokens whose signature holds:
+// Each verification rule, with hand-built tokens whose signature holds:
 // only the rule can refuse them.
 func TestRules(t *testing.T) {
 	enc := base64.RawURLEncoding

@@ -54,8 +54,7 @@ func mustDecode(t *testing.T, doc string) *topology.Topology {
 }
 
 // TestNumericRanges: every number of a document is finite and bounded, and
-// each one out of range is reported with its field path (issue 13:
-// bandwidth_mbps: 1e308 made the planner fail with NaN every period).
+// each one out of range is reported with its field path (bandwidth_mbps: 1e308 once made the planner fail with NaN every period).
 func TestNumericRanges(t *testing.T) {
 	for _, c := range []struct{ from, to, want string }{
 		{"bandwidth_mbps: 10000", "bandwidth_mbps: 1e308", "nodes[0] (hefei-1).servers[0] (hefei-1-a).capacity.bandwidth_mbps: 1e+308 is out of range [0, 1e+07]"},

@@ -13,7 +13,7 @@ import (
 )
 
 // Documents of about 2 MB and 10 MB in the operators' style (flow leaves),
-// the sizes issue 13 measured a dry-run apply with.
+// the sizes a dry-run apply was measured with.
 var (
 	doc2MB = sync.OnceValue(func() []byte {
 		return genYAML(topogen.LargeOptions{Regions: 16, Nodes: 200, Servers: 5_000, Zones: 400, Networks: 50_000, FallbackPerRegion: 2})
@@ -82,8 +82,7 @@ func parseOrFail(tb testing.TB, doc []byte) {
 	}
 }
 
-// TestParseMemoryBounded pins what issue 13 found: a 2 MB dry-run apply took
-// the center from 47 MB to 361 MB. Decoding and validating must not
+// TestParseMemoryBounded: a 2 MB dry-run apply used to take the center from 47 MB to 361 MB. Decoding and validating must not
 // allocate more than 40x the document (it was 45x; yaml.v3's node tree
 // alone is ~14x, ~190 bytes a node) and a document with more nodes than
 // MaxYAMLNodes is refused before any tree is built.

@@ -53,8 +53,8 @@ type outer struct {
 }
 
 // TestSuggestions: an unknown key gets the nearest key of its mapping, or,
-// when none is close, the nearest key elsewhere by its full path (issue 19,
-// item 11: trusted_proxy).
+// when none is close, the nearest key elsewhere by its full path (trusted_proxy at the top level:
+// http.trusted_proxies).
 func TestSuggestions(t *testing.T) {
 	for doc, want := range map[string]string{
 		"http:\n  trusted_proxy: [10.0.0.1]\n": `http.trusted_proxy: unknown field (did you mean "trusted_proxies"?)`,

@@ -353,7 +353,7 @@ func TestExampleTopology(t *testing.T) {
 			examplePath, firstDiff(committed, got))
 	}
 	// With `selection: qoe` every zone is covered by its own region's
-	// servers (issue 19: 300 m radii covered none, so QoE sent every viewer
+	// servers (300 m radii once covered none, so QoE sent every viewer
 	// to another city at the lowest rung).
 	qoe := *top
 	qoe.Services = slices.Clone(top.Services)
