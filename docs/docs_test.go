@@ -1,6 +1,8 @@
 package docs_test
 
 import (
+	"flag"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -375,4 +378,74 @@ func sorted(m map[string]bool) []string {
 	}
 	sort.Strings(s)
 	return s
+}
+
+// TestSchedctlDocumentedBothWays: every schedctl command and every flag
+// its usage lists is named in the operator's documents (operations.md,
+// security.md or the loopback README), so a flag nobody can find does not
+// ship.
+func TestSchedctlDocumentedBothWays(t *testing.T) {
+	var usage strings.Builder
+	_ = ctlRun([]string{"--help"}, &usage)
+	docs := read(t, "operations.md", "security.md", "../deploy/examples/loopback/README.md")
+	flag := regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+	lines := 0
+	for _, line := range strings.Split(usage.String(), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "schedctl ")
+		if !ok {
+			continue
+		}
+		lines++
+		rest = strings.TrimPrefix(rest, "[global flags] ")
+		cmd, _, _ := strings.Cut(rest, " ")
+		if cmd == "help" || cmd == "version" {
+			continue
+		}
+		if !regexp.MustCompile(`schedctl (\[[^]]*\] |--?[a-z-]+ \S+ )*` + regexp.QuoteMeta(cmd) + `\b`).MatchString(docs) {
+			t.Errorf("schedctl %s is not shown in the documents", cmd)
+		}
+		for _, f := range flag.FindAllString(rest, -1) {
+			if !regexp.MustCompile(regexp.QuoteMeta(f) + `\b`).MatchString(docs) {
+				t.Errorf("schedctl %s %s is not named in the documents", cmd, f)
+			}
+		}
+	}
+	if lines < 15 {
+		t.Fatalf("only %d usage lines found in schedctl --help:\n%s", lines, usage.String())
+	}
+	for _, f := range flag.FindAllString(usage.String()[strings.Index(usage.String(), "Global flags"):], -1) {
+		if !strings.Contains(docs, f) {
+			t.Errorf("global flag %s is not named in the documents", f)
+		}
+	}
+}
+
+// TestDaemonFlagsDocumented: every flag of the three daemons is named in
+// operations.md, and every daemon flag operations.md gives a daemon's
+// command line exists.
+func TestDaemonFlagsDocumented(t *testing.T) {
+	ops := read(t, "operations.md")
+	center, regional, checker := config.DefaultCenter(), config.DefaultRegional(), config.DefaultChecker()
+	cf, _ := daemon.Center(&center, io.Discard)
+	rf, _ := daemon.Regional(&regional, io.Discard)
+	all := map[string]bool{}
+	for _, f := range []*daemon.Flags{cf, rf, daemon.Checker(&checker, io.Discard)} {
+		f.VisitAll(func(fl *flag.Flag) { all[fl.Name] = true })
+	}
+	if len(all) < len(daemon.CommonFlags()) {
+		t.Fatalf("only %v found", all)
+	}
+	for name := range all {
+		if !regexp.MustCompile(`--` + regexp.QuoteMeta(name) + `\b`).MatchString(ops) {
+			t.Errorf("daemon flag --%s is not named in operations.md", name)
+		}
+	}
+	line := regexp.MustCompile(`(?:central-scheduler|regional-scheduler|healthcheck)((?:\s+--?[a-z][a-z0-9-]*(?:[ =][^\s-]\S*)?)+)`)
+	for _, m := range line.FindAllStringSubmatch(ops, -1) {
+		for _, f := range regexp.MustCompile(`--([a-z][a-z0-9-]*)`).FindAllStringSubmatch(m[1], -1) {
+			if !all[f[1]] && f[1] != "help" {
+				t.Errorf("operations.md gives a daemon --%s, which none has: %s", f[1], strings.TrimSpace(m[0]))
+			}
+		}
+	}
 }
