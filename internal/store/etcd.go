@@ -204,11 +204,13 @@ func (e *Embedded) Stop() {
 	e.stopped = true
 	close(e.changed)
 	e.changed = make(chan struct{})
-	// Raft first, as a crash would: a cluster member leaves the quorum at
-	// once (Close alone first drains client requests for seconds while the
-	// member still votes, and hands leadership over).
+	// Close stops serving clients before it stops the server: stopping
+	// raft first (HardStop) closes the backend under the gRPC servers, and
+	// with auth on a watch created meanwhile reads users from the closed
+	// backend and panics the process (etcd 3.7's isWatchPermitted). The
+	// member drains clients for up to ~2 s and hands leadership over
+	// before it leaves the quorum.
 	e.closing.Store(true)
-	e.etcd.Server.HardStop()
 	e.etcd.Close()
 	e.log.Warn("embedded etcd stopped", "component", "etcd")
 }
