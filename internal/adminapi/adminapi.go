@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/netutil"
+
 	"github.com/anysched/anysched/internal/audit"
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
@@ -333,8 +335,7 @@ func peersPB(ps []store.Peer) []*pb.BGPPeer {
 func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *grpchealth.Server, error) {
 	g := &guard{log: log, trail: svc.Trail}
 	if host, _, err := net.SplitHostPort(c.Listen); err == nil {
-		a, perr := netip.ParseAddr(host)
-		g.local = host == "localhost" || (perr == nil && a.Unmap().IsLoopback())
+		g.local = netutil.LoopbackHost(host)
 	}
 	if c.LocalRole != "" {
 		r, err := authz.ParseRole(c.LocalRole)

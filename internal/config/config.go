@@ -17,6 +17,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/anysched/anysched/internal/netutil"
+
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/yamlstrict"
@@ -501,7 +503,7 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	}
 	if c.Admin.Listen != "" && !anyPort(c.Admin.Listen) && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
 		errs.Add("admin.listen", "must differ from the STB-facing listeners")
-	} else if ah, ok := listenHost(c.Admin.Listen); ok && !isLoopbackHost(ah) {
+	} else if ah, ok := listenHost(c.Admin.Listen); ok && !netutil.LoopbackHost(ah) {
 		for _, stb := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"dns.listen", c.DNS.Listen}} {
 			if h, ok := listenHost(stb.addr); ok && (h == ah || wildcardHost(h)) {
 				errs.Add("admin.listen", "shares its address with %s %q, the STB-facing address: put it on the management network", stb.key, stb.addr)
@@ -587,7 +589,7 @@ func hostPort(errs *yamlstrict.Errors, path, v string, required bool) {
 // included) must authenticate its callers with client certificates.
 func mutualTLSBeyondLoopback(errs *yamlstrict.Errors, key, listen string, t ServerTLS) {
 	host, ok := listenHost(listen)
-	if !ok || isLoopbackHost(host) {
+	if !ok || netutil.LoopbackHost(host) {
 		return
 	}
 	switch {
@@ -611,15 +613,6 @@ func listenHost(addr string) (string, bool) {
 func wildcardHost(h string) bool {
 	a, err := netip.ParseAddr(h)
 	return h == "" || (err == nil && a.IsUnspecified())
-}
-
-// isLoopbackHost: localhost or a loopback address (127.0.0.0/8, ::1).
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(h)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 // anyPort reports whether addr asks for any free port (port 0): two such

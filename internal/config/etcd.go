@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
 
@@ -24,7 +25,7 @@ func (e Etcd) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 			errs.Add(p, "not an http(s) URL: %q", ep)
 			continue
 		}
-		loopback := isLoopbackHost(u.Hostname())
+		loopback := netutil.LoopbackHost(u.Hostname())
 		switch {
 		case u.Scheme == "http" && e.TLS.Enabled():
 			// The etcd client would dial it in plaintext, dropping etcd.tls.
@@ -55,13 +56,13 @@ func (e Etcd) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 // others may write it, and only a signed topology is to be believed.
 func (e Etcd) BeyondLoopback(embeddedAllowed bool) bool {
 	for _, ep := range e.Endpoints {
-		if u, err := url.Parse(ep); err == nil && !isLoopbackHost(u.Hostname()) {
+		if u, err := url.Parse(ep); err == nil && !netutil.LoopbackHost(u.Hostname()) {
 			return true
 		}
 	}
 	if len(e.Endpoints) == 0 && embeddedAllowed {
 		h, ok := listenHost(e.Embedded.ClientListen)
-		return ok && !isLoopbackHost(h)
+		return ok && !netutil.LoopbackHost(h)
 	}
 	return false
 }
@@ -79,7 +80,7 @@ func (m Embedded) validate(errs *yamlstrict.Errors, client ClientTLS) {
 	}
 	// A single member never talks to peers: its peer port only lets
 	// strangers try to join.
-	if h, ok := listenHost(m.PeerListen); ok && !isLoopbackHost(h) {
+	if h, ok := listenHost(m.PeerListen); ok && !netutil.LoopbackHost(h) {
 		errs.Add("etcd.embedded.peer_listen", "%q must be a loopback address: a single-node etcd has no peers", m.PeerListen)
 	}
 	m.TLS.validate(errs, "etcd.embedded.tls")
@@ -87,7 +88,7 @@ func (m Embedded) validate(errs *yamlstrict.Errors, client ClientTLS) {
 	if m.TLS.Enabled() && m.TLS.ClientCAFile == "" {
 		errs.Add("etcd.embedded.tls.client_ca_file", "required: the embedded etcd knows its clients by their certificates (the CN is the etcd user)")
 	}
-	if h, ok := listenHost(m.ClientListen); ok && !isLoopbackHost(h) && !complete {
+	if h, ok := listenHost(m.ClientListen); ok && !netutil.LoopbackHost(h) && !complete {
 		errs.Add("etcd.embedded.tls", "etcd.embedded.client_listen %q is beyond loopback: it needs cert_file, key_file and client_ca_file (https with client certificates and etcd's RBAC)", m.ClientListen)
 	}
 	if !m.TLS.Enabled() {
