@@ -158,6 +158,18 @@ func decode(data []byte, out any, l Limits, partial bool) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", out)
 	}
+	if !partial && len(data) >= chunkThreshold {
+		if lists, err := layout(data); err == nil && len(lists) > 0 {
+			if err := decodeChunked(data, rv, lists); !errors.Is(err, errNotChunkable) {
+				return err
+			}
+		}
+	}
+	return decodeWhole(data, rv, partial)
+}
+
+// decodeWhole decodes data from yaml.v3's tree of the whole document.
+func decodeWhole(data []byte, rv reflect.Value, partial bool) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
@@ -186,7 +198,7 @@ func decode(data []byte, out any, l Limits, partial bool) error {
 	if len(w.errs) > 0 {
 		prune(doc, w.bad, 0)
 	}
-	if err := doc.Decode(out); err != nil {
+	if err := doc.Decode(rv.Interface()); err != nil {
 		// check() should have caught everything; keep yaml's words if not.
 		return append(w.errs, &FieldError{Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
 	}
