@@ -78,7 +78,6 @@ func TestParseMemoryBounded(t *testing.T) {
 	})
 }
 
-
 // BenchmarkParse2MB decodes and validates the 2 MB document.
 func BenchmarkParse2MB(b *testing.B) {
 	doc := doc2MB()
