@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -215,15 +216,49 @@ func (f *Flags) Load(args []string, cfg Config, stdout io.Writer) error {
 // --help, or an action such as --cleanup.
 var ErrCheckedOnly = errors.New("configuration checked")
 
-// SignalContext is cancelled by SIGINT or SIGTERM. After the first signal the
-// default handling is restored, so a second signal kills the process at once.
+// SignalContext is cancelled by SIGINT or SIGTERM; SIGHUP is ignored until
+// Hangups handles it. After the first signal the default handling is
+// restored, so a second signal kills the process at once.
 func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	signal.Ignore(syscall.SIGHUP) // see Hangups
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop()
 	}()
 	return ctx, stop
+}
+
+// Reload is one thing a daemon reloads on SIGHUP (logrotate's postrotate,
+// a renewed certificate).
+type Reload struct {
+	What string // for the log: "access log", "https certificates"
+	Do   func() error
+}
+
+// Hangups calls every reload on each SIGHUP until ctx ends; each failure is
+// logged here and the others still run. SignalContext ignores SIGHUP
+// before this starts, so a hangup never ends a daemon (Go's default).
+func Hangups(log *slog.Logger, reloads ...Reload) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGHUP)
+		defer signal.Ignore(syscall.SIGHUP)
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ch:
+				for _, r := range reloads {
+					if err := r.Do(); err != nil {
+						log.Error("reload on SIGHUP failed", "what", r.What, "err", err)
+						continue
+					}
+					log.Info("reloaded on SIGHUP", "what", r.What)
+				}
+			}
+		}
+	}
 }
 
 // Main runs run and exits with its code, printing an error once, prefixed
