@@ -26,6 +26,7 @@ declare -A need=(
   [nginx]="nginx"                       # a real edge in the health and lab end-to-end tests
   [wrk]="wrk"                           # make bench: HTTP front end vs a bare handler
   [dnsperf]="dnsperf"                   # make bench: DNS front end vs a bare server
+  [gdnsd]="gdnsd"                       # make bench: the DNS front end's per-core peer
   [bird2]="bird birdc"                  # the lab's routers; BIRD config templates are parsed by bird -p
   [frr]="vtysh /usr/lib/frr/zebra /usr/lib/frr/ospfd"  # FRR templates checked with vtysh --dryrun; zebra+ospfd in the FRR host lab
   [coinor-cbc]="cbc"                    # the QoE solver's LP export is cross-checked with CBC (and bench/qoe --cbc)
@@ -112,6 +113,14 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || echo "install-deps: apt-get update failed (see above); installing from the lists there are" >&2
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# nginx and gdnsd are run by the tests and benchmarks themselves, on
+# loopback with their own configuration; the system services their packages
+# start (ports 80 and 53) would only be in the way.
+if [ -d /run/systemd/system ]; then
+  for svc in nginx gdnsd; do
+    case " ${missing[*]} " in *" $svc "*) $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true ;; esac
+  done
+fi
 
 # The packages are installed: every probe must now be there, or this list
 # names the wrong package for a command or file.

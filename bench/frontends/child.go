@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -19,10 +18,11 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The bare baselines (and the fallback DNS load generator) run in a child
-// process, this program re-executed with -child: the anysched process holds
-// the province-scale snapshot, and a baseline sharing its heap would pay for
-// marking it on every GC cycle. A child serving prints "ADDR host:port" on
+// Every Go server runs in a child process, this program re-executed with
+// -child, so it can be pinned to the server's core: anysched's front ends
+// over the province-scale snapshot, and the bare baselines (which would
+// otherwise pay for marking the snapshot's heap on every GC cycle). The
+// fallback DNS load generator is a child too, pinned to the load core. A child serving prints "ADDR host:port" on
 // stdout and serves until its stdin is closed (the parent's exit closes it
 // too, so no child outlives the run).
 
@@ -35,6 +35,8 @@ var bareA = net.IPv4(10, 0, 0, 1).To4()
 
 func runChild(kind string, args []string) error {
 	switch kind {
+	case "anysched":
+		return childAnysched(args)
 	case "http-bare":
 		return childHTTPBare()
 	case "dns-bare":
@@ -69,7 +71,7 @@ func childHTTPBare() error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Printf("ADDR %s\n", ln.Addr())
+	fmt.Printf("READY %s\n", ln.Addr())
 	select {
 	case <-untilStdinCloses().Done():
 	case err := <-errc:
@@ -111,7 +113,7 @@ func childDNSBare() error {
 	case err := <-errc:
 		return err
 	}
-	fmt.Printf("ADDR %s\n", pc.LocalAddr())
+	fmt.Printf("READY %s\n", pc.LocalAddr())
 	select {
 	case <-untilStdinCloses().Done():
 	case err := <-errc:
@@ -124,73 +126,53 @@ func childDNSBare() error {
 	return nil
 }
 
-// child is a running child process.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	addr  string
-	wait  chan error
+// goChild is this program re-executed with -child kind, serving until its
+// stdin closes.
+type goChild struct {
+	*proc
+	ready string // what its READY line says it serves
 }
 
-// startChild starts this program with -child kind and waits for its ADDR
-// line.
-func startChild(ctx context.Context, kind string, args ...string) (*child, error) {
+// startChild starts this program with -child kind on cpus and waits for
+// the "READY ..." line it prints once it serves.
+func startChild(ctx context.Context, pin pinning, cpus, kind string, args ...string) (*goChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, append([]string{"-child", kind}, args...)...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	defer r.Close()
+	p, err := startProc(pin, procSpec{name: "child " + kind, cpus: cpus, path: exe,
+		args: append([]string{"-child", kind, "--"}, args...), stdin: true, stdout: w})
+	w.Close() // the child holds its own copy
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &child{cmd: cmd, stdin: stdin, wait: make(chan error, 1)}
 	lines := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		if sc.Scan() {
+			lines <- sc.Text()
 		}
 		close(lines)
-		c.wait <- cmd.Wait()
 	}()
 	select {
 	case l, ok := <-lines:
-		if ok && strings.HasPrefix(l, "ADDR ") {
-			c.addr = strings.TrimPrefix(l, "ADDR ")
-			return c, nil
+		if v, found := strings.CutPrefix(l, "READY "); ok && found {
+			return &goChild{proc: p, ready: v}, nil
 		}
-		c.stop()
-		return nil, fmt.Errorf("child %s: unexpected first line %q", kind, l)
-	case <-time.After(15 * time.Second):
-		c.stop()
-		return nil, fmt.Errorf("child %s: no address within 15s", kind)
+		p.stop()
+		return nil, fmt.Errorf("child %s: first line %q, not READY: %s", kind, l, strings.TrimSpace(p.log.String()))
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("child %s: not ready within 30s", kind)
 	case <-ctx.Done():
-		c.stop()
+		p.stop()
 		return nil, ctx.Err()
-	}
-}
-
-// stop closes the child's stdin (it shuts down) and waits for it, killing
-// it if it does not exit within a few seconds.
-func (c *child) stop() {
-	_ = c.stdin.Close()
-	select {
-	case <-c.wait:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.wait
 	}
 }
 
@@ -217,7 +199,7 @@ func childDNSLoad(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := dnsLoad(*target, *duration, *clients, q)
+	r, err := udpLoad(*target, *duration, *clients, q)
 	if err != nil {
 		return err
 	}
@@ -245,7 +227,7 @@ func queryMsg(ecs string) (*dns.Msg, error) {
 	return q, nil
 }
 
-func dnsLoad(target string, d time.Duration, clients int, q *dns.Msg) (dnsLoadResult, error) {
+func udpLoad(target string, d time.Duration, clients int, q *dns.Msg) (dnsLoadResult, error) {
 	wire, err := q.Pack()
 	if err != nil {
 		return dnsLoadResult{}, err

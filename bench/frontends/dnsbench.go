@@ -2,27 +2,34 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/dnsd"
+	"github.com/anysched/anysched/internal/topology/topogen"
 	"github.com/miekg/dns"
 )
 
-// benchDNS measures anysched's dnsd against the bare miekg/dns server.
-func benchDNS(ctx context.Context, o opts, w *world, env *environment) (*pairResult, error) {
-	tool := o.dnsTool
-	var note string
+// targetDNS: anysched/gdnsd at least this, per core.
+const targetDNS = 1.0
+
+// dnsServers are the DNS servers of the run.
+type dnsServers struct {
+	any1, any2 *anyschedProc
+	gdnsd      *gdnsdPeer
+	gdnsdMiss  string
+	bare       *goChild
+	bareMiss   string
+}
+
+// benchDNS measures the DNS comparisons: plain queries, located by their
+// source address, and queries with an ECS option, located by it.
+func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenario, []row, *profileTop, float64, error) {
+	tool, note := o.dnsTool, ""
 	if tool == "auto" {
 		tool = "dnsperf"
 		if env.dnsperf == "" {
@@ -32,147 +39,142 @@ func benchDNS(ctx context.Context, o opts, w *world, env *environment) (*pairRes
 		}
 	}
 	if tool == "dnsperf" && env.dnsperf == "" {
-		return nil, errors.New("dnsperf is not installed (apt-get install dnsperf), use -dns-tool internal")
+		return nil, nil, nil, 0, errors.New("dnsperf is not installed (apt-get install dnsperf), use -dns-tool internal")
 	}
-	q, err := queryMsg(o.dnsECS)
-	if err != nil {
-		return nil, err
+	ds := dnsServers{any1: l.any1, any2: l.any2}
+	if env.gdnsd == "" {
+		ds.gdnsdMiss = "gdnsd is not installed"
+	} else if g, err := startGdnsd(ctx, env.gdnsd, env.pin, l.tmp); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, 0, ctx.Err()
+		}
+		ds.gdnsdMiss = "gdnsd did not start: " + firstLine(err.Error())
+		fmt.Println("dns: " + ds.gdnsdMiss)
+	} else {
+		ds.gdnsd = g
+		defer g.stop()
+	}
+	if b, err := startChild(ctx, env.pin, env.pin.server, "dns-bare"); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, 0, ctx.Err()
+		}
+		ds.bareMiss = "did not start: " + firstLine(err.Error())
+	} else {
+		ds.bare = b
+		defer b.stop()
 	}
 
-	// (a) anysched's DNS front end: UDP and TCP on one port, as Run binds.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	ecs := o.dnsECS
+	if ecs == "" && len(l.any1.info.Clients) > 0 {
+		// A /24 of an STB address, as a resolver would send it.
+		if a, err := netip.ParseAddr(l.any1.info.Clients[0]); err == nil {
+			ecs = netip.PrefixFrom(a, 24).Masked().String()
+		}
 	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		return nil, err
+	qfile := filepath.Join(l.tmp, "queries.txt")
+	if err := os.WriteFile(qfile, []byte(topogen.Hostname+" A\n"), 0o644); err != nil {
+		return nil, nil, nil, 0, err
 	}
-	// The load generator speaks for its STBs with ECS, as a resolver would.
-	srv := dnsd.New(dnsd.Config{
-		Listen: pc.LocalAddr().String(), InstanceID: "bench-frontends",
-		TrustedResolvers: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-	}, w.engineFunc, w.rec, nil)
-	sctx, stopSrv := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, pc, ln) }()
-	defer func() {
-		stopSrv()
-		<-served
-	}()
-	anyAddr := pc.LocalAddr().String()
+	base := dnsLoad{tool: tool, dnsperf: env.dnsperf, qfile: qfile, pin: env.pin, cpus: env.pin.load,
+		threads: o.threads, clients: o.connections, outstanding: o.dnsOutstanding, maxQPS: o.dnsMaxQPS}
 
-	// (b) the bare server, in a child process.
-	bare, err := startChild(ctx, "dns-bare")
-	if err != nil {
-		return nil, err
-	}
-	defer bare.stop()
-
-	verified, err := verifyDNS(ctx, anyAddr, bare.addr, q)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Println("dns: " + verified)
-
-	secs := int(o.duration.Round(time.Second) / time.Second)
-	p := &pairResult{frontend: "DNS A (UDP)", verified: verified}
-	if note != "" {
-		p.notes = append(p.notes, note)
-	}
-	query := "plain A queries for live.iptv.example from 127.0.0.1 (in no zone: the default region answers)"
-	if o.dnsECS != "" {
-		query = "A queries for live.iptv.example with ECS " + o.dnsECS + " (located by the ECS address)"
-	}
-	var measure func(addr string) (runResult, error)
-	switch tool {
-	case "dnsperf":
-		tmp, err := os.MkdirTemp("", "frontends-dns-")
+	var scs []*scenario
+	var rows []row
+	for _, withECS := range []bool{false, true} {
+		ld := base
+		sc := &scenario{title: "DNS A, plain queries", unit: "q/s", tool: env.dnsperfVersion, pin: env.pin}
+		query := "A queries for " + topogen.Hostname + " from 127.0.0.1 (in no zone: anysched answers from the default region)"
+		if withECS {
+			if ecs == "none" {
+				continue
+			}
+			ld.ecs = ecs
+			sc.title = "DNS A, with ECS"
+			query = "A queries for " + topogen.Hostname + " with ECS " + ecs + " (anysched locates the STB by it)"
+		}
+		if tool != "dnsperf" {
+			sc.tool = "internal miekg UDP generator"
+		}
+		q, err := queryMsg(ld.ecs)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, 0, err
 		}
-		defer os.RemoveAll(tmp)
-		qfile := filepath.Join(tmp, "queries.txt")
-		if err := os.WriteFile(qfile, []byte("live.iptv.example A\n"), 0o644); err != nil {
-			return nil, err
+		ld.q = q
+		checks, err := verifyDNS(ctx, ds, q)
+		if err != nil {
+			return nil, nil, nil, 0, err
 		}
-		args := []string{"-d", qfile, "-l", strconv.Itoa(secs), "-c", strconv.Itoa(o.connections), "-T", strconv.Itoa(o.threads),
-			"-q", strconv.Itoa(o.dnsOutstanding), "-t", "2"}
-		if o.dnsMaxQPS > 0 {
-			args = append(args, "-Q", strconv.Itoa(o.dnsMaxQPS))
+		sc.checks = checks
+		for _, c := range checks {
+			fmt.Printf("dns: %s\n", c)
 		}
-		if o.dnsECS != "" {
-			args = append(args, "-e", "-E", "8:"+ecsHex(q))
+		sc.settings = ld.describe(o.duration) + "; " + query + "; the same load for every server"
+		if tool == "dnsperf" {
+			sc.settings += " (dnsperf reports the average latency only, no percentiles)"
 		}
-		p.tool = env.dnsperfVersion
-		p.settings = fmt.Sprintf("dnsperf -c%d -T%d -l%d -q%d", o.connections, o.threads, secs, o.dnsOutstanding)
-		if o.dnsMaxQPS > 0 {
-			p.settings += fmt.Sprintf(" -Q%d", o.dnsMaxQPS)
-		} else {
-			p.settings += " (no -Q)"
+		if note != "" {
+			sc.notes = append(sc.notes, note)
 		}
-		p.settings += "; closed loop of " + strconv.Itoa(o.dnsOutstanding) + " queries in flight; " + query
-		measure = func(addr string) (runResult, error) { return runDNSPerf(ctx, env.dnsperf, args, addr, o.duration) }
-	default:
-		p.tool = "internal miekg UDP generator"
-		p.settings = fmt.Sprintf("%d UDP clients, 1 query in flight each, %ds; %s", o.connections, secs, query)
-		measure = func(addr string) (runResult, error) { return runInternalDNS(ctx, addr, o, secs) }
+		mk := func(name, miss string, pid int, logFile string, a *anyschedProc, ld dnsLoad, addr string) *side {
+			return &side{name: name, missing: miss, pid: pid, logFile: logFile, any: a,
+				run: func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, addr, d) }}
+		}
+		a := mk("anysched", "", l.any1.pid(), l.any1.log, l.any1, ld, l.any1.info.DNS)
+		g := &side{name: "gdnsd", missing: ds.gdnsdMiss}
+		if env.gdnsdVersion != "" {
+			g.name = env.gdnsdVersion
+		}
+		g.name += ", 1 UDP thread, static zone"
+		if ds.gdnsd != nil {
+			g = mk(g.name, "", ds.gdnsd.pid(), "", nil, ld, ds.gdnsd.addr)
+		}
+		bare := &side{name: "bare miekg/dns", missing: ds.bareMiss}
+		if ds.bare != nil {
+			bare = mk(bare.name, "", ds.bare.pid(), "", nil, ld, ds.bare.ready)
+		}
+		sc.sides = []*side{a, g, bare}
+		rows = append(rows, row{sc: sc, peer: g.name, a: a, b: g, target: targetDNS}, row{sc: sc, peer: bare.name, a: a, b: bare})
+		if !withECS {
+			ld2 := ld
+			ld2.cpus, ld2.threads = env.pin.both, 2
+			two := &side{name: "anysched on 2 cores", missing: l.any2Reason}
+			if l.any2 != nil {
+				two = mk(two.name, "", l.any2.pid(), l.any2.log, l.any2, ld2, l.any2.info.DNS)
+			}
+			two.twoCore = true
+			sc.sides = append(sc.sides, two)
+			if l.any2 != nil {
+				sc.notes = append(sc.notes, "anysched on 2 cores: the server may use both cores (GOMAXPROCS 2), and so may the load generator, "+
+					ld2.describe(o.duration)+"; compared with anysched on 1 core above")
+			}
+			rows = append(rows, row{sc: sc, what: "anysched on 2 cores", peer: "anysched on 1 core", a: two, b: a, target: targetScaling})
+		}
+		scs = append(scs, sc)
 	}
-
-	warm := o
-	warm.duration = time.Second
-	for _, addr := range []string{anyAddr, bare.addr} { // unmeasured warm-up
-		if _, err := runInternalDNS(ctx, addr, warm, 1); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	droppedBefore := w.dropped()
-	for round := 1; round <= o.rounds; round++ {
-		for _, side := range []string{"anysched", "bare"} {
-			addr, pid := anyAddr, os.Getpid()
-			if side == "bare" {
-				addr, pid = bare.addr, bare.cmd.Process.Pid
-			}
-			var r runResult
-			err := withCPU(pid, &r, func() error {
-				var err error
-				r, err = measure(addr)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%s round %d: %w", side, round, err)
-			}
-			lat := "avg " + fmtDur(r.avg)
-			if r.p50 > 0 {
-				lat = "p50 " + fmtDur(r.p50) + " p99 " + fmtDur(r.p99)
-			}
-			fmt.Printf("dns:  round %d %-8s %10.0f q/s    %-20s server CPU %s/query%s\n", round, side, r.rps, lat, fmtCPU(r.cpu), problems(r))
-			if side == "anysched" {
-				p.anysched = append(p.anysched, r)
-			} else {
-				p.bare = append(p.bare, r)
-			}
+	for _, sc := range scs {
+		if err := runScenario(ctx, o, sc); err != nil {
+			return nil, nil, nil, 0, err
 		}
 	}
-	p.dropped = w.dropped() - droppedBefore
-	if p.dropped > 0 {
-		p.notes = append(p.notes, fmt.Sprintf("the access log dropped %.0f lines (queue full) during the measured anysched runs", p.dropped))
-	}
+	var prof *profileTop
+	var profRPS float64
 	if o.profile {
+		ld := base
+		ld.q, _ = queryMsg("")
 		var r runResult
-		prof, err := profiled(ctx, "dns", o.topN, o.profileDir, dnsParts, func() error {
+		var err error
+		prof, err = profiled(ctx, l.any1, "dns", o, dnsParts, func() error {
 			var err error
-			r, err = measure(anyAddr)
+			r, err = ld.run(ctx, l.any1.info.DNS, o.duration)
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("profiled run: %w", err)
+			return nil, nil, nil, 0, fmt.Errorf("profiled run: %w", err)
 		}
-		p.profiledRPS, p.profile = r.rps, prof
-		fmt.Printf("dns:  profiled anysched run %10.0f q/s (not counted)\n", r.rps)
+		profRPS = r.rps
+		fmt.Printf("dns: profiled anysched run %10.0f q/s (not counted)\n", r.rps)
 	}
-	return p, nil
+	return scs, rows, prof, profRPS, nil
 }
 
 // dnsParts are the functions whose cumulative share of the DNS profile is
@@ -187,19 +189,19 @@ var dnsParts = [][2]string{
 	{"    truncate check (Msg.Len)", "github.com/miekg/dns.(*Msg).Truncate"},
 	{"    pack and send the reply", "github.com/miekg/dns.(*response).WriteMsg"},
 	{"    access log Record (metrics, queue)", "internal/accesslog.(*Recorder).Record"},
-	{"access log writer goroutine (slog line to io.Discard)", "internal/accesslog.(*Recorder).Run"},
+	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
 	{"network syscalls (recvmsg, sendmsg)", "syscall.Syscall"},
 }
 
-// verifyDNS checks that both servers answer the query with one A record
-// (and anysched authoritatively).
-func verifyDNS(ctx context.Context, anyAddr, bareAddr string, q *dns.Msg) (string, error) {
+// verifyDNS checks that every server answers q with NOERROR and one A
+// record, and anysched and gdnsd authoritatively.
+func verifyDNS(ctx context.Context, ds dnsServers, q *dns.Msg) ([]string, error) {
 	c := &dns.Client{Net: "udp", Timeout: time.Second}
 	ask := func(addr string) (*dns.Msg, error) {
 		var last error
-		for range 10 { // the server goroutine may not be reading yet
+		for range 10 { // a server goroutine may not be reading yet
 			r, _, err := c.ExchangeContext(ctx, q.Copy(), addr)
 			if err == nil {
 				return r, nil
@@ -209,112 +211,59 @@ func verifyDNS(ctx context.Context, anyAddr, bareAddr string, q *dns.Msg) (strin
 		}
 		return nil, last
 	}
+	type server struct {
+		name, addr string
+		aa         bool
+	}
+	var all []server
+	for _, a := range []*anyschedProc{ds.any1, ds.any2} {
+		if a != nil {
+			all = append(all, server{"anysched", a.info.DNS, true})
+		}
+	}
+	if ds.gdnsd != nil {
+		all = append(all, server{"gdnsd", ds.gdnsd.addr, true})
+	}
+	if ds.bare != nil {
+		all = append(all, server{"bare", ds.bare.ready, false})
+	}
+	seen := map[string]bool{}
 	var got []string
-	for _, side := range []struct{ name, addr string }{{"anysched", anyAddr}, {"bare", bareAddr}} {
-		r, err := ask(side.addr)
+	for _, s := range all {
+		r, err := ask(s.addr)
 		if err != nil {
-			return "", fmt.Errorf("%s sample query: %w", side.name, err)
+			return nil, fmt.Errorf("%s sample query: %w", s.name, err)
 		}
 		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
-			return "", fmt.Errorf("%s answered %s with %d records; want NOERROR and one A", side.name, dns.RcodeToString[r.Rcode], len(r.Answer))
+			return nil, fmt.Errorf("%s answered %s with %d records; want NOERROR and one A", s.name, dns.RcodeToString[r.Rcode], len(r.Answer))
 		}
 		a, ok := r.Answer[0].(*dns.A)
 		if !ok {
-			return "", fmt.Errorf("%s answered %s; want an A record", side.name, r.Answer[0])
+			return nil, fmt.Errorf("%s answered %s; want an A record", s.name, r.Answer[0])
 		}
-		if side.name == "anysched" && !r.Authoritative {
-			return "", errors.New("anysched's answer is not authoritative")
+		if s.aa && !r.Authoritative {
+			return nil, fmt.Errorf("%s's answer is not authoritative", s.name)
 		}
-		got = append(got, side.name+" "+a.A.String())
+		desc := s.name + " " + a.A.String()
+		if scope, ok := ecsScope(r); ok {
+			desc += fmt.Sprintf(" (ECS scope /%d)", scope)
+		}
+		if !seen[desc] {
+			seen[desc] = true
+			got = append(got, desc)
+		}
 	}
-	return "sample answers are NOERROR with one A record (" + strings.Join(got, ", ") + ")", nil
+	return []string{"sample answers are NOERROR with one A record: " + strings.Join(got, ", ")}, nil
 }
 
-// ecsHex is the value of the query's ECS option as dnsperf -E wants it.
-func ecsHex(q *dns.Msg) string {
-	for _, rr := range q.Extra {
-		if opt, ok := rr.(*dns.OPT); ok {
-			for _, o := range opt.Option {
-				if s, ok := o.(*dns.EDNS0_SUBNET); ok { // RFC 7871 §6
-					b := []byte{byte(s.Family >> 8), byte(s.Family), s.SourceNetmask, 0}
-					b = append(b, s.Address.To4()[:(int(s.SourceNetmask)+7)/8]...)
-					return hex.EncodeToString(b)
-				}
+// ecsScope is the scope prefix length of the answer's ECS option.
+func ecsScope(m *dns.Msg) (uint8, bool) {
+	if opt := m.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if s, ok := o.(*dns.EDNS0_SUBNET); ok {
+				return s.SourceScope, true
 			}
 		}
 	}
-	return ""
-}
-
-var (
-	reQPS       = regexp.MustCompile(`(?m)Queries per second:\s+([0-9.]+)`)
-	reCompleted = regexp.MustCompile(`(?m)Queries completed:\s+(\d+)`)
-	reLost      = regexp.MustCompile(`(?m)Queries lost:\s+(\d+)`)
-	reAvgLat    = regexp.MustCompile(`(?m)Average Latency \(s\):\s+([0-9.]+)`)
-	reRcodes    = regexp.MustCompile(`(?m)Response codes:\s+(.*)$`)
-)
-
-func runDNSPerf(ctx context.Context, dnsperf string, args []string, addr string, d time.Duration) (runResult, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return runResult{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, dnsperf, append([]string{"-s", host, "-p", port}, args...)...).CombinedOutput()
-	if err != nil {
-		return runResult{}, fmt.Errorf("dnsperf: %w\n%s", err, out)
-	}
-	return parseDNSPerf(string(out))
-}
-
-func parseDNSPerf(out string) (runResult, error) {
-	var r runResult
-	m := reQPS.FindStringSubmatch(out)
-	a := reAvgLat.FindStringSubmatch(out)
-	if m == nil || a == nil {
-		return r, fmt.Errorf("no Queries per second / Average Latency in dnsperf output:\n%s", out)
-	}
-	r.rps, _ = strconv.ParseFloat(m[1], 64)
-	sec, _ := strconv.ParseFloat(a[1], 64)
-	r.avg = time.Duration(sec * 1e9)
-	if m := reCompleted.FindStringSubmatch(out); m != nil {
-		r.total, _ = strconv.ParseInt(m[1], 10, 64)
-	}
-	if m := reLost.FindStringSubmatch(out); m != nil {
-		r.lost, _ = strconv.ParseInt(m[1], 10, 64)
-	}
-	if m := reRcodes.FindStringSubmatch(out); m != nil && strings.TrimSpace(m[1]) != "" {
-		if rc := strings.TrimSpace(m[1]); !strings.HasPrefix(rc, "NOERROR") || strings.Contains(rc, ",") {
-			r.problems = append(r.problems, "response codes: "+rc)
-		}
-	}
-	return r, nil
-}
-
-// runInternalDNS runs the fallback load generator in a child process, so
-// it neither shares the anysched process's heap nor shows in its profile.
-func runInternalDNS(ctx context.Context, addr string, o opts, secs int) (runResult, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return runResult{}, err
-	}
-	d := time.Duration(secs) * time.Second
-	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, exe, "-child", "dns-load", "--", "-target", addr, "-duration", d.String(),
-		"-clients", strconv.Itoa(o.connections), "-ecs", o.dnsECS).Output()
-	if err != nil {
-		return runResult{}, fmt.Errorf("internal load generator: %w", err)
-	}
-	var r runResult
-	var sent, completed, lost, avg, p50, p99 int64
-	var qps float64
-	line := strings.TrimSpace(string(out))
-	if _, err := fmt.Sscanf(line, "RESULT %d %d %d %f %d %d %d", &sent, &completed, &lost, &qps, &avg, &p50, &p99); err != nil {
-		return r, fmt.Errorf("internal load generator printed %q: %w", line, err)
-	}
-	r.rps, r.total, r.lost = qps, completed, lost
-	r.avg, r.p50, r.p99 = time.Duration(avg), time.Duration(p50), time.Duration(p99)
-	return r, nil
+	return 0, false
 }

@@ -1,22 +1,40 @@
-// Command frontends measures the STB-facing front ends against bare
-// baselines, on the same machine, in the same run, with the same load:
+// Command frontends measures anysched's STB-facing front ends against the
+// servers an operator would otherwise pick, per core, in one run on one
+// machine:
 //
-//   - HTTP: anysched's httpd (province-scale snapshot, access log on, the
-//     client located from X-Forwarded-For) against a bare net/http server
-//     that only writes a fixed 302, both loaded by wrk;
-//   - DNS: anysched's dnsd (same snapshot) against a bare miekg/dns server
-//     that answers every query with one fixed A record, both loaded by
-//     dnsperf (or, when dnsperf is missing, by a small miekg UDP load
-//     generator of this program, which the output then says).
+//   - HTTP 302, keep-alive and with a new connection per request (a zapping
+//     STB): anysched's httpd against nginx (one worker, `return 302`, access
+//     log off and on), and a bare net/http 302 as a reference;
+//   - HTTPS 302, a new TLS connection per request: anysched's TLS listener
+//     (when the build has one) against nginx with the same ECDSA P-256
+//     certificate, which the harness generates;
+//   - DNS A over UDP, plain and with EDNS Client Subnet: anysched's dnsd
+//     against gdnsd (one UDP thread, a static zone), and a bare miekg/dns
+//     server as a reference;
+//   - scaling: anysched on two cores against one, HTTP keep-alive and DNS.
 //
-// Each pair is run twice, alternating (anysched, bare, anysched, bare), and
-// the better run of each side is reported, which reduces the noise of a
-// small machine where the load generator and the server share the CPUs.
-// anysched runs in this process, over the province-scale topology; the bare
-// servers run in a child process (this program re-executed), so their
-// garbage collector does not pay for the snapshot's heap. A further,
-// unmeasured run of each anysched front end takes a CPU profile of this
-// process, whose top entries are printed.
+// anysched serves the province-scale snapshot with its access log on (JSON
+// lines appended to a file, every decision by default), as a scheduler
+// does. Every server runs in its own process, pinned with taskset to one
+// core, and the load generator (wrk, dnsperf) to the other; Go servers then
+// run with GOMAXPROCS 1. anysched and the bare Go servers are this program
+// re-executed; nginx and gdnsd run as the current user with configuration,
+// pid file and logs in a temporary directory, on free ports of 127.0.0.1,
+// and are stopped when the run ends, also on Ctrl-C. A peer that is not
+// installed is reported as such and the run goes on.
+//
+// The servers of one kind of load are measured in alternation, round after
+// round (anysched, nginx, ..., anysched, nginx, ...), and the best run of
+// each counts, which reduces the noise of a small machine. The server's
+// CPU time per request (its whole process tree, from /proc) is reported
+// beside the throughput, and so is the share of the run its core was busy
+// and the server itself ran: a server core well short of busy means the
+// load generator was the limit, and a run where other processes took the
+// server's core is flagged as unreliable. wrk has no fixed-rate mode, so latencies are
+// compared at the same connection count, not at the same offered load, and
+// dnsperf reports only an average latency. A further, unmeasured run of
+// each anysched front end takes a CPU profile of the anysched process,
+// whose top entries are printed.
 //
 //	go run ./bench/frontends                          # print the summary
 //	go run ./bench/frontends -doc docs/benchmarks.md  # and rewrite its section
@@ -24,19 +42,21 @@
 // With -doc, the section between <!-- frontends:begin --> and
 // <!-- frontends:end --> of the document is replaced (the markers and a
 // "## STB front ends" heading are appended when the document lacks them).
-// Everything listens on 127.0.0.1 only, and every server and child process
-// is stopped before the program exits. With the defaults it takes about
-// 110 s.
+// With the defaults a run takes about 5½ minutes: 17 measured servers and
+// loads, 2 rounds of 8 s each, plus warm-ups and the two profiled runs
+// (some 20 s more once anysched's HTTPS listener is measured too).
 package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
-	"runtime"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -52,12 +72,18 @@ type opts struct {
 	zones       int
 	path        string
 	sampleEvery uint64
-	logFormat   string
+	accessLog   string
 
 	dnsTool        string
 	dnsOutstanding int
 	dnsMaxQPS      int
 	dnsECS         string
+
+	pin                bool
+	serverCPU, loadCPU int
+	scaling            bool
+	nginx, gdnsd       string
+	tlsResume          bool
 
 	profile    bool
 	profileDir string
@@ -67,27 +93,30 @@ type opts struct {
 	skipDNS    bool
 }
 
-// target is the documented goal: anysched's throughput at least this share
-// of the bare server's.
-const target = 0.85
-
 func main() {
 	var o opts
-	child := flag.String("child", "", "internal: run as a child process (http-bare, dns-bare, dns-load)")
-	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of every measured run")
-	flag.IntVar(&o.connections, "connections", 64, "wrk connections; also dnsperf clients (-c)")
-	flag.IntVar(&o.threads, "threads", 2, "wrk threads; also dnsperf threads (-T)")
-	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds (anysched, bare) per front end; the best run of each side counts")
+	child := flag.String("child", "", "internal: run as a child process (anysched, http-bare, dns-bare, dns-load)")
+	flag.DurationVar(&o.duration, "duration", 8*time.Second, "length of every measured run (whole seconds)")
+	flag.IntVar(&o.connections, "connections", 32, "wrk connections (-c); also dnsperf clients (-c)")
+	flag.IntVar(&o.threads, "threads", 1, "wrk threads (-t) and dnsperf threads (-T) on the load generator's core; the 2-core runs use 2")
+	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds per kind of load; the best run of each server counts")
 	flag.IntVar(&o.clients, "clients", 256, "distinct STB addresses cycled through X-Forwarded-For")
 	flag.IntVar(&o.zones, "zones", 32, "coverage zones (spread over every region) the STB addresses come from")
 	flag.StringVar(&o.path, "path", "/cctv1/index.m3u8", "request path of the HTTP load")
-	flag.Uint64Var(&o.sampleEvery, "sample-every", 1, "access log: log one decision in N (the daemon's default is 1: every decision)")
-	flag.StringVar(&o.logFormat, "log-format", "text", "access log format, text or json (the daemon's default is text); lines go to io.Discard")
+	flag.Uint64Var(&o.sampleEvery, "sample-every", 1, "anysched's access log: log one decision in N (the daemon's default is 1: every decision)")
+	flag.StringVar(&o.accessLog, "access-log", "file", "where anysched's access log goes: file (appended to a file, like nginx's) or discard (io.Discard)")
 	flag.StringVar(&o.dnsTool, "dns-tool", "auto", "DNS load generator: auto (dnsperf if installed), dnsperf, or internal")
 	flag.IntVar(&o.dnsOutstanding, "dns-outstanding", 100, "dnsperf -q: queries in flight at most (closed loop; 100 is dnsperf's default)")
-	flag.IntVar(&o.dnsMaxQPS, "dns-max-qps", 0, "dnsperf -Q: cap on queries per second (0: no cap)")
-	flag.StringVar(&o.dnsECS, "dns-ecs", "", "optional EDNS Client Subnet prefix sent with every query (e.g. 100.64.0.0/24); empty: plain queries, located by source address")
-	flag.BoolVar(&o.profile, "profile", true, "take a CPU profile in an extra (unmeasured) run of each anysched front end")
+	flag.IntVar(&o.dnsMaxQPS, "dns-max-qps", 0, "dnsperf -Q: cap on queries per second, the same offered load for every server (0: no cap)")
+	flag.StringVar(&o.dnsECS, "dns-ecs", "", "ECS prefix of the ECS runs (e.g. 100.64.0.0/24); empty: a /24 of an STB address in a coverage zone; none: no ECS runs")
+	flag.BoolVar(&o.pin, "pin", true, "pin the server to one CPU and the load generator to another (taskset)")
+	flag.IntVar(&o.serverCPU, "server-cpu", -1, "CPU of the server (-1: the first allowed CPU)")
+	flag.IntVar(&o.loadCPU, "load-cpu", -1, "CPU of the load generator (-1: the second allowed CPU)")
+	flag.BoolVar(&o.scaling, "scaling", true, "also measure anysched on both CPUs (needs pinning)")
+	flag.BoolVar(&o.tlsResume, "tls-resume", true, "HTTPS servers offer TLS session resumption, as they do by default (wrk resumes when offered); false: full handshakes only")
+	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx in PATH or the sbin directories)")
+	flag.StringVar(&o.gdnsd, "gdnsd", "", "gdnsd binary (default: gdnsd in PATH or the sbin directories)")
+	flag.BoolVar(&o.profile, "profile", true, "take a CPU profile of the anysched process in an extra (unmeasured) run of each front end")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "keep the CPU profiles as http.pprof and dns.pprof in this directory (default: temporary, removed)")
 	flag.IntVar(&o.topN, "top", 15, "profile entries shown, by flat and by cumulative time")
 	flag.StringVar(&o.doc, "doc", "", "markdown document whose frontends section is rewritten (e.g. docs/benchmarks.md)")
@@ -104,6 +133,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)
+	if ctx.Err() != nil {
+		err = errors.New("interrupted; every server it started is stopped")
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "frontends:", err)
@@ -116,8 +148,8 @@ func (o opts) validate() error {
 	if o.duration < time.Second {
 		errs = append(errs, "-duration must be at least 1s")
 	}
-	if o.connections < 1 || o.threads < 1 || o.connections < o.threads {
-		errs = append(errs, "-connections and -threads must be >= 1, and connections >= threads")
+	if o.connections < 1 || o.threads < 1 || o.connections < o.threads || o.connections < 2 {
+		errs = append(errs, "-connections (>= 2) and -threads must be >= 1, and connections >= threads")
 	}
 	if o.rounds < 1 {
 		errs = append(errs, "-rounds must be >= 1")
@@ -125,11 +157,11 @@ func (o opts) validate() error {
 	if o.clients < 1 || o.zones < 1 {
 		errs = append(errs, "-clients and -zones must be >= 1")
 	}
-	if !strings.HasPrefix(o.path, "/") {
-		errs = append(errs, "-path must start with /")
+	if !strings.HasPrefix(o.path, "/") || strings.ContainsAny(o.path, " \t\r\n") {
+		errs = append(errs, "-path must start with / and hold no white space")
 	}
-	if o.logFormat != "text" && o.logFormat != "json" {
-		errs = append(errs, "-log-format must be text or json")
+	if o.accessLog != "file" && o.accessLog != "discard" {
+		errs = append(errs, "-access-log must be file or discard")
 	}
 	switch o.dnsTool {
 	case "auto", "dnsperf", "internal":
@@ -138,6 +170,14 @@ func (o opts) validate() error {
 	}
 	if o.dnsOutstanding < 1 || o.dnsMaxQPS < 0 {
 		errs = append(errs, "-dns-outstanding must be >= 1 and -dns-max-qps >= 0")
+	}
+	if o.dnsECS != "" && o.dnsECS != "none" {
+		if p, err := netip.ParsePrefix(o.dnsECS); err != nil || !p.Addr().Is4() {
+			errs = append(errs, "-dns-ecs must be an IPv4 prefix, empty or none")
+		}
+	}
+	if (o.serverCPU < 0) != (o.loadCPU < 0) {
+		errs = append(errs, "-server-cpu and -load-cpu go together")
 	}
 	if o.topN < 1 {
 		errs = append(errs, "-top must be >= 1")
@@ -148,35 +188,74 @@ func (o opts) validate() error {
 	return nil
 }
 
+// lab is what every comparison shares: the temporary directory, the TLS
+// certificate, and the anysched processes.
+type lab struct {
+	tmp               string
+	certFile, keyFile string
+	cert              *x509.Certificate
+	any1              *anyschedProc // on the server's core
+	any2              *anyschedProc // on both cores; nil when not measured
+	any2Reason        string        // why any2 is nil
+}
+
 func run(ctx context.Context, o opts) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
 	started := time.Now()
 	env := newEnvironment(ctx, o)
-	w, err := buildWorld(o)
+	fmt.Println("placement: " + env.pin.describe())
+	tmp, err := os.MkdirTemp("", "frontends-")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("snapshot: %s, built in %s\n", w.describe(), w.buildTime.Round(time.Millisecond))
-	runtime.GC() // the build's garbage is not the front ends' to collect
+	defer os.RemoveAll(tmp)
+	l := &lab{tmp: tmp}
+	if l.certFile, l.keyFile, l.cert, err = writeCert(tmp); err != nil {
+		return err
+	}
+	logFile := func(name string) string {
+		if o.accessLog == "discard" {
+			return ""
+		}
+		return filepath.Join(tmp, name)
+	}
+	if l.any1, err = startAnysched(ctx, o, env.pin, env.pin.server, logFile("anysched-1.log"), l.certFile, l.keyFile); err != nil {
+		return err
+	}
+	defer l.any1.stop()
+	switch {
+	case !o.scaling:
+		l.any2Reason = "-scaling=false"
+	case !env.pin.on():
+		l.any2Reason = "nothing is pinned (" + env.pin.note + ")"
+	default:
+		if l.any2, err = startAnysched(ctx, o, env.pin, env.pin.both, logFile("anysched-2.log"), l.certFile, l.keyFile); err != nil {
+			return err
+		}
+		defer l.any2.stop()
+	}
+	fmt.Printf("snapshot: %s, built in %s (in the anysched process, GOMAXPROCS %d)\n",
+		l.any1.info.Topology, l.any1.info.BuildTime.Round(time.Millisecond), l.any1.info.GOMAXPROCS)
 
-	rep := &report{env: env, opts: o, topo: w.describe()}
+	rep := &report{env: env, opts: o, topo: l.any1.info.Topology}
 	if !o.skipHTTP {
-		r, err := benchHTTP(ctx, o, w)
+		scs, rows, prof, rps, err := benchHTTP(ctx, o, env, l)
 		if err != nil {
 			return fmt.Errorf("http: %w", err)
 		}
-		rep.http = r
+		rep.scenarios, rep.rows = append(rep.scenarios, scs...), append(rep.rows, rows...)
+		rep.profiles = append(rep.profiles, profileRun{"HTTP 302, keep-alive", "req/s", rps, prof})
 	}
 	if !o.skipDNS {
-		r, err := benchDNS(ctx, o, w, env)
+		scs, rows, prof, rps, err := benchDNS(ctx, o, env, l)
 		if err != nil {
 			return fmt.Errorf("dns: %w", err)
 		}
-		rep.dns = r
+		rep.scenarios, rep.rows = append(rep.scenarios, scs...), append(rep.rows, rows...)
+		rep.profiles = append(rep.profiles, profileRun{"DNS A, plain queries", "q/s", rps, prof})
 	}
-	w.stop()
 	rep.elapsed, rep.loadEnd = time.Since(started), loadAvg()
 	fmt.Println()
 	fmt.Print(rep.text())

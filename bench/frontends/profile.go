@@ -6,14 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// profileTop is the top of one CPU profile of this process, as go tool
-// pprof prints it.
+// profileTop is the top of one CPU profile of the anysched child, as go
+// tool pprof prints it.
 type profileTop struct {
 	flat, cum  string
 	components []component
@@ -26,34 +25,28 @@ type component struct {
 	cum      time.Duration
 }
 
-// profiled runs load while this process is CPU-profiled, then prints the
-// profile's top entries by flat and by cumulative time. The profile file is
-// temporary (github.com/google/pprof is not a module dependency, so the go
+// profiled runs load while the anysched child takes a CPU profile of
+// itself, then prints the profile's top entries by flat and by cumulative
+// time. The profile file is temporary unless -profile-dir names a
+// directory (github.com/google/pprof is not a module dependency, so the go
 // command's pprof reads it).
-func profiled(ctx context.Context, name string, n int, keepDir string, parts [][2]string, load func() error) (*profileTop, error) {
+func profiled(ctx context.Context, a *anyschedProc, name string, o opts, parts [][2]string, load func() error) (*profileTop, error) {
+	n := o.topN
 	dir, err := os.MkdirTemp("", "frontends-prof-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, name+".pprof")
-	if keepDir != "" {
-		if err := os.MkdirAll(keepDir, 0o755); err != nil {
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return nil, err
 		}
-		path = filepath.Join(keepDir, name+".pprof")
+		path = filepath.Join(o.profileDir, name+".pprof")
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
+	wait := a.profileTo(ctx, time.Duration(secs(o.duration))*time.Second, path)
 	lerr := load()
-	pprof.StopCPUProfile()
-	if err := f.Close(); err != nil {
+	if err := wait(); err != nil {
 		return nil, err
 	}
 	if lerr != nil {

@@ -1,75 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 )
 
-// environment describes the machine and the tools.
-type environment struct {
-	cpu, kernel, goVersion string
-	cores                  int
-	wrk                    string
-	dnsperf                string // path; "" when not installed
-	dnsperfVersion         string
-	date                   time.Time
-	loadStart              string // /proc/loadavg's 1-minute average when the run began
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "?"
-}
-
-func newEnvironment(ctx context.Context, o opts) *environment {
-	e := &environment{cpu: "unknown", cores: runtime.NumCPU(), goVersion: runtime.Version(), date: time.Now().UTC(), loadStart: loadAvg()}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.kernel = strings.TrimSpace(string(b))
-	}
-	e.wrk = wrkVersion()
-	if o.dnsTool != "internal" {
-		if p, err := exec.LookPath("dnsperf"); err == nil {
-			e.dnsperf = p
-			e.dnsperfVersion = "dnsperf"
-			out, _ := exec.CommandContext(ctx, p, "-h").CombinedOutput()
-			for _, l := range strings.Split(string(out), "\n") {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Version "); ok {
-					e.dnsperfVersion = "dnsperf " + v
-				}
-			}
-		}
-	}
-	return e
-}
-
-func (e *environment) machine() string {
-	s := fmt.Sprintf("%s, %d cores (load generator and server share them), linux %s, %s, %s", e.cpu, e.cores, e.kernel, e.goVersion, e.wrk)
-	if e.dnsperfVersion != "" {
-		s += ", " + e.dnsperfVersion
-	}
-	return s
+// profileRun is a CPU profile of the anysched process under one load.
+type profileRun struct {
+	load, unit string
+	rps        float64 // the profiled run's throughput (not counted)
+	prof       *profileTop
 }
 
 // report is everything printed and documented.
@@ -77,19 +22,11 @@ type report struct {
 	env       *environment
 	opts      opts
 	topo      string
-	http, dns *pairResult
+	scenarios []*scenario
+	rows      []row
+	profiles  []profileRun
 	elapsed   time.Duration
 	loadEnd   string
-}
-
-func (r *report) pairs() []*pairResult {
-	var ps []*pairResult
-	for _, p := range []*pairResult{r.http, r.dns} {
-		if p != nil {
-			ps = append(ps, p)
-		}
-	}
-	return ps
 }
 
 func sampling(n uint64) string {
@@ -99,14 +36,61 @@ func sampling(n uint64) string {
 	return fmt.Sprintf("one decision in %d logged", n)
 }
 
-func verdict(ratio float64) string {
-	if ratio >= target {
-		return fmt.Sprintf("met (>= %.2f)", target)
+func (r *report) accessLog() string {
+	dest := "JSON lines appended to a file, as nginx's logged runs write theirs"
+	if r.opts.accessLog == "discard" {
+		dest = "JSON lines to io.Discard"
 	}
-	return fmt.Sprintf("MISSED (< %.2f)", target)
+	return sampling(r.opts.sampleEvery) + ", " + dest
 }
 
-func latency(r runResult) string {
+// verdict is the row's target column.
+func (w row) verdict() string {
+	ratio, ok := w.ratio()
+	switch {
+	case w.target == 0:
+		return "reference"
+	case !ok:
+		return "not measured"
+	case ratio >= w.target:
+		return fmt.Sprintf("met (>= %.2f)", w.target)
+	}
+	return fmt.Sprintf("MISSED (< %.2f)", w.target)
+}
+
+func (w row) ratioString() string {
+	if r, ok := w.ratio(); ok {
+		return fmt.Sprintf("%.3f", r)
+	}
+	return "-"
+}
+
+func (w row) aName() string {
+	if w.what != "" {
+		return w.what
+	}
+	return "anysched"
+}
+
+// value is a side's best throughput, or why it has none.
+func value(s *side) string {
+	if s.measured() {
+		return fmt.Sprintf("%.0f", best(s.runs).rps)
+	}
+	switch {
+	case s.missing == "":
+		return "not measured"
+	case strings.HasPrefix(s.missing, "not "):
+		return s.missing
+	}
+	return "not measured: " + s.missing
+}
+
+func latency(s *side) string {
+	if !s.measured() {
+		return "-"
+	}
+	r := best(s.runs)
 	if r.p50 > 0 {
 		return fmtDur(r.p50) + " / " + fmtDur(r.p99)
 	}
@@ -124,23 +108,36 @@ func minCPU(rs []runResult) time.Duration {
 	return m
 }
 
-// roundRatios are anysched/bare per round (each pair ran back to back).
-func roundRatios(p *pairResult) string {
+func cpuCell(a, b *side) string {
+	x, y := minCPU(a.runs), minCPU(b.runs)
+	if x <= 0 || y <= 0 || !a.measured() || !b.measured() {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s (x%.2f)", fmtCPU(x), fmtCPU(y), float64(x)/float64(y))
+}
+
+// busy is the server core's busy share in the side's best run, and the
+// server's own share; "-" when nothing was pinned.
+func busy(s *side) string {
+	if !s.measured() {
+		return "-"
+	}
+	r := best(s.runs)
+	if r.busy == [2]float64{} {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%% (%.0f%%)", 100*r.busy[0], 100*r.own)
+}
+
+// roundRatios are a/b per round (each round ran both, close together).
+func (w row) roundRatios() string {
 	var s []string
-	for i := range min(len(p.anysched), len(p.bare)) {
-		if p.bare[i].rps > 0 {
-			s = append(s, fmt.Sprintf("%.3f", p.anysched[i].rps/p.bare[i].rps))
+	for i := range min(len(w.a.runs), len(w.b.runs)) {
+		if w.b.runs[i].rps > 0 {
+			s = append(s, fmt.Sprintf("%.3f", w.a.runs[i].rps/w.b.runs[i].rps))
 		}
 	}
 	return strings.Join(s, ", ")
-}
-
-func cpuLine(p *pairResult) string {
-	a, b := minCPU(p.anysched), minCPU(p.bare)
-	if a <= 0 || b <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%s / %s (x%.2f)", fmtCPU(a), fmtCPU(b), float64(a)/float64(b))
 }
 
 func runsList(rs []runResult) string {
@@ -151,44 +148,115 @@ func runsList(rs []runResult) string {
 	return strings.Join(s, ", ")
 }
 
+// logPerRequest is the access-log bytes per request of the side's best
+// run, "" when it logs nothing to a file.
+func logPerRequest(s *side) string {
+	r := best(s.runs)
+	if r.logBytes <= 0 || r.total <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d B", r.logBytes/r.total)
+}
+
+// sideNotes are what the report says about a scenario beyond its rows.
+func sideNotes(sc *scenario) []string {
+	notes := append([]string(nil), sc.notes...)
+	var logs []string
+	for _, s := range sc.sides {
+		if l := logPerRequest(s); l != "" {
+			logs = append(logs, s.name+" "+l)
+		}
+		if t := best(s.runs).tls; t != "" {
+			notes = append(notes, s.name+" (its log): "+t)
+		}
+		if s.dropped > 0 {
+			notes = append(notes, fmt.Sprintf("%s dropped %.0f access-log lines (queue full) during the measured runs", s.name, s.dropped))
+		}
+		for _, r := range s.runs {
+			if p := problems(r); p != "" {
+				notes = append(notes, s.name+": "+strings.TrimSpace(p))
+				break
+			}
+		}
+	}
+	if len(logs) > 0 {
+		notes = append(notes, "access log written per request: "+strings.Join(logs, ", "))
+	}
+	return notes
+}
+
+// noise is a warning when other processes ran on the server's core
+// during some runs ("" when they took at most a tenth of it).
+func (r *report) noise() string {
+	var worst float64
+	for _, sc := range r.scenarios {
+		for _, s := range sc.sides {
+			for _, run := range s.runs {
+				worst = max(worst, run.others)
+			}
+		}
+	}
+	if worst <= 0.1 {
+		return ""
+	}
+	return fmt.Sprintf("other processes took up to %.0f%% of the server's core during some runs: the machine was not quiet, and these figures are not reliable", 100*worst)
+}
+
+func (r *report) rowsOf(sc *scenario) []row {
+	var out []row
+	for _, w := range r.rows {
+		if w.sc == sc {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // text is the human-readable summary.
 func (r *report) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "=== STB front ends vs bare baselines (%s) ===\n", r.env.date.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "machine:  %s\n", r.env.machine())
-	fmt.Fprintf(&b, "snapshot: %s\n", r.topo)
-	fmt.Fprintf(&b, "access log: on, %s, %s lines to io.Discard; best of %d alternating runs of %s each\n",
-		sampling(r.opts.sampleEvery), r.opts.logFormat, r.opts.rounds, r.opts.duration)
-	for _, p := range r.pairs() {
-		a, bb := best(p.anysched), best(p.bare)
-		fmt.Fprintf(&b, "\n%s  [%s]\n", p.frontend, p.tool)
-		fmt.Fprintf(&b, "  settings: %s\n", p.settings)
-		fmt.Fprintf(&b, "  check:    %s\n", p.verified)
-		unit := "req/s"
-		if strings.HasPrefix(p.frontend, "DNS") {
-			unit = "q/s"
+	fmt.Fprintf(&b, "=== STB front ends vs peers, per core (%s) ===\n", r.env.date.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "machine:    %s\n", r.env.machine())
+	fmt.Fprintf(&b, "placement:  %s\n", r.env.pin.describe())
+	fmt.Fprintf(&b, "snapshot:   %s\n", r.topo)
+	fmt.Fprintf(&b, "access log: anysched %s; best of %d alternating runs of %s each\n", r.accessLog(), r.opts.rounds, r.opts.duration)
+	if w := r.noise(); w != "" {
+		fmt.Fprintf(&b, "WARNING:    %s\n", w)
+	}
+	for _, sc := range r.scenarios {
+		fmt.Fprintf(&b, "\n%s  [%s]\n", sc.title, sc.tool)
+		fmt.Fprintf(&b, "  settings: %s\n", sc.settings)
+		for _, c := range sc.checks {
+			fmt.Fprintf(&b, "  check:    %s\n", c)
 		}
-		latName := "p50 / p99"
-		if a.p50 == 0 {
-			latName = "latency"
+		for _, s := range sc.sides {
+			if !s.measured() {
+				fmt.Fprintf(&b, "  %-44s %s\n", s.name+":", value(s))
+				continue
+			}
+			best := best(s.runs)
+			fmt.Fprintf(&b, "  %-44s %10.0f %s  %-22s CPU %s/req  server core busy %s  (runs: %s)\n",
+				s.name+":", best.rps, sc.unit, latency(s), fmtCPU(minCPU(s.runs)), busy(s), runsList(s.runs))
 		}
-		fmt.Fprintf(&b, "  anysched: %10.0f %s   %s %s   (runs: %s)%s\n", a.rps, unit, latName, latency(a), runsList(p.anysched), problems(a))
-		fmt.Fprintf(&b, "  bare:     %10.0f %s   %s %s   (runs: %s)%s\n", bb.rps, unit, latName, latency(bb), runsList(p.bare), problems(bb))
-		fmt.Fprintf(&b, "  ratio anysched/bare: %.3f   target %s   (per round: %s)\n", p.ratio(), verdict(p.ratio()), roundRatios(p))
-		per := "request"
-		if unit == "q/s" {
-			per = "query"
+		for _, w := range r.rowsOf(sc) {
+			fmt.Fprintf(&b, "  %s / %s: %s  target %s", w.aName(), w.peer, w.ratioString(), w.verdict())
+			if rr := w.roundRatios(); rr != "" {
+				fmt.Fprintf(&b, "  (per round: %s; CPU/req %s)", rr, cpuCell(w.a, w.b))
+			}
+			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "  server CPU per %s, anysched / bare (lowest of the runs): %s\n", per, cpuLine(p))
-		for _, n := range p.notes {
+		for _, n := range sideNotes(sc) {
 			fmt.Fprintf(&b, "  note: %s\n", n)
 		}
-		if p.profile != nil {
-			fmt.Fprintf(&b, "\n  CPU profile of the anysched process, extra run at %.0f %s (not counted):\n", p.profiledRPS, unit)
-			fmt.Fprintf(&b, "  -- by flat time --\n%s\n", indent(p.profile.flat, "    "))
-			fmt.Fprintf(&b, "  -- by cumulative time --\n%s\n", indent(p.profile.cum, "    "))
-			fmt.Fprintf(&b, "  -- where the process's CPU goes (cumulative, %% of all samples) --\n%s\n", indent(p.profile.componentTable(), "    "))
+	}
+	for _, p := range r.profiles {
+		if p.prof == nil {
+			continue
 		}
+		fmt.Fprintf(&b, "\nCPU profile of the anysched process, %s, extra run at %.0f %s (not counted):\n", p.load, p.rps, p.unit)
+		fmt.Fprintf(&b, "  -- by flat time --\n%s\n", indent(p.prof.flat, "    "))
+		fmt.Fprintf(&b, "  -- by cumulative time --\n%s\n", indent(p.prof.cum, "    "))
+		fmt.Fprintf(&b, "  -- where the process's CPU goes (cumulative, %% of all samples) --\n%s\n", indent(p.prof.componentTable(), "    "))
 	}
 	fmt.Fprintf(&b, "\nload average (1 min): %s at start, %s at end; total time: %s\n", r.env.loadStart, r.loadEnd, r.elapsed.Round(time.Second))
 	return b.String()
@@ -207,45 +275,62 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s by `go run ./bench/frontends -doc docs/benchmarks.md` (also run by `scripts/bench.sh`).\n\n",
 		r.env.date.Format("2006-01-02"))
-	fmt.Fprintf(&b, "Machine: %s.\n\n", r.env.machine())
-	fmt.Fprintf(&b, "anysched serves the %s; its access log is on (%s, %s format, to io.Discard, "+
-		"its writer goroutine running), as a scheduler runs by default. The bare baselines (a net/http handler that only sets a fixed "+
-		"`Location` and writes 302; a miekg/dns handler answering every query with one fixed A record) run in a separate process, "+
-		"so they do not share the snapshot's heap. Each pair ran %d times alternating (anysched, bare, ...), %s per run, "+
-		"on 127.0.0.1; the table shows the better run of each. Target: anysched at least %.2f of bare.\n\n",
-		r.topo, sampling(r.opts.sampleEvery), r.opts.logFormat, r.opts.rounds, r.opts.duration, target)
-	b.WriteString("| front end | tool | settings | anysched req/s | bare req/s | ratio | target | anysched p50 / p99 | bare p50 / p99 | server CPU per request, anysched / bare |\n")
+	fmt.Fprintf(&b, "Machine: %s. Placement: %s.\n\n", r.env.machine(), r.env.pin.describe())
+	if w := r.noise(); w != "" {
+		fmt.Fprintf(&b, "**Warning: %s.**\n\n", w)
+	}
+	fmt.Fprintf(&b, "anysched serves the %s, in its own process; its access log is on (%s). "+
+		"nginx runs one worker answering `return 302 %s;`, with its access log off, and on (the default combined format, "+
+		"to a file); gdnsd runs one UDP thread over a static zone holding the service name's A record; the bare baselines "+
+		"(a net/http handler writing a fixed 302, a miekg/dns handler answering one fixed A record) are references, without targets. "+
+		"The servers of each load ran %d times in alternation, %s per run, on 127.0.0.1; the table shows the best run of each. "+
+		"Ratios are anysched over the peer, per core (both pinned to the same single core), except the 2-core rows.\n\n",
+		r.topo, r.accessLog(), nginxLocation, r.opts.rounds, r.opts.duration)
+	b.WriteString("| load | anysched vs | anysched | peer | ratio | target | anysched p50 / p99 | peer p50 / p99 | server CPU per request, anysched / peer | server core busy (by the server), anysched / peer |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, p := range r.pairs() {
-		a, bb := best(p.anysched), best(p.bare)
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %.3f | %s | %s | %s | %s |\n",
-			p.frontend, p.tool, mdEscape(p.settings), a.rps, bb.rps, p.ratio(), verdict(p.ratio()), latency(a), latency(bb), cpuLine(p))
+	for _, w := range r.rows {
+		load := w.sc.title
+		if w.what != "" {
+			load += ": " + w.what
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n",
+			mdEscape(load), mdEscape(w.peer), mdEscape(value(w.a)), mdEscape(value(w.b)), w.ratioString(), w.verdict(),
+			latency(w.a), latency(w.b), cpuCell(w.a, w.b), busy(w.a), busy(w.b))
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "The CPU column is the server process's user+system time per answered request (from /proc, lowest of the runs); "+
-		"it does not depend on what else competes for the cores, unlike throughput. Load average (1 min) was %s at the start "+
-		"and %s at the end of the run.\n\n", r.env.loadStart, r.loadEnd)
-	for _, p := range r.pairs() {
-		fmt.Fprintf(&b, "- %s: runs anysched %s, bare %s (ratio per round %s). %s.", p.frontend, runsList(p.anysched), runsList(p.bare), roundRatios(p), capitalize(p.verified))
-		if a := best(p.anysched); a.p50 == 0 {
-			b.WriteString(" dnsperf reports only the average latency, no percentiles.")
+	fmt.Fprintf(&b, "Throughputs are requests (or queries) per second. The CPU column is the server's user+system time per answered request, "+
+		"of its whole process tree (nginx's master and worker), from /proc, the lowest of the runs. The busy column is the share of the best run "+
+		"during which the server's core was busy (/proc/stat, interrupts and any other process included), and in parentheses the share the "+
+		"server's own processes used: well under 100%%, the load generator's core was the limit, and CPU per request is the figure to "+
+		"compare (a core serves at most 1 s / CPU per request); a gap between the two is time the core spent on something else. wrk has no fixed-rate mode, so latencies "+
+		"are compared at the same connection count, not at the same offered load; dnsperf reports only an average latency. "+
+		"Load average (1 min) was %s at the start and %s at the end of the run.\n\n", r.env.loadStart, r.loadEnd)
+	for _, sc := range r.scenarios {
+		fmt.Fprintf(&b, "- %s (%s): %s.", sc.title, sc.tool, mdEscape(sc.settings))
+		for _, c := range sc.checks {
+			b.WriteString(" " + capitalize(c) + ".")
 		}
-		for _, n := range p.notes {
+		var runs []string
+		for _, s := range sc.sides {
+			if s.measured() {
+				runs = append(runs, s.name+" "+runsList(s.runs))
+			}
+		}
+		if len(runs) > 0 {
+			b.WriteString(" Runs: " + strings.Join(runs, "; ") + ".")
+		}
+		for _, n := range sideNotes(sc) {
 			b.WriteString(" " + capitalize(n) + ".")
 		}
 		b.WriteString("\n")
 	}
-	for _, p := range r.pairs() {
-		if p.profile == nil {
+	for _, p := range r.profiles {
+		if p.prof == nil {
 			continue
-		}
-		unit := "req/s"
-		if strings.HasPrefix(p.frontend, "DNS") {
-			unit = "q/s"
 		}
 		fmt.Fprintf(&b, "\nCPU profile of the anysched process under the %s load (an extra run at %.0f %s, not counted above), "+
 			"top %d by flat and by cumulative time, then the cumulative share of the parts of a request (%% of all samples):\n\n```\n%s\n\n%s\n\n%s\n```\n",
-			p.frontend, p.profiledRPS, unit, r.opts.topN, p.profile.flat, p.profile.cum, p.profile.componentTable())
+			p.load, p.rps, p.unit, r.opts.topN, p.prof.flat, p.prof.cum, p.prof.componentTable())
 	}
 	return b.String()
 }

@@ -18,7 +18,8 @@ import (
 
 // world is what the anysched front ends share, as in a scheduler: one
 // engine over the province-scale snapshot and one access-log recorder
-// (whose Run goroutine drains its queue into io.Discard).
+// (whose Run goroutine writes its lines to a file, or drains them into
+// io.Discard). It lives in the anysched child process.
 type world struct {
 	snap      *topology.Snapshot
 	engine    *steer.Engine
@@ -32,21 +33,21 @@ type world struct {
 	done   chan struct{}
 }
 
-func buildWorld(o opts) (*world, error) {
+func buildWorld(sampleEvery uint64, accessLog io.Writer, zones, clients int) (*world, error) {
 	start := time.Now()
 	snap, err := topology.Compile(topogen.ProvinceScale(nil), 1)
 	if err != nil {
 		return nil, fmt.Errorf("compile province-scale topology: %w", err)
 	}
 	w := &world{snap: snap, engine: steer.New(snap, steer.Options{}), reg: prometheus.NewRegistry(), done: make(chan struct{})}
-	w.rec = accesslog.New(w.reg, io.Discard, accesslog.Options{SampleEvery: o.sampleEvery})
+	w.rec = accesslog.New(w.reg, accessLog, accesslog.Options{SampleEvery: sampleEvery})
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {
 		defer close(w.done)
 		_ = w.rec.Run(ctx)
 	}()
-	w.clients, w.zonesUsed, err = pickClients(snap, o.zones, o.clients)
+	w.clients, w.zonesUsed, err = pickClients(snap, zones, clients)
 	if err != nil {
 		w.stop()
 		return nil, err

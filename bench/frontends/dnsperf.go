@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// dnsLoad is one way of loading a DNS server: the tool, where it runs, and
+// the query.
+type dnsLoad struct {
+	tool, dnsperf, qfile string // tool: dnsperf or internal
+	pin                  pinning
+	cpus                 string
+	threads, clients     int
+	outstanding, maxQPS  int
+	ecs                  string // ECS prefix sent with every query; "" for none
+	q                    *dns.Msg
+}
+
+func (l dnsLoad) describe(d time.Duration) string {
+	var s string
+	if l.tool == "dnsperf" {
+		s = fmt.Sprintf("dnsperf -T%d -c%d -q%d -l%d", l.threads, l.clients, l.outstanding, secs(d))
+		if l.maxQPS > 0 {
+			s += fmt.Sprintf(" -Q%d", l.maxQPS)
+		}
+		if l.ecs != "" {
+			s += " -e -E 8:" + ecsHex(l.q)
+		}
+		s += fmt.Sprintf(" (closed loop, %d queries in flight)", l.outstanding)
+	} else {
+		s = fmt.Sprintf("internal miekg UDP generator, %d clients with 1 query in flight each, %ds", l.clients, secs(d))
+	}
+	if l.cpus != "" && l.pin.on() {
+		s += " on CPU " + l.cpus
+	}
+	return s
+}
+
+func (l dnsLoad) run(ctx context.Context, addr string, d time.Duration) (runResult, error) {
+	if l.tool != "dnsperf" {
+		return runInternalDNS(ctx, l, addr, d)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return runResult{}, err
+	}
+	args := []string{"-s", host, "-p", port, "-d", l.qfile, "-l", strconv.Itoa(secs(d)), "-c", strconv.Itoa(l.clients),
+		"-T", strconv.Itoa(l.threads), "-q", strconv.Itoa(l.outstanding), "-t", "2"}
+	if l.maxQPS > 0 {
+		args = append(args, "-Q", strconv.Itoa(l.maxQPS))
+	}
+	if l.ecs != "" {
+		args = append(args, "-e", "-E", "8:"+ecsHex(l.q))
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	path, args := l.pin.wrap(l.cpus, l.dnsperf, args)
+	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+	if err != nil {
+		return runResult{}, fmt.Errorf("dnsperf: %w\n%s", err, out)
+	}
+	return parseDNSPerf(string(out))
+}
+
+// ecsHex is the value of the query's ECS option as dnsperf -E wants it.
+func ecsHex(q *dns.Msg) string {
+	for _, rr := range q.Extra {
+		if opt, ok := rr.(*dns.OPT); ok {
+			for _, o := range opt.Option {
+				if s, ok := o.(*dns.EDNS0_SUBNET); ok { // RFC 7871 §6
+					b := []byte{byte(s.Family >> 8), byte(s.Family), s.SourceNetmask, 0}
+					b = append(b, s.Address.To4()[:(int(s.SourceNetmask)+7)/8]...)
+					return hex.EncodeToString(b)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+var (
+	reQPS       = regexp.MustCompile(`(?m)Queries per second:\s+([0-9.]+)`)
+	reCompleted = regexp.MustCompile(`(?m)Queries completed:\s+(\d+)`)
+	reLost      = regexp.MustCompile(`(?m)Queries lost:\s+(\d+)`)
+	reAvgLat    = regexp.MustCompile(`(?m)Average Latency \(s\):\s+([0-9.]+)`)
+	reRcodes    = regexp.MustCompile(`(?m)Response codes:\s+(.*)$`)
+)
+
+func parseDNSPerf(out string) (runResult, error) {
+	var r runResult
+	m := reQPS.FindStringSubmatch(out)
+	a := reAvgLat.FindStringSubmatch(out)
+	if m == nil || a == nil {
+		return r, fmt.Errorf("no Queries per second / Average Latency in dnsperf output:\n%s", out)
+	}
+	r.rps, _ = strconv.ParseFloat(m[1], 64)
+	sec, _ := strconv.ParseFloat(a[1], 64)
+	r.avg = time.Duration(sec * 1e9)
+	if m := reCompleted.FindStringSubmatch(out); m != nil {
+		r.total, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reLost.FindStringSubmatch(out); m != nil {
+		r.lost, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reRcodes.FindStringSubmatch(out); m != nil && strings.TrimSpace(m[1]) != "" {
+		if rc := strings.TrimSpace(m[1]); !strings.HasPrefix(rc, "NOERROR") || strings.Contains(rc, ",") {
+			r.problems = append(r.problems, "response codes: "+rc)
+		}
+	}
+	return r, nil
+}
+
+// runInternalDNS runs the fallback load generator in a child process on
+// the load generator's CPU, so it neither shares a server's heap nor shows
+// in its profile.
+func runInternalDNS(ctx context.Context, l dnsLoad, addr string, d time.Duration) (runResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return runResult{}, err
+	}
+	d = time.Duration(secs(d)) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	path, args := l.pin.wrap(l.cpus, exe, []string{"-child", "dns-load", "--", "-target", addr, "-duration", d.String(),
+		"-clients", strconv.Itoa(l.clients), "-ecs", l.ecs})
+	out, err := exec.CommandContext(ctx, path, args...).Output()
+	if err != nil {
+		return runResult{}, fmt.Errorf("internal load generator: %w", err)
+	}
+	var r runResult
+	var sent, completed, lost, avg, p50, p99 int64
+	var qps float64
+	line := strings.TrimSpace(string(out))
+	if _, err := fmt.Sscanf(line, "RESULT %d %d %d %f %d %d %d", &sent, &completed, &lost, &qps, &avg, &p50, &p99); err != nil {
+		return r, fmt.Errorf("internal load generator printed %q: %w", line, err)
+	}
+	r.rps, r.total, r.lost = qps, completed, lost
+	r.avg, r.p50, r.p99 = time.Duration(avg), time.Duration(p50), time.Duration(p99)
+	return r, nil
+}

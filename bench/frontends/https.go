@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/anysched/anysched/internal/httpd"
+	"github.com/anysched/anysched/internal/topology/topogen"
+)
+
+// errNoHTTPS: this build's internal/httpd has no TLS listener, so the
+// anysched side of the HTTPS comparison is reported as not available.
+var errNoHTTPS = errors.New("internal/httpd has no HTTPS listener in this build")
+
+// tlsFiles is what the HTTPS servers are given.
+type tlsFiles struct {
+	cert, key string // PEM files: an ECDSA P-256 certificate and its key
+	resume    bool   // offer session resumption (tickets); false: full handshakes only
+}
+
+// anyschedHTTPS is the anysched side of the HTTPS comparison: it returns a
+// function serving STB requests over TLS on a listener until ctx ends,
+// through httpd's own TLS listener, with the engine and access log of w,
+// the plain listener's configuration c, and the certificate nginx serves
+// too. It is the only piece of the harness that depends on that API; until
+// httpd has it, it returns errNoHTTPS.
+func anyschedHTTPS(w *world, c httpd.Config, t tlsFiles) (func(ctx context.Context, ln net.Listener) error, error) {
+	_, _, _ = w, c, t
+	return nil, errNoHTTPS
+}
+
+// writeCert creates a self-signed ECDSA P-256 certificate for the service
+// name and 127.0.0.1, as PEM files in dir, and returns their paths and the
+// certificate (the HTTPS checks trust it).
+func writeCert(dir string) (certFile, keyFile string, cert *x509.Certificate, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return "", "", nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: topogen.Hostname},
+		DNSNames:              []string{topogen.Hostname},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true, // self-signed: it is its own trust anchor
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		return "", "", nil, err
+	}
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", nil, err
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	return certFile, keyFile, cert, nil
+}
