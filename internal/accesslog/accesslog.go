@@ -1,18 +1,33 @@
-// Package accesslog records every STB decision: Prometheus counters and the
-// decision-latency histogram inline (cheap), and one JSON line per decision
-// through a bounded queue drained by its own goroutine, so a slow log sink
-// drops lines (counted) instead of slowing STB answers. Lines are encoded by
-// hand into a reused buffer and written in batches: at tens of thousands of
-// decisions per second a general-purpose logger costs more than the decision.
+// Package accesslog records every STB decision: Prometheus counters, the
+// decision-latency histogram and the per-region answer tallies inline, and
+// one JSON line per decision, written by a goroutine of its own (Run).
+//
+// Record runs on the serving goroutines, so it is cheap and never blocks:
+// the metric series and tally of a (proto, region, client region, result)
+// are resolved once and cached (no label lookup per request), and the entry
+// is copied into one of a few mutex-guarded queue shards picked at random,
+// so concurrent callers rarely meet on a lock. Nothing is allocated. A full
+// queue drops the line and counts it (anysched_accesslog_dropped_total): a
+// slow log sink loses lines, never slows an answer.
+//
+// The writer swaps each shard's buffer for an empty one, merges the shards
+// by decision time, encodes the lines by hand into one reused buffer and
+// writes the batch with one Write (per 256 KiB): at hundreds of thousands of
+// decisions per second a general-purpose logger, or a write per line, costs
+// more than the decision. It wakes when a shard is half full, and at least every
+// Options.FlushInterval while lines wait.
+//
+// A file sink (NewFile) is opened for appending; Reopen switches to a new
+// file at the same path after logrotate has renamed the old one. Each batch
+// goes whole to one file or the other, so no line is lost or written twice.
 package accesslog
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/netip"
-	"strconv"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +35,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Entry is one decision as the front ends saw it.
+// Entry is one decision as the front ends saw it. Its strings are kept
+// until the line is written, so they must be ordinary immutable strings, not
+// views of a buffer the caller reuses.
 type Entry struct {
 	Time   time.Time
 	Proto  string // http | dns
@@ -40,7 +57,14 @@ type Entry struct {
 
 // Options tune the recorder.
 type Options struct {
-	Queue int // lines buffered before dropping; default 8192
+	// Queue is how many lines wait for the writer before new ones are
+	// dropped; default 8192. They are split over a few shards (one per P,
+	// at most 16), and the writer holds as many again while it writes:
+	// memory is about 2 * Queue * 200 bytes. Where the scheduler runs on
+	// one core the writer runs only when the serving loop yields, so the
+	// queue should hold a few scheduler slices' worth of decisions
+	// (10 ms each).
+	Queue int
 	// SampleEvery logs one decision in N (MISS and ERROR are not sampled);
 	// 0 or 1 logs all.
 	SampleEvery uint64
@@ -49,44 +73,77 @@ type Options struct {
 	// cost the sender nothing and must not become a log flood. The burst
 	// is the same number. Default 50.
 	MaxErrorsPerSecond int
+	// FlushInterval is the longest a line waits for the writer when the
+	// queue stays under half full; default 100ms.
+	FlushInterval time.Duration
 }
 
-// DefaultMaxErrorsPerSecond: see Options.MaxErrorsPerSecond.
-const DefaultMaxErrorsPerSecond = 50
+// Defaults for Options.
+const (
+	DefaultQueue              = 8192
+	DefaultMaxErrorsPerSecond = 50
+	DefaultFlushInterval      = 100 * time.Millisecond
+)
 
 // Recorder is shared by the HTTP and DNS front ends of one scheduler.
 type Recorder struct {
-	out      io.Writer
-	q        chan Entry
-	sample   uint64
-	n        atomic.Uint64
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	dropped  prometheus.Counter
+	series  seriesCache
+	tallies tallies
+	// q and out are nil when lines are off (New with a nil writer).
+	q             *queue
+	out           *sink
+	sample        uint64
+	n             atomic.Uint64
+	flushInterval time.Duration
+
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	dropped     prometheus.Counter
+	writeErrors prometheus.Counter
 	// errLimit bounds MISS and ERROR lines; what it refuses is counted by
 	// result in limited (resolved once: no label lookup per line).
 	errLimit              *limiter
 	limited               *prometheus.CounterVec
 	limitedMiss, limitedE prometheus.Counter
-	tallies               tallies
 }
 
-// New creates a recorder writing JSON lines to out (nil: discard) and
-// registers its metrics.
+// New creates a recorder writing JSON lines to out and registers its
+// metrics. With a nil out no lines are kept at all (the metrics and
+// Traffic still count every decision): that is access_log.enabled: false,
+// which should not pay for encoding lines nobody reads.
 func New(reg prometheus.Registerer, out io.Writer, o Options) *Recorder {
-	if out == nil {
-		out = io.Discard
+	var s *sink
+	if out != nil {
+		s = &sink{w: out}
 	}
+	return newRecorder(reg, s, o)
+}
+
+// NewFile creates a recorder appending JSON lines to the file at path,
+// created with mode 0640 if missing. Reopen reopens it; Run closes it when
+// it returns.
+func NewFile(reg prometheus.Registerer, path string, o Options) (*Recorder, error) {
+	s, err := openSink(path)
+	if err != nil {
+		return nil, err
+	}
+	return newRecorder(reg, s, o), nil
+}
+
+func newRecorder(reg prometheus.Registerer, out *sink, o Options) *Recorder {
 	if o.Queue <= 0 {
-		o.Queue = 8192
+		o.Queue = DefaultQueue
 	}
 	if o.MaxErrorsPerSecond <= 0 {
 		o.MaxErrorsPerSecond = DefaultMaxErrorsPerSecond
 	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
 	r := &Recorder{
-		out:    out,
-		q:      make(chan Entry, o.Queue),
-		sample: max(o.SampleEvery, 1),
+		out:           out,
+		sample:        max(o.SampleEvery, 1),
+		flushInterval: o.FlushInterval,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anysched_requests_total", Help: "STB requests answered, by protocol, region of the chosen server, and result type.",
 		}, []string{"proto", "region", "result"}),
@@ -97,30 +154,37 @@ func New(reg prometheus.Registerer, out io.Writer, o Options) *Recorder {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_accesslog_dropped_total", Help: "Access-log lines dropped because the log queue was full.",
 		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_accesslog_write_errors_total", Help: "Access-log writes that failed, losing their lines (a full disk, a closed pipe).",
+		}),
 	}
+	if out != nil {
+		r.q = newQueue(o.Queue, runtime.GOMAXPROCS(0))
+	}
+	r.series.build = r.buildSeries
 	r.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "anysched_accesslog_rate_limited_total", Help: "MISS and ERROR access-log lines not written because access_log.max_errors_per_second was reached, by result.",
 	}, []string{"result"})
 	r.errLimit = newLimiter(o.MaxErrorsPerSecond)
 	r.limitedMiss = r.limited.WithLabelValues(steer.ResultMiss.String())
 	r.limitedE = r.limited.WithLabelValues(steer.ResultError.String())
-	reg.MustRegister(r.requests, r.latency, r.dropped, r.limited)
+	reg.MustRegister(r.requests, r.latency, r.dropped, r.writeErrors, r.limited)
 	return r
 }
 
 // Record counts e and queues its log line; it never blocks.
-func (r *Recorder) Record(e Entry) {
-	region := e.Region
-	if region == "" {
-		region = "none"
+func (r *Recorder) Record(e Entry) { r.RecordPtr(&e) }
+
+// RecordPtr is Record without copying the entry at the call; e is read,
+// not kept, so the caller may reuse it at once.
+func (r *Recorder) RecordPtr(e *Entry) {
+	s := r.series.get(seriesKey{proto: e.Proto, region: e.Region, client: e.ClientRegion, result: e.Result})
+	s.requests.Inc()
+	s.latency.Observe(e.Latency.Seconds())
+	s.tally.record(e.Time, failedAnswer(e))
+	if r.q == nil {
+		return
 	}
-	r.requests.WithLabelValues(e.Proto, region, e.Result.String()).Inc()
-	r.latency.WithLabelValues(e.Proto).Observe(e.Latency.Seconds())
-	client := e.ClientRegion
-	if client == "" {
-		client = "none"
-	}
-	r.tallies.record(client, e.Time, failedAnswer(&e))
 	switch e.Result {
 	case steer.ResultMiss, steer.ResultError:
 		now := e.Time.UnixNano()
@@ -140,76 +204,45 @@ func (r *Recorder) Record(e Entry) {
 			return
 		}
 	}
-	select {
-	case r.q <- e:
-	default:
+	if !r.q.push(e) {
 		r.dropped.Inc()
 	}
 }
 
-// Run writes queued lines until ctx ends, then flushes what is queued.
+// Reopen reopens the log file at its path, for logrotate: call it after the
+// file was renamed (SIGHUP). Lines already written stay in the renamed
+// file, the rest go to the new one. If the path cannot be opened the
+// recorder keeps writing to the old file and the error is returned. It does
+// nothing for a recorder that was not made by NewFile.
+func (r *Recorder) Reopen() error {
+	if r.out == nil {
+		return nil
+	}
+	return r.out.reopen()
+}
+
+// Run writes queued lines until ctx ends, then writes what is queued,
+// closes a file sink and returns the first error of that last write or the
+// close (earlier write errors are counted in
+// anysched_accesslog_write_errors_total). Run it once per recorder.
 func (r *Recorder) Run(ctx context.Context) error {
-	bw := bufio.NewWriterSize(r.out, 64<<10)
-	buf := make([]byte, 0, 512)
+	if r.q == nil {
+		<-ctx.Done()
+		return nil
+	}
+	w := newWriter(r.q)
+	tick := time.NewTicker(r.flushInterval)
+	defer tick.Stop()
 	for {
 		select {
-		case e := <-r.q:
-			buf = appendLine(buf[:0], &e)
-			_, _ = bw.Write(buf)
-			if len(r.q) == 0 { // idle: let the line out now
-				_ = bw.Flush()
-			}
 		case <-ctx.Done():
-			for {
-				select {
-				case e := <-r.q:
-					buf = appendLine(buf[:0], &e)
-					_, _ = bw.Write(buf)
-				default:
-					return bw.Flush()
-				}
-			}
+			failed, err := w.drain(r.out)
+			r.writeErrors.Add(float64(failed))
+			return errors.Join(err, r.out.close())
+		case <-tick.C:
+		case <-r.q.wake:
 		}
+		failed, _ := w.drain(r.out)
+		r.writeErrors.Add(float64(failed))
 	}
-}
-
-// appendLine encodes one entry as a JSON object and a newline.
-func appendLine(b []byte, e *Entry) []byte {
-	b = append(b, `{"ts":"`...)
-	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
-	b = append(b, `","proto":`...)
-	b = appendString(b, e.Proto)
-	b = append(b, `,"client":`...)
-	if e.Client.IsValid() {
-		b = append(b, '"')
-		b = e.Client.AppendTo(b)
-		b = append(b, '"')
-	} else {
-		b = append(b, `""`...)
-	}
-	for _, f := range [...]struct{ k, v string }{
-		{`,"host":`, e.Host}, {`,"path":`, e.Path}, {`,"result":`, e.Result.String()},
-		{`,"zone":`, e.Zone}, {`,"client_region":`, e.ClientRegion}, {`,"region":`, e.Region}, {`,"server":`, e.Server}, {`,"target":`, e.Target},
-	} {
-		b = append(b, f.k...)
-		b = appendString(b, f.v)
-	}
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(e.Status), 10)
-	b = append(b, `,"latency":`...)
-	b = strconv.AppendInt(b, int64(e.Latency), 10) // nanoseconds
-	return append(b, "}\n"...)
-}
-
-// appendString appends s as a JSON string; the fast path copies it as is.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s) // rare: escape properly (and replace invalid UTF-8)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

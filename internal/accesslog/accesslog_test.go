@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestLinesAreJSON(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	odd := "/ch1/\"quoted\"\\back\nslash/\xff/é"
 	r.Record(Entry{Time: time.Unix(1, 5000).UTC(), Proto: "http", Client: netip.MustParseAddr("100.64.0.7"), Host: "live.iptv.example", Path: odd, Result: steer.ResultCZ, Zone: "z", Region: "hefei", Server: "s", Target: "10.0.0.1:80", Status: 302, Latency: 1500})
-	r.Record(Entry{Proto: "dns", Result: steer.ResultMiss, Status: 3}) // invalid client address
+	r.Record(Entry{Time: time.Unix(2, 0), Proto: "dns", Result: steer.ResultMiss, Status: 3}) // invalid client address
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestLinesAreJSON(t *testing.T) {
 
 func TestFullQueueDropsAndCounts(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := New(reg, nil, Options{Queue: 2})
+	r := New(reg, io.Discard, Options{Queue: 2})
 	for range 5 { // nobody drains: 2 queued, 3 dropped
 		r.Record(Entry{Proto: "http", Result: steer.ResultCZ, Region: "hefei"})
 	}
@@ -63,14 +64,14 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 }
 
 func TestSamplingKeepsErrors(t *testing.T) {
-	r := New(prometheus.NewRegistry(), nil, Options{Queue: 100, SampleEvery: 10})
+	r := New(prometheus.NewRegistry(), io.Discard, Options{Queue: 100, SampleEvery: 10})
 	for range 20 {
 		r.Record(Entry{Result: steer.ResultCZ})
 	}
 	for range 3 {
 		r.Record(Entry{Result: steer.ResultError})
 	}
-	if got := len(r.q); got != 2+3 {
+	if got := r.q.queued(); got != 2+3 {
 		t.Fatalf("%d lines queued, want 2 sampled + 3 errors", got)
 	}
 }
@@ -81,7 +82,7 @@ func TestSamplingKeepsErrors(t *testing.T) {
 // the budget refills with time.
 func TestErrorLinesRateLimited(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := New(reg, nil, Options{Queue: 10000, MaxErrorsPerSecond: 50})
+	r := New(reg, io.Discard, Options{Queue: 10000, MaxErrorsPerSecond: 50})
 	if problems := obs.LintMetrics(reg); len(problems) > 0 {
 		t.Fatalf("metric lint: %v", problems)
 	}
@@ -95,7 +96,7 @@ func TestErrorLinesRateLimited(t *testing.T) {
 	for range 100 {
 		r.Record(Entry{Time: at, Proto: "http", Result: steer.ResultCZ, Region: "hefei"})
 	}
-	if got := len(r.q); got != 50+100 {
+	if got := r.q.queued(); got != 50+100 {
 		t.Fatalf("%d lines queued, want 50 errors (the burst) + 100 normal", got)
 	}
 	limited := func(result string) float64 {
@@ -114,14 +115,14 @@ func TestErrorLinesRateLimited(t *testing.T) {
 	for range 20 {
 		r.Record(Entry{Time: at.Add(100 * time.Millisecond), Proto: "dns", Result: steer.ResultMiss})
 	}
-	if got := len(r.q); got != 150+5 {
+	if got := r.q.queued(); got != 150+5 {
 		t.Fatalf("%d lines queued after 100ms, want 155", got)
 	}
 	// A quiet second refills the whole burst, no more.
 	for range 60 {
 		r.Record(Entry{Time: at.Add(5 * time.Second), Proto: "dns", Result: steer.ResultError})
 	}
-	if got := len(r.q); got != 155+50 {
+	if got := r.q.queued(); got != 155+50 {
 		t.Fatalf("%d lines queued after a quiet spell, want 205", got)
 	}
 }

@@ -19,18 +19,23 @@ type tally struct {
 	runStart, last   atomic.Int64 // Unix ns
 }
 
-// tallies counts answers by the STB's region (its zone's region) without
-// a lock on the hot path: one sync.Map lookup and three atomics.
+// tallies holds a tally per client region. Record reaches its tally through
+// the series cache, so the hot path is three atomics; the map is walked only
+// by Traffic.
 type tallies struct {
 	m sync.Map // client region -> *tally
 }
 
-func (ts *tallies) record(region string, at time.Time, failed bool) {
+// get returns region's tally, creating it on first use.
+func (ts *tallies) get(region string) *tally {
 	v, ok := ts.m.Load(region)
 	if !ok {
 		v, _ = ts.m.LoadOrStore(region, new(tally))
 	}
-	t := v.(*tally)
+	return v.(*tally)
+}
+
+func (t *tally) record(at time.Time, failed bool) {
 	t.answered.Add(1)
 	if failed {
 		t.failed.Add(1)

@@ -41,12 +41,3 @@ func TestTraffic(t *testing.T) {
 		}
 	}
 }
-
-func BenchmarkRecord(b *testing.B) {
-	r := New(prometheus.NewRegistry(), nil, Options{Queue: 1})
-	e := Entry{Time: time.Now(), Proto: "http", ClientRegion: "wuhu", Region: "wuhu", Status: 302}
-	b.ReportAllocs()
-	for b.Loop() {
-		r.Record(e)
-	}
-}

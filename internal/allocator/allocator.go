@@ -203,7 +203,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	if d.ClientRegion != region || region < 0 {
 		return nil // another city's STB: not ours to plan
 	}
-	k.channel = steer.Channel(req.Path)
+	k.channel = eng.Channel(d.Service, req.Path, req.Query) // the service's pattern, as the redirect renders it
 	loc, zone := snap.Regions[region].Loc, int32(-1)
 	if d.Zone >= 0 {
 		loc, zone = snap.Zones[d.Zone].Loc, d.Zone

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/anysched/anysched/internal/certstore"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
@@ -16,7 +17,7 @@ import (
 // Listeners is where a daemon listens once bound (host:port; empty when
 // off). With port 0 in the configuration it is what the kernel gave.
 type Listeners struct {
-	Admin, HTTP, DNS, GRPC, Etcd string
+	Admin, HTTP, HTTPS, DNS, GRPC, Etcd string
 }
 
 // Option adjusts how a daemon runs, for callers that embed one (tests).
@@ -50,13 +51,17 @@ func (o options) listening(l Listeners) {
 // and so that the addresses are known (port 0) before they are published.
 type bound struct {
 	admin, http net.Listener
-	dnsUDP      net.PacketConn
+	https       net.Listener     // TCP; TLS is layered when serving
+	dnsUDP      []net.PacketConn // SO_REUSEPORT sockets of one port (dns.udp_sockets)
 	dnsTCP      net.Listener
 }
 
 // listen binds the admin, HTTP and DNS listeners the configuration asks for.
 func (s *Scheduler) listen() (Listeners, error) {
 	var l Listeners
+	if s.accessErr != nil {
+		return l, s.accessErr
+	}
 	var err error
 	b := &s.bound
 	if a := s.common.Admin.Listen; a != "" {
@@ -75,12 +80,23 @@ func (s *Scheduler) listen() (Listeners, error) {
 		}
 		l.HTTP = b.http.Addr().String()
 	}
-	if a := s.common.DNS.Listen; a != "" {
-		if b.dnsUDP, b.dnsTCP, err = dnsd.Listen(a); err != nil {
+	if c := s.common.HTTPS; c.Listen != "" {
+		if s.certs, err = s.certStore(c); err != nil {
 			b.close()
 			return l, err
 		}
-		l.DNS = b.dnsUDP.LocalAddr().String()
+		if b.https, err = netutil.Listen("tcp", c.Listen); err != nil {
+			b.close()
+			return l, fmt.Errorf("https listener: %w", err)
+		}
+		l.HTTPS = b.https.Addr().String()
+	}
+	if a := s.common.DNS.Listen; a != "" {
+		if b.dnsUDP, b.dnsTCP, err = dnsd.ListenSockets(a, s.common.DNS.UDPSockets); err != nil {
+			b.close()
+			return l, err
+		}
+		l.DNS = b.dnsUDP[0].LocalAddr().String()
 	}
 	s.listeners = l
 	return l, nil
@@ -98,10 +114,30 @@ func adminTLS(c config.Admin) (*tls.Config, error) {
 	return tc, nil
 }
 
+// certStore loads the STB-facing HTTPS certificates (https.certificates);
+// a file that does not load is a configuration error.
+func (s *Scheduler) certStore(c config.HTTPS) (*certstore.Store, error) {
+	pairs := make([]certstore.Pair, len(c.Certificates))
+	for i, cf := range c.Certificates {
+		pairs[i] = certstore.Pair{CertFile: cf.CertFile, KeyFile: cf.KeyFile}
+	}
+	cs, err := certstore.New(certstore.Options{
+		Pairs: pairs, ReloadInterval: c.ReloadInterval, TicketRotation: c.TicketRotation, TicketKeys: c.TicketKeys,
+		Logger: s.Logger.With("component", "certstore"), Registerer: s.Registry,
+	})
+	if err != nil {
+		return nil, &daemon.ConfigError{Err: fmt.Errorf("https.certificates: %w", err)}
+	}
+	return cs, nil
+}
+
 // close releases whatever was bound (a failed start; serving closes them
 // itself).
 func (b *bound) close() {
-	for _, c := range []interface{ Close() error }{b.admin, b.http, b.dnsUDP, b.dnsTCP} {
+	for _, pc := range b.dnsUDP {
+		_ = pc.Close()
+	}
+	for _, c := range []interface{ Close() error }{b.admin, b.http, b.https, b.dnsTCP} {
 		if c != nil { // an unset interface field converts to a nil interface
 			_ = c.Close()
 		}

@@ -13,10 +13,10 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -28,7 +28,9 @@ import (
 	"github.com/anysched/anysched/internal/allocator"
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/balance"
+	"github.com/anysched/anysched/internal/certstore"
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/httpd"
@@ -87,6 +89,8 @@ type Scheduler struct {
 	listeners    Listeners                  // their addresses
 	httpServer   *httpd.Server              // nil without http.listen
 	dnsServer    *dnsd.Server               // nil without dns.listen
+	certs        *certstore.Store           // nil without https.listen
+	accessErr    error                      // access_log.file did not open: the start fails
 	swapHooks    []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
@@ -122,11 +126,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 	s.Ops = &opstate.Watcher{Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log, OnChange: s.rebuildEngine, OnDrill: s.onDrill}
 	s.Ops.Register(s.Registry)
 	s.Syncer.Register(s.Registry)
-	var accessOut io.Writer = os.Stdout
-	if !c.AccessLog.Enabled {
-		accessOut = io.Discard
-	}
-	s.Recorder = accesslog.New(s.Registry, accessOut, accesslog.Options{SampleEvery: c.AccessLog.SampleEvery, MaxErrorsPerSecond: c.AccessLog.MaxErrorsPerSecond})
+	s.Recorder, s.accessErr = newRecorder(s.Registry, c.AccessLog)
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {
@@ -265,25 +265,74 @@ func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
 	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace}
 	if c := s.common.HTTP; c.Listen != "" {
-		hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections}
-		if s.qoe != nil {
-			hc.Allocator = s.qoe
-		}
-		h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
-		h.Register(s.Registry)
+		h := s.newHTTP()
 		s.httpServer = h
 		comps = append(comps, func(ctx context.Context) error { return h.Serve(ctx, s.bound.http) })
 	}
+	if s.common.HTTPS.Listen != "" {
+		h := s.httpServer
+		if h == nil {
+			h = s.newHTTP()
+		}
+		// s.certs is loaded by s.listen, which runs before any component.
+		comps = append(comps, func(ctx context.Context) error { return s.certs.Run(ctx) }, func(ctx context.Context) error {
+			return h.Serve(ctx, tls.NewListener(s.bound.https, s.certs.TLSConfig()))
+		})
+	}
+	comps = append(comps, daemon.Hangups(s.Logger.With("component", "reload"), s.reloads()...))
 	if c := s.common.DNS; c.Listen != "" {
 		d := dnsd.New(dnsd.Config{
 			Listen: c.Listen, TTL: c.TTL, InstanceID: s.ID,
 			TrustedResolvers: c.TrustedResolverPrefixes(), MaxTCPConnections: c.MaxTCPConnections,
+			UDPSockets: c.UDPSockets, UDPReaders: c.UDPReaders,
 		}, s.Engine, s.Recorder, s.Logger)
 		d.Register(s.Registry)
 		s.dnsServer = d
-		comps = append(comps, func(ctx context.Context) error { return d.Serve(ctx, s.bound.dnsUDP, s.bound.dnsTCP) })
+		comps = append(comps, func(ctx context.Context) error { return d.ServeSockets(ctx, s.bound.dnsUDP, s.bound.dnsTCP) })
 	}
 	return comps
+}
+
+// newRecorder is the access log as configured: lines to access_log.file,
+// or to stdout without one, or none when disabled (the counters still
+// count). A file that cannot be opened is returned as the error, with a
+// recorder without lines, so that the metrics are registered whatever
+// happens (the daemon then stops at its start).
+func newRecorder(reg prometheus.Registerer, c config.AccessLog) (*accesslog.Recorder, error) {
+	o := accesslog.Options{SampleEvery: c.SampleEvery, MaxErrorsPerSecond: c.MaxErrorsPerSecond, Queue: c.Queue}
+	switch {
+	case !c.Enabled:
+		return accesslog.New(reg, nil, o), nil
+	case c.File == "":
+		return accesslog.New(reg, os.Stdout, o), nil
+	}
+	r, err := accesslog.NewFile(reg, c.File, o)
+	if err != nil {
+		return accesslog.New(reg, nil, o), &daemon.ConfigError{Err: fmt.Errorf("access_log.file: %w", err)}
+	}
+	return r, nil
+}
+
+// newHTTP is the STB-facing HTTP server (http.listen and https.listen
+// serve the same answers, under one connection cap).
+func (s *Scheduler) newHTTP() *httpd.Server {
+	c := s.common.HTTP
+	hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections}
+	if s.qoe != nil {
+		hc.Allocator = s.qoe
+	}
+	h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
+	h.Register(s.Registry)
+	return h
+}
+
+// reloads are what SIGHUP reloads.
+func (s *Scheduler) reloads() []daemon.Reload {
+	r := []daemon.Reload{{What: "access log", Do: s.Recorder.Reopen}}
+	if s.common.HTTPS.Listen != "" {
+		r = append(r, daemon.Reload{What: "https certificates", Do: func() error { return s.certs.Reload() }})
+	}
+	return r
 }
 
 // runAll runs components until ctx ends or one fails; a component's clean

@@ -85,7 +85,7 @@ func runRegional(t testing.TB, rc *config.Regional) (stop func()) {
 	t.Helper()
 	c := *rc
 	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunRegional(ctx, c, quiet, on) })
-	rc.Admin.Listen, rc.HTTP.Listen, rc.DNS.Listen = l.Admin, l.HTTP, l.DNS
+	rc.Admin.Listen, rc.HTTP.Listen, rc.HTTPS.Listen, rc.DNS.Listen = l.Admin, l.HTTP, l.HTTPS, l.DNS
 	return stop
 }
 

@@ -12,7 +12,9 @@ type KeyBy uint8
 const (
 	// KeyChannel: the first path segment (/cctv1/index.m3u8 -> cctv1), so
 	// every playlist and segment of a channel, at every bitrate, shares one
-	// cache. The default, and steer's {channel}.
+	// cache. The default, and steer's {channel}. A service whose topology
+	// says where its channel is (services[].channel) is keyed by that
+	// instead (ContentHashOf).
 	KeyChannel KeyBy = iota
 	// KeyPath: the whole path without its leading slash, for VOD where each
 	// title is its own object.
@@ -84,12 +86,19 @@ func queryParam(rawQuery, name string) (value string, eq, ok bool) {
 // ("cctv1?rendition=hd"). Without whitelisted parameters it returns a
 // substring of path and does not allocate.
 func ContentKey(path, rawQuery string, o KeyOptions) string {
-	base := keyBase(path, o.By)
-	if len(o.Query) == 0 || rawQuery == "" {
+	return ContentKeyOf(keyBase(path, o.By), rawQuery, o.Query)
+}
+
+// ContentKeyOf is the content key of a request whose channel (or path) is
+// base: base, then the parameters of query present in rawQuery, as
+// ContentKey joins them. A service's channel pattern finds base itself.
+// Without parameters present it returns base and does not allocate.
+func ContentKeyOf(base, rawQuery string, query []string) string {
+	if len(query) == 0 || rawQuery == "" {
 		return base
 	}
 	var b []byte
-	for _, name := range o.Query {
+	for _, name := range query {
 		v, eq, ok := queryParam(rawQuery, name)
 		if !ok {
 			continue
@@ -114,10 +123,16 @@ func ContentKey(path, rawQuery string, o KeyOptions) string {
 // key: it never allocates, whitelisted parameters or not. This is what the
 // hot path passes to Pick.
 func ContentHash(path, rawQuery string, o KeyOptions) uint64 {
+	return ContentHashOf(keyBase(path, o.By), rawQuery, o.Query)
+}
+
+// ContentHashOf is HashKey(ContentKeyOf(base, rawQuery, query)) without
+// building the key; it never allocates.
+func ContentHashOf(base, rawQuery string, query []string) uint64 {
 	s := newHasher()
-	s.writeString(keyBase(path, o.By))
+	s.writeString(base)
 	first := true
-	for _, name := range o.Query {
+	for _, name := range query {
 		v, eq, ok := queryParam(rawQuery, name)
 		if !ok {
 			continue

@@ -82,3 +82,29 @@ func TestHasherChunking(t *testing.T) {
 		seen[HashKey(k)] = k
 	}
 }
+
+// TestContentKeyOf: a channel found elsewhere joins the same parameters as
+// ContentKey would, and hashes as its key, without allocating.
+func TestContentKeyOf(t *testing.T) {
+	q := []string{"bitrate", "channel"}
+	for _, tc := range []struct{ base, query, want string }{
+		{"3221225618", "token=t", "3221225618"},
+		{"CCTV1", "channel=CCTV1&bitrate=2000&x=1", "CCTV1?bitrate=2000&channel=CCTV1"},
+		{"", "bitrate", "?bitrate"},
+		{"vod/a.mp4", "", "vod/a.mp4"},
+	} {
+		got := ContentKeyOf(tc.base, tc.query, q)
+		if got != tc.want {
+			t.Errorf("ContentKeyOf(%q, %q) = %q, want %q", tc.base, tc.query, got, tc.want)
+		}
+		if h, want := ContentHashOf(tc.base, tc.query, q), HashKey(got); h != want {
+			t.Errorf("ContentHashOf(%q, %q) = %x, HashKey(%q) = %x", tc.base, tc.query, h, got, want)
+		}
+	}
+	if got, want := ContentKey("/cctv1/i.m3u8", "rendition=hd", KeyOptions{Query: []string{"rendition"}}), ContentKeyOf("cctv1", "rendition=hd", []string{"rendition"}); got != want {
+		t.Errorf("ContentKey %q, ContentKeyOf %q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = ContentHashOf("CCTV1", "channel=CCTV1&bitrate=2000", q) }); n != 0 {
+		t.Errorf("ContentHashOf: %v allocations", n)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -145,6 +146,30 @@ func (h HTTP) TrustedPrefixes() []netip.Prefix {
 	return out
 }
 
+// HTTPS is the STB-facing TLS listener: the same answers as http, for
+// players given https:// URLs. http.trusted_proxies and
+// http.max_connections apply to it too.
+type HTTPS struct {
+	Listen string `yaml:"listen"` // empty disables it
+	// Certificates are picked by the name the STB asks for (SNI); the
+	// first also answers STBs that send no name or an unknown one.
+	Certificates []CertificateFiles `yaml:"certificates"`
+	// ReloadInterval: how often the files are checked for a change
+	// (they are reloaded on SIGHUP too); negative: on SIGHUP only.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+	// TicketRotation: how often a new session ticket key is made; the
+	// last TicketKeys keys are honoured, so a ticket resumes for
+	// (TicketKeys-1) to TicketKeys rotations.
+	TicketRotation time.Duration `yaml:"ticket_rotation"`
+	TicketKeys     int           `yaml:"ticket_keys"`
+}
+
+// CertificateFiles is a certificate (PEM, with its chain) and its key.
+type CertificateFiles struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
 // DNS is the STB-facing authoritative DNS listener (UDP and TCP).
 type DNS struct {
 	Listen string        `yaml:"listen"` // empty disables it
@@ -155,6 +180,11 @@ type DNS struct {
 	TrustedResolvers []Network `yaml:"trusted_resolvers"`
 	// MaxTCPConnections caps the DNS-over-TCP connections open at once.
 	MaxTCPConnections int `yaml:"max_tcp_connections"`
+	// UDPSockets is how many SO_REUSEPORT UDP sockets share the port (the
+	// kernel spreads queries over them); 0: one per CPU the process may use.
+	UDPSockets int `yaml:"udp_sockets"`
+	// UDPReaders is the goroutines reading each socket; 0: one.
+	UDPReaders int `yaml:"udp_readers"`
 }
 
 // TrustedResolverPrefixes is TrustedResolvers as netip prefixes.
@@ -175,6 +205,12 @@ type AccessLog struct {
 	// MaxErrorsPerSecond limits MISS and ERROR lines (burst the same); the
 	// rest are counted, not written.
 	MaxErrorsPerSecond int `yaml:"max_errors_per_second"`
+	// File receives the lines (appended, created 0640, reopened on SIGHUP
+	// after logrotate has moved it); empty: standard output.
+	File string `yaml:"file"`
+	// Queue is how many lines may wait for the writer before new ones
+	// are dropped (counted); 0: 8192.
+	Queue int `yaml:"queue"`
 }
 
 // Snapshot configures how a daemon keeps its copy of the topology.
@@ -222,6 +258,7 @@ type Common struct {
 	Base       `yaml:",inline"`
 	InstanceID string       `yaml:"instance_id"` // default: hostname-role[-region]
 	HTTP       HTTP         `yaml:"http"`
+	HTTPS      HTTPS        `yaml:"https"`
 	DNS        DNS          `yaml:"dns"`
 	AccessLog  AccessLog    `yaml:"access_log"`
 	Health     Health       `yaml:"health"`
@@ -286,6 +323,7 @@ func defaultCommon(stateDir, adminListen string) Common {
 	return Common{
 		Base:      defaultBase(stateDir, adminListen),
 		HTTP:      HTTP{MaxConnections: 50000},
+		HTTPS:     HTTPS{ReloadInterval: 10 * time.Second, TicketRotation: time.Hour, TicketKeys: 3},
 		DNS:       DNS{TTL: 30 * time.Second, MaxTCPConnections: 1000},
 		AccessLog: AccessLog{Enabled: true, SampleEvery: 1, MaxErrorsPerSecond: 50},
 		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
@@ -469,6 +507,7 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 		errs.Add("http.max_connections", "must be >= 1")
 	}
 	c.HTTP.validateStrip(errs)
+	c.HTTPS.validate(errs)
 	hostPort(errs, "dns.listen", c.DNS.Listen, false)
 	if c.DNS.TTL < time.Second || c.DNS.TTL > 24*time.Hour {
 		errs.Add("dns.ttl", "%s is out of range [1s, 24h]", c.DNS.TTL)
@@ -480,6 +519,12 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	}
 	if c.DNS.MaxTCPConnections < 1 {
 		errs.Add("dns.max_tcp_connections", "must be >= 1")
+	}
+	if c.DNS.UDPSockets < 0 || c.DNS.UDPSockets > 256 {
+		errs.Add("dns.udp_sockets", "%d is out of range [0, 256] (0: one per CPU)", c.DNS.UDPSockets)
+	}
+	if c.DNS.UDPReaders < 0 || c.DNS.UDPReaders > 64 {
+		errs.Add("dns.udp_readers", "%d is out of range [0, 64] (0: one)", c.DNS.UDPReaders)
 	}
 	if c.Health.Merge != "optimistic" && c.Health.Merge != "majority" {
 		errs.Add("health.merge", "%q is not one of optimistic, majority", c.Health.Merge)
@@ -498,17 +543,49 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	if c.AccessLog.SampleEvery == 0 {
 		errs.Add("access_log.sample_every", "must be >= 1")
 	}
+	if c.AccessLog.Queue < 0 || c.AccessLog.Queue > 1<<22 {
+		errs.Add("access_log.queue", "%d is out of range [0, 4194304] (0: 8192)", c.AccessLog.Queue)
+	}
+	if c.AccessLog.File != "" && !filepath.IsAbs(c.AccessLog.File) {
+		errs.Add("access_log.file", "%q is not an absolute path", c.AccessLog.File)
+	}
 	if c.AccessLog.MaxErrorsPerSecond < 1 || c.AccessLog.MaxErrorsPerSecond > 1e6 {
 		errs.Add("access_log.max_errors_per_second", "%d is out of range [1, 1000000]", c.AccessLog.MaxErrorsPerSecond)
 	}
-	if c.Admin.Listen != "" && !anyPort(c.Admin.Listen) && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.DNS.Listen) {
+	if c.Admin.Listen != "" && !anyPort(c.Admin.Listen) && (c.Admin.Listen == c.HTTP.Listen || c.Admin.Listen == c.HTTPS.Listen || c.Admin.Listen == c.DNS.Listen) {
 		errs.Add("admin.listen", "must differ from the STB-facing listeners")
 	} else if ah, ok := listenHost(c.Admin.Listen); ok && !netutil.LoopbackHost(ah) {
-		for _, stb := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"dns.listen", c.DNS.Listen}} {
+		for _, stb := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"https.listen", c.HTTPS.Listen}, {"dns.listen", c.DNS.Listen}} {
 			if h, ok := listenHost(stb.addr); ok && (h == ah || wildcardHost(h)) {
 				errs.Add("admin.listen", "shares its address with %s %q, the STB-facing address: put it on the management network", stb.key, stb.addr)
 			}
 		}
+	}
+}
+
+func (h HTTPS) validate(errs *yamlstrict.Errors) {
+	hostPort(errs, "https.listen", h.Listen, false)
+	if h.Listen != "" && len(h.Certificates) == 0 {
+		errs.Add("https.certificates", "required with https.listen: at least one cert_file and key_file")
+	}
+	for i, cf := range h.Certificates {
+		p := fmt.Sprintf("https.certificates[%d]", i)
+		if cf.CertFile == "" || cf.KeyFile == "" {
+			errs.Add(p, "cert_file and key_file are both required")
+		}
+		fileExists(errs, p+".cert_file", cf.CertFile)
+		fileExists(errs, p+".key_file", cf.KeyFile)
+		privateFile(errs, p+".key_file", cf.KeyFile)
+		certKeyPair(errs, p, cf.CertFile, cf.KeyFile) // tlsfiles.go
+	}
+	if h.TicketRotation < time.Minute || h.TicketRotation > 7*24*time.Hour {
+		errs.Add("https.ticket_rotation", "%s is out of range [1m, 168h]", h.TicketRotation)
+	}
+	if h.TicketKeys < 1 || h.TicketKeys > 16 {
+		errs.Add("https.ticket_keys", "%d is out of range [1, 16]", h.TicketKeys)
+	}
+	if h.ReloadInterval > 0 && h.ReloadInterval < time.Second {
+		errs.Add("https.reload_interval", "%s is below 1s (negative: reload on SIGHUP only)", h.ReloadInterval)
 	}
 }
 

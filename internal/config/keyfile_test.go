@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anysched/anysched/internal/yamlstrict"
 )
@@ -73,4 +74,45 @@ func TestPrivateFileModes(t *testing.T) {
 		v.Keys = []TokenKey{{ID: "k1", SecretFile: secret}, {ID: "k2", SecretFile: openSecret}}
 		check(t, v.validate, "alloc.keys[1].secret_file: "+openSecret+" is readable by group/others (mode 0604): chmod 600")
 	})
+	t.Run("https key 0644", func(t *testing.T) {
+		h := DefaultRegional().HTTPS
+		h.Listen = "127.0.0.1:8443"
+		h.Certificates = []CertificateFiles{{CertFile: cert, KeyFile: key}, {CertFile: cert, KeyFile: openKey}}
+		check(t, h.validate, "https.certificates[1].key_file: "+openKey+" is readable by group/others (mode 0644): chmod 600")
+	})
+}
+
+// The HTTPS listener needs a certificate, and its settings have ranges.
+func TestHTTPSValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(h *HTTPS)
+		want []string
+	}{
+		{"off by default", func(h *HTTPS) {}, nil},
+		{"listen without certificates", func(h *HTTPS) { h.Listen = ":443" }, []string{"https.certificates: required with https.listen"}},
+		{"half a pair", func(h *HTTPS) {
+			h.Listen = ":443"
+			h.Certificates = []CertificateFiles{{CertFile: "/nonexistent/c.pem"}}
+		}, []string{"https.certificates[0]: cert_file and key_file are both required", `https.certificates[0].cert_file: cannot read "/nonexistent/c.pem"`}},
+		{"ranges", func(h *HTTPS) {
+			h.TicketRotation, h.TicketKeys, h.ReloadInterval = time.Second, 0, time.Millisecond
+		}, []string{"https.ticket_rotation: 1s is out of range [1m, 168h]", "https.ticket_keys: 0 is out of range [1, 16]", "https.reload_interval: 1ms is below 1s"}},
+		{"bad listen", func(h *HTTPS) { h.Listen = "nohost" }, []string{"https.listen"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := DefaultRegional().HTTPS
+			c.edit(&h)
+			var errs yamlstrict.Errors
+			h.validate(&errs)
+			if len(c.want) == 0 && len(errs) > 0 {
+				t.Fatalf("refused: %v", errs)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errs.Error(), w) {
+					t.Errorf("errors %q, want one containing %q", errs.Error(), w)
+				}
+			}
+		})
+	}
 }

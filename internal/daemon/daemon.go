@@ -238,7 +238,10 @@ type Reload struct {
 
 // Hangups calls every reload on each SIGHUP until ctx ends; each failure is
 // logged here and the others still run. SignalContext ignores SIGHUP
-// before this starts, so a hangup never ends a daemon (Go's default).
+// before this starts, and it is ignored again when this returns, so a
+// hangup never ends a daemon (Go's default). signal.Ignore undoes every
+// signal.Notify of the process: where several daemons share one (tests),
+// SIGHUP reaches them only while all of them run.
 func Hangups(log *slog.Logger, reloads ...Reload) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ch := make(chan os.Signal, 1)

@@ -51,6 +51,17 @@ func TestDig(t *testing.T) {
 		// Not a trusted resolver: answered for the packet source, scope 0.
 		{"untrusted ECS answer", []string{"live.iptv.example", "A", "+short", "+subnet=100.65.0.0/24"}, "10.1.1.10", uport},
 		{"untrusted ECS scope", []string{"live.iptv.example", "A", "+subnet=100.0.0.0/8"}, "; CLIENT-SUBNET: 100.0.0.0/8/0", uport},
+		// EDNS: the DO bit is copied (RFC 3225 §3), and only it.
+		{"DO copied", []string{"live.iptv.example", "A", "+dnssec"}, "; EDNS: version: 0, flags: do; udp: 1232", ""},
+		{"DO copied over TCP", []string{"live.iptv.example", "A", "+dnssec", "+tcp"}, "; EDNS: version: 0, flags: do; udp: 1232", ""},
+		{"DO copied on NODATA", []string{"live.iptv.example", "AAAA", "+dnssec"}, "; EDNS: version: 0, flags: do; udp: 1232", ""},
+		{"no DO", []string{"live.iptv.example", "A"}, "; EDNS: version: 0, flags:; udp: 1232", ""},
+		{"plain DNS", []string{"live.iptv.example", "A", "+noedns", "+short"}, "10.1.1.10", ""},
+		{"EDNS version 1: BADVERS", []string{"live.iptv.example", "A", "+edns=1", "+noednsnegotiation"}, "status: BADVERS", ""},
+		{"unknown option ignored", []string{"live.iptv.example", "A", "+ednsopt=65001:abcd", "+short"}, "10.1.1.10", ""},
+		{"unknown EDNS flag ignored", []string{"live.iptv.example", "A", "+ednsflags=0x4000"}, "; EDNS: version: 0, flags:; udp: 1232", ""},
+		{"unknown type: NODATA", []string{"live.iptv.example", "TYPE65280"}, "status: NOERROR, id", ""},
+		{"unknown opcode: NOTIMP", []string{"live.iptv.example", "A", "+opcode=15"}, "status: NOTIMP", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

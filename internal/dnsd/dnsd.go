@@ -41,14 +41,56 @@
 //
 // # EDNS
 //
-// A request with OPT gets an OPT back advertising Config.MaxUDPSize. An NSID
-// request (dig +nsid) is answered with Config.InstanceID, to tell anycast
-// instances apart. EDNS Client Subnet (RFC 7871) locates the client instead
-// of the packet source when its source prefix is non-zero and the query
-// comes from one of Config.TrustedResolvers; from anywhere else the option
-// is validated and echoed with scope 0 (RFC 7871 §7.2.1: the answer does not
-// depend on it) and the packet source decides. See index.ecsScope for the
-// scope of an answer that used it.
+// A request with OPT gets an OPT back advertising Config.MaxUDPSize, with
+// the DO bit copied from the request (RFC 3225 §3; the zones are unsigned,
+// so it changes nothing else). Other flags and unknown options are ignored.
+// An NSID request (dig +nsid) is answered with Config.InstanceID, to tell
+// anycast instances apart. EDNS Client Subnet (RFC 7871) locates the client
+// instead of the packet source when its source prefix is non-zero and the
+// query comes from one of Config.TrustedResolvers; from anywhere else the
+// option is validated and echoed with scope 0 (RFC 7871 §7.2.1: the answer
+// does not depend on it) and the packet source decides. See index.ecsScope
+// for the scope of an answer that used it.
+//
+// # Fast path
+//
+// Nearly every query is an STB's resolver asking A or AAAA for a service
+// hostname over UDP, and miekg/dns spends most of a core's time on those in
+// unpacking, allocating and packing. So UDP is read by a fixed set of
+// goroutines, Config.UDPReaders per socket on Config.UDPSockets
+// SO_REUSEPORT sockets (ListenSockets), each taking a batch of datagrams
+// per recvmmsg and sending the replies with one sendmmsg. Each query of
+// that common shape is answered from the wire (fastpath.go): a plain QUERY
+// with one question, class IN, type A or AAAA, for an apex (any case),
+// without EDNS or with an OPT of version 0 whose options are only ECS,
+// COOKIE and PADDING (the handler ignores the last two; resolvers that send
+// cookies stay on the fast path). The question is parsed in place and the
+// reply written into the reader's buffer: no goroutine and no allocation
+// per query (one string for the access log when the name is not asked in
+// lowercase). The decision is the handler's: the same engine call for the
+// same client, ECS trusted and scoped the same way, logged with the same
+// access-log entry.
+//
+// Everything else goes, inline on the reader, through the full path: miekg
+// unpacks the datagram as its server did and ServeDNS answers it. That is
+// TCP, truncation, every other type, NSID, unknown options, names below or
+// outside an apex, malformed or unsupported messages, and also any query
+// whose reply might exceed the client's UDP size: the fast path checks the
+// largest reply it could build before deciding, so that no query is decided
+// twice (a balance policy's state moves once per query). Rare shapes keep
+// the one implementation that has always answered them.
+//
+// The two paths send the same bytes: miekg packs a UDP reply that fits
+// uncompressed without compression, and the fast path writes exactly that.
+// TestFastPathDifferential and FuzzFastPath feed the same datagrams to both
+// and require byte-identical replies and equal access-log lines; there is
+// no legitimate difference, since the fast path declines every query whose
+// reply it cannot reproduce exactly. anysched_dns_queries_total{path}
+// counts the queries each path answered.
+//
+// A socket bound to a wildcard address learns each datagram's destination
+// (IP_PKTINFO) and answers from it, as miekg's server did, so that replies
+// leave from the anycast address they were sent to.
 //
 // # Connections
 //
@@ -60,13 +102,10 @@
 package dnsd
 
 import (
-	"context"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"strconv"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,6 +139,16 @@ type Config struct {
 	// TC, a diagnostic dig): the cap only has to bound what a flood of idle
 	// connections costs (a goroutine and buffers each).
 	MaxTCPConnections int
+	// UDPSockets is how many UDP sockets Run binds to Listen with
+	// SO_REUSEPORT, the kernel spreading queries over them by a hash of
+	// the sender's address and port; default runtime.GOMAXPROCS(0), one
+	// per core. See ListenSockets.
+	UDPSockets int
+	// UDPReaders is how many goroutines read each UDP socket; default 1.
+	// A reader answers a whole batch per system call, so one per socket
+	// keeps a core busy; more only help a socket that gets most of the
+	// traffic (few resolvers, one source port each) on a many-core host.
+	UDPReaders int
 }
 
 // Defaults.
@@ -109,6 +158,8 @@ const (
 	DefaultMaxUDPSize = 1232
 	// DefaultMaxTCPConnections: see Config.MaxTCPConnections.
 	DefaultMaxTCPConnections = 1000
+	// DefaultUDPReaders: see Config.UDPReaders.
+	DefaultUDPReaders = 1
 )
 
 // DNS-over-TCP timeouts (miekg/dns defaults the first two to these values,
@@ -148,6 +199,9 @@ type Server struct {
 	// listening is true while both the UDP and the TCP server run; the
 	// daemon announces the Anycast route only then.
 	listening atomic.Bool
+	// queries counts the queries answered by path (anysched_dns_queries_total).
+	queries                  *prometheus.CounterVec
+	fastQueries, fullQueries prometheus.Counter
 }
 
 // Listening reports whether the UDP and TCP servers are both serving.
@@ -168,6 +222,12 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 	if c.MaxTCPConnections <= 0 {
 		c.MaxTCPConnections = DefaultMaxTCPConnections
 	}
+	if c.UDPSockets <= 0 {
+		c.UDPSockets = runtime.GOMAXPROCS(0)
+	}
+	if c.UDPReaders <= 0 {
+		c.UDPReaders = DefaultUDPReaders
+	}
 	if c.NSName != "" {
 		c.NSName = dns.CanonicalName(c.NSName)
 	}
@@ -185,7 +245,12 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 		engine: engine,
 		rec:    rec,
 		log:    log.With("component", "dns"),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anysched_dns_queries_total",
+			Help: "DNS queries answered, by path: fast (UDP A/AAAA at a service hostname, answered from the wire) or full (miekg/dns: TCP and every other query).",
+		}, []string{"path"}),
 	}
+	s.fastQueries, s.fullQueries = s.queries.WithLabelValues("fast"), s.queries.WithLabelValues("full")
 	for _, p := range c.TrustedResolvers {
 		if a := p.Addr(); a.Is4In6() { // query sources are unmapped
 			p = netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0))
@@ -197,9 +262,11 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 	return s
 }
 
-// Register adds the server's connection metrics to reg.
+// Register adds the server's metrics to reg: TCP connections, and queries
+// by path.
 func (s *Server) Register(reg prometheus.Registerer) {
 	s.tcp.Register(reg, "anysched_dns_tcp_connections", "DNS-over-TCP connections", "dns.max_tcp_connections")
+	reg.MustRegister(s.queries)
 }
 
 // trustedResolver reports whether src may locate its clients with ECS.
@@ -223,115 +290,3 @@ func mailbox(s string) string {
 
 // Handler returns the server's dns.Handler (the Server itself).
 func (s *Server) Handler() dns.Handler { return s }
-
-// Run serves UDP and TCP on Config.Listen until ctx is cancelled, then stops
-// both and returns nil.
-func (s *Server) Run(ctx context.Context) error {
-	pc, ln, err := Listen(s.cfg.Listen)
-	if err != nil {
-		return err
-	}
-	return s.Serve(ctx, pc, ln)
-}
-
-// Listen binds UDP and TCP on addr. With port 0, TCP takes the port the
-// kernel gave UDP, so both answer on one port.
-func Listen(addr string) (net.PacketConn, net.Listener, error) {
-	pc, err := netutil.ListenPacket("udp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dns: %w", err)
-	}
-	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
-		if u, ok := pc.LocalAddr().(*net.UDPAddr); ok {
-			addr = net.JoinHostPort(host, strconv.Itoa(u.Port))
-		}
-	}
-	ln, err := netutil.Listen("tcp", addr)
-	if err != nil {
-		pc.Close()
-		return nil, nil, fmt.Errorf("dns: %w", err)
-	}
-	return pc, ln, nil
-}
-
-// Serve answers on pc (UDP) and ln (TCP) until ctx is cancelled, then shuts
-// both down, closes them and returns nil. If either stops by itself, the
-// other is shut down too and its error returned.
-func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) error {
-	type running struct {
-		name          string
-		srv           *dns.Server
-		started, done chan struct{}
-		err           error
-	}
-	invalid := func(m []byte, err error) { s.log.Debug("unparsable message", "len", len(m), "err", err) }
-	all := []*running{
-		{name: "udp", srv: &dns.Server{PacketConn: pc, UDPSize: udpReadSize}},
-		{name: "tcp", srv: &dns.Server{
-			Listener: s.tcp.Listener(ln), ReadTimeout: tcpReadTimeout,
-			IdleTimeout: func() time.Duration { return tcpIdleTimeout },
-		}},
-	}
-	for _, r := range all {
-		r.started, r.done = make(chan struct{}), make(chan struct{})
-		r.srv.Handler, r.srv.MsgAcceptFunc, r.srv.MsgInvalidFunc = s, acceptQuery, invalid
-		r.srv.NotifyStartedFunc = func() { close(r.started) }
-		go func() {
-			r.err = r.srv.ActivateAndServe()
-			close(r.done)
-		}()
-	}
-	s.log.Info("listening", "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String())
-	go func() {
-		for _, r := range all {
-			select {
-			case <-r.started:
-			case <-r.done:
-				return
-			}
-		}
-		s.listening.Store(true)
-	}()
-	defer s.listening.Store(false)
-	var failed error
-	select {
-	case <-ctx.Done():
-	case <-all[0].done:
-		failed = fmt.Errorf("dns: udp server stopped: %w", all[0].err)
-	case <-all[1].done:
-		failed = fmt.Errorf("dns: tcp server stopped: %w", all[1].err)
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	for _, r := range all {
-		select {
-		case <-r.started: // ShutdownContext before start would be a no-op and leave it running
-			if err := r.srv.ShutdownContext(sctx); err != nil && failed == nil {
-				s.log.Warn("shutdown", "net", r.name, "err", err)
-			}
-		case <-r.done:
-		}
-		<-r.done
-	}
-	// miekg closes the listener but not always the packet conn (only on
-	// shutdown); make sure both are released.
-	pc.Close()
-	ln.Close()
-	s.log.Info("stopped")
-	if failed != nil && ctx.Err() == nil {
-		return failed
-	}
-	return nil
-}
-
-// acceptQuery replaces miekg's default filter, which would answer bad
-// opcodes and question counts itself, without EDNS and unlogged. It only
-// drops responses (QR set); every other message that parses reaches ServeDNS,
-// which decides, forms and logs every rejection in one place.
-func acceptQuery(h dns.Header) dns.MsgAcceptAction {
-	const qr = 1 << 15
-	if h.Bits&qr != 0 {
-		return dns.MsgIgnore
-	}
-	return dns.MsgAccept
-}

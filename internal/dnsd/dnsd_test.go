@@ -173,6 +173,17 @@ func ecsRaw(family uint16, source uint8, addr ...byte) qopt {
 
 func withEDNS(m *dns.Msg) { edns0(m) }
 
+// withDO asks for DNSSEC records (dig +dnssec).
+func withDO(m *dns.Msg) { edns0(m).SetDo() }
+
+// withOption adds an EDNS option of any code.
+func withOption(code uint16, data ...byte) qopt {
+	return func(m *dns.Msg) {
+		opt := edns0(m)
+		opt.Option = append(opt.Option, &dns.EDNS0_LOCAL{Code: code, Data: data})
+	}
+}
+
 func withNSID(m *dns.Msg) {
 	opt := edns0(m)
 	opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
@@ -220,6 +231,7 @@ type tcase struct {
 	extra  []string
 	ecs    string // the reply's ECS option, address/source/scope
 	noOPT  bool   // the reply must carry no OPT
+	do     bool   // the reply's OPT has DO set (it must iff the query's had)
 	// handlerOnly: a message miekg cannot pack, so only the handler sees it
 	handlerOnly bool
 }
@@ -253,8 +265,19 @@ func (tc tcase) check(t *testing.T, r *dns.Msg) {
 	if tc.noOPT && r.IsEdns0() != nil {
 		t.Error("reply has OPT, want none")
 	}
-	if opt := r.IsEdns0(); opt != nil && opt.UDPSize() != DefaultMaxUDPSize {
-		t.Errorf("OPT advertises %d, want %d", opt.UDPSize(), DefaultMaxUDPSize)
+	if opt := r.IsEdns0(); opt != nil {
+		if opt.UDPSize() != DefaultMaxUDPSize {
+			t.Errorf("OPT advertises %d, want %d", opt.UDPSize(), DefaultMaxUDPSize)
+		}
+		if opt.Do() != tc.do {
+			t.Errorf("reply DO %v, want %v", opt.Do(), tc.do)
+		}
+		if z := opt.Hdr.Ttl & 0x7fff; z != 0 {
+			t.Errorf("reply OPT has unknown flags %#x set", z)
+		}
+		if opt.Version() != 0 {
+			t.Errorf("reply EDNS version %d", opt.Version())
+		}
 	}
 	if len(tc.req.Question) == 1 && (len(r.Question) != 1 || r.Question[0] != tc.req.Question[0]) {
 		t.Errorf("question %v, want it echoed as asked: %v", r.Question, tc.req.Question[0])
@@ -275,6 +298,11 @@ func handlerCases() []tcase {
 	chaos.Question[0].Qclass = dns.ClassCHAOS
 	badvers := query(apex, dns.TypeA)
 	edns0(badvers).SetVersion(1)
+	opcode15 := query(apex, dns.TypeA, withEDNS)
+	opcode15.Opcode = 15
+	badversDO := query(apex, dns.TypeA, withDO)
+	edns0(badversDO).SetVersion(1)
+	zflags := query(apex, dns.TypeA, func(m *dns.Msg) { edns0(m).Hdr.Ttl |= 0x4000 })
 	twoOPT := query(apex, dns.TypeA, withEDNS)
 	twoOPT.Extra = append(twoOPT.Extra, &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: 512}})
 
@@ -317,6 +345,25 @@ func handlerCases() []tcase {
 		{name: "class CH: REFUSED", req: chaos, rcode: dns.RcodeRefused},
 		{name: "EDNS version 1: BADVERS", req: badvers, rcode: dns.RcodeBadVers},
 		{name: "two OPT: FORMERR", req: twoOPT, rcode: dns.RcodeFormatError},
+		{name: "unknown opcode: NOTIMP", req: opcode15, rcode: dns.RcodeNotImplemented},
+
+		// EDNS (RFC 6891): plain queries get no OPT, unknown options and
+		// flags are ignored, and the DO bit is copied (RFC 3225 §3).
+		{name: "plain: no OPT", req: query(apex, dns.TypeA), remote: "100.64.0.7", aa: true, answer: []string{north1}, noOPT: true},
+		{name: "EDNS0", req: query(apex, dns.TypeA, withEDNS), remote: "100.64.0.7", aa: true, answer: []string{north1}},
+		{name: "unknown type: NODATA", req: query(apex, 65280, withEDNS), aa: true, ns: []string{soaApex}},
+		{name: "unknown option ignored", req: query(apex, dns.TypeA, withOption(65001, 1, 2, 3)), remote: "100.64.0.7", aa: true, answer: []string{north1}},
+		{name: "unknown EDNS flags ignored", req: zflags, remote: "100.64.0.7", aa: true, answer: []string{north1}},
+		{name: "option list", req: query(apex, dns.TypeA, withOption(dns.EDNS0COOKIE, 1, 2, 3, 4, 5, 6, 7, 8), withOption(65001), ecs("100.65.0.0/24"), withOption(dns.EDNS0PADDING, 0, 0, 0)),
+			remote: "100.64.0.7", aa: true, answer: []string{south1}, ecs: "100.65.0.0/24/24"},
+		{name: "DO copied", req: query(apex, dns.TypeA, withDO), remote: "100.64.0.7", aa: true, answer: []string{north1}, do: true},
+		{name: "DO copied with ECS", req: query(apex, dns.TypeA, withDO, ecs("100.65.0.0/24")), remote: "100.64.0.7", aa: true,
+			answer: []string{south1}, ecs: "100.65.0.0/24/24", do: true},
+		{name: "DO copied on NODATA", req: query(apex, dns.TypeAAAA, withDO), remote: "100.64.0.7", aa: true, ns: []string{soaApex}, do: true},
+		{name: "DO copied on NXDOMAIN", req: query("x."+apex, dns.TypeA, withDO), rcode: dns.RcodeNameError, aa: true, ns: []string{soaApex}, do: true},
+		{name: "DO copied on SOA", req: query(apex, dns.TypeSOA, withDO), aa: true, answer: []string{soaApex}, do: true},
+		{name: "DO copied on BADVERS", req: badversDO, rcode: dns.RcodeBadVers, do: true},
+		{name: "DO copied on FORMERR", req: query(apex, dns.TypeA, withDO, ecsRaw(1, 22, 100, 65, 3)), rcode: dns.RcodeFormatError, do: true},
 
 		// EDNS Client Subnet: the subnet locates the client, not the packet source.
 		{name: "ECS other region", req: query(apex, dns.TypeA, ecs("100.65.0.0/24")), remote: "100.64.0.7", aa: true,

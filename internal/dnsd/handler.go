@@ -33,6 +33,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if req.Response {
 		return
 	}
+	s.fullQueries.Inc()
 	remote := w.RemoteAddr()
 	m, o := s.answer(req, addrOf(remote))
 	_, tcp := remote.(*net.TCPAddr)
@@ -230,6 +231,9 @@ func (s *Server) soa(owner string, z *zone, snap *topology.Snapshot) dns.RR {
 func (s *Server) opt(e *edns, scope uint8) *dns.OPT {
 	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	opt.SetUDPSize(s.cfg.MaxUDPSize)
+	if e.opt.Do() {
+		opt.SetDo() // RFC 3225 §3: the DO bit of the query is copied to the response
+	}
 	if e.ecs != nil && e.rcode == dns.RcodeSuccess {
 		// RFC 7871 §7.2.1: family, source prefix and address as received.
 		opt.Option = append(opt.Option, &dns.EDNS0_SUBNET{
@@ -248,15 +252,22 @@ func (s *Server) record(start time.Time, latency time.Duration, req, m *dns.Msg,
 	if s.rec == nil {
 		return
 	}
-	e := accesslog.Entry{
-		Time: start, Proto: "dns", Client: o.client, Result: o.result,
-		Target: o.target, Status: m.Rcode, Latency: latency,
-	}
+	var host, qtype string
 	if len(req.Question) == 1 {
 		q := req.Question[0]
 		// Without the root dot, so DNS and HTTP lines for a hostname group together.
-		e.Host = strings.TrimSuffix(q.Name, ".")
-		e.Path = qtypeString(q.Qtype)
+		host = strings.TrimSuffix(q.Name, ".")
+		qtype = qtypeString(q.Qtype)
+	}
+	s.rec.Record(entry(start, latency, host, qtype, m.Rcode, o))
+}
+
+// entry is the access-log entry of one query; both paths log through it, so
+// that their lines cannot drift apart.
+func entry(start time.Time, latency time.Duration, host, qtype string, rcode int, o *outcome) accesslog.Entry {
+	e := accesslog.Entry{
+		Time: start, Proto: "dns", Client: o.client, Result: o.result,
+		Target: o.target, Status: rcode, Latency: latency, Host: host, Path: qtype,
 	}
 	if o.decided {
 		if d := &o.d; d.Zone >= 0 {
@@ -270,7 +281,7 @@ func (s *Server) record(start time.Time, latency time.Duration, req, m *dns.Msg,
 			e.Server = o.snap.Servers[d.Server].Name
 		}
 	}
-	s.rec.Record(e)
+	return e
 }
 
 func qtypeString(t uint16) string {
@@ -289,6 +300,8 @@ type index struct {
 	networks  bart.Lite        // every coverage-zone network, for ECS scopes
 	targets   []string         // by server: its IP as given out
 	serviceIP string
+	// fast: the apexes the fast path answers, by lowercase wire name.
+	fast map[string]*fastZone
 }
 
 type zone struct {
@@ -328,6 +341,7 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 	if snap.ServiceIP.IsValid() {
 		ix.serviceIP = snap.ServiceIP.Unmap().String()
 	}
+	ix.fast = s.fastZones(ix)
 	s.index.Store(ix)
 	return ix
 }
@@ -376,7 +390,7 @@ func parseEDNS(req *dns.Msg) (e edns) {
 	for _, o := range e.opt.Option {
 		switch o := o.(type) {
 		case *dns.EDNS0_SUBNET:
-			client, ok := ecsClient(o)
+			client, ok := ecsClient(o.Family, o.SourceNetmask, o.Address)
 			if !ok || e.ecs != nil {
 				e.rcode, e.ecs, e.client = dns.RcodeFormatError, nil, netip.Addr{}
 				return e
@@ -389,37 +403,39 @@ func parseEDNS(req *dns.Msg) (e edns) {
 	return e
 }
 
-// ecsClient validates an ECS option and returns the address it locates the
-// client at (invalid for source prefix 0, which asks us not to use it).
+// ecsClient validates an ECS option (family, source prefix, address as
+// unpacked: 4 or 16 octets) and returns the address it locates the client at
+// (invalid for source prefix 0, which asks us not to use it). Both paths use
+// it, the fast one on the address octets of the wire.
 // RFC 7871 §6 makes these FORMERR: an unknown family, a source prefix longer
 // than the family, and address bits set beyond the prefix. A non-zero scope
 // in a query is ignored (the RFC says only that it MUST be 0). The miekg
 // parser rejects bad families and prefixes itself (a header-only FORMERR)
 // and silently drops or zero-fills ADDRESS octets beyond or short of the
 // prefix, so those two cases cannot be told apart here and are accepted.
-func ecsClient(o *dns.EDNS0_SUBNET) (netip.Addr, bool) {
+func ecsClient(family uint16, source uint8, addr net.IP) (netip.Addr, bool) {
 	var a netip.Addr
-	switch o.Family {
+	switch family {
 	case 0: // dig +subnet=0: family 0 is accepted with prefix 0 only
-		return netip.Addr{}, o.SourceNetmask == 0
+		return netip.Addr{}, source == 0
 	case 1:
-		ip4 := o.Address.To4()
-		if ip4 == nil || o.SourceNetmask > 32 {
+		ip4 := addr.To4()
+		if ip4 == nil || source > 32 {
 			return netip.Addr{}, false
 		}
 		a = netip.AddrFrom4([4]byte(ip4))
 	case 2:
-		if len(o.Address) != net.IPv6len || o.SourceNetmask > 128 {
+		if len(addr) != net.IPv6len || source > 128 {
 			return netip.Addr{}, false
 		}
-		a = netip.AddrFrom16([16]byte(o.Address))
+		a = netip.AddrFrom16([16]byte(addr))
 	default:
 		return netip.Addr{}, false
 	}
-	if p, err := a.Prefix(int(o.SourceNetmask)); err != nil || p.Addr() != a {
+	if p, err := a.Prefix(int(source)); err != nil || p.Addr() != a {
 		return netip.Addr{}, false
 	}
-	if o.SourceNetmask == 0 {
+	if source == 0 {
 		return netip.Addr{}, true
 	}
 	return a, true

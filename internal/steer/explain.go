@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -29,13 +28,16 @@ type Candidate struct {
 // Explanation is a decision with the reasoning behind it, for operators.
 // Unlike Decide it allocates freely; it is never on the STB path.
 type Explanation struct {
-	Decision   Decision          `json:"-"`
-	Result     string            `json:"result"`
-	Reason     string            `json:"reason,omitempty"`
-	Names      Names             `json:"names"`
-	ClientLoc  topology.Location `json:"client_location"`
-	Steps      []string          `json:"steps"`
-	Candidates []Candidate       `json:"candidates"`
+	Decision  Decision          `json:"-"`
+	Result    string            `json:"result"`
+	Reason    string            `json:"reason,omitempty"`
+	Names     Names             `json:"names"`
+	ClientLoc topology.Location `json:"client_location"`
+	Steps     []string          `json:"steps"`
+	// Channel is where the request's channel and content key came from
+	// (nil when the hostname belongs to no service).
+	Channel    *ChannelMatch `json:"channel,omitempty"`
+	Candidates []Candidate   `json:"candidates"`
 }
 
 // Explain decides req as Decide would now and says why, listing the servers
@@ -50,6 +52,9 @@ func (e *Engine) Explain(req Request) Explanation {
 		return x
 	}
 	x.Steps = append(x.Steps, fmt.Sprintf("hostname %q -> service %s", req.Host, s.Services[d.Service].Name))
+	cm := e.ExplainChannel(d.Service, req.Path, req.Query)
+	x.Channel = &cm
+	x.Steps = append(x.Steps, cm.step())
 	switch {
 	case d.Zone >= 0:
 		x.ClientLoc = s.Zones[d.Zone].Loc
@@ -88,7 +93,7 @@ func (e *Engine) Explain(req Request) Explanation {
 		sel := e.selection[d.Service]
 		var key uint64
 		if sel == topology.SelectCHash {
-			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
+			key = e.contentHash(d.Service, req.Path, req.Query)
 		}
 		bx := e.balance.Explain(sel, d.Node, key, addrHash(req.Client))
 		for _, n := range bx.Notes {

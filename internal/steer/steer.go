@@ -325,7 +325,7 @@ func (e *Engine) pickInRegion(d *Decision, region int32, order []int32, loc topo
 	if sel := e.selection[d.Service]; sel != topology.SelectNearest && e.balance != nil {
 		var key uint64
 		if sel == topology.SelectCHash {
-			key = balance.ContentHash(req.Path, req.Query, e.balance.Config().Key)
+			key = e.contentHash(d.Service, req.Path, req.Query)
 		}
 		var s int32
 		if dry {

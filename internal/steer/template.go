@@ -22,8 +22,9 @@ const (
 )
 
 // PathReason says why an escaped request path must be refused, or "" when
-// it may be answered. A path's first segment becomes {channel}, a session
-// key and, rendered into the edge URL, part of a path the edge resolves:
+// it may be answered. A piece of the path becomes {channel} (the first
+// segment, or what the service's channel pattern finds), a session key
+// and, rendered into the edge URL, part of a path the edge resolves:
 // dot segments ("." and "..", also percent-encoded), backslashes, encoded
 // slashes and control bytes would let an STB step outside the channel.
 func PathReason(path string) string {
@@ -74,8 +75,9 @@ func unhex(c byte) int {
 	return -1
 }
 
-// Channel is the content key of a request path: its first segment
-// (/cctv1/index.m3u8 -> cctv1), or "" for "/". A path PathReason refuses
+// Channel is the channel of a request path to a service without a channel
+// pattern: its first segment (/cctv1/index.m3u8 -> cctv1), or "" for "/"
+// (Engine.Channel applies the service's pattern). A path PathReason refuses
 // never gets here from an STB; for any other caller a dot segment is "".
 func Channel(path string) string {
 	path = strings.TrimPrefix(path, "/")
@@ -118,11 +120,12 @@ func stripList(extra []string) []string {
 // AppendLocation appends the redirect URL of decision d for a request path
 // and raw query to dst, rendering the service's template as compiled with
 // the topology (topology.Placeholder says what each placeholder stands
-// for). {channel}, {path} and {query} are copied escaped (appendEscaped), so
-// the Location holds no quote, angle bracket, space, control byte or
-// non-ASCII byte whatever the STB sent; {query} leaves out the viewer
-// token and the configured parameters (the edge checks its own tokens,
-// and a credential for the scheduler must not reach edge logs).
+// for; {channel} is Engine.Channel). {channel}, {path} and {query} are
+// copied escaped (appendEscaped), so the Location holds no quote, angle
+// bracket, space, control byte or non-ASCII byte whatever the STB sent;
+// {query} leaves out the viewer token and the configured parameters (the
+// edge checks its own tokens, and a credential for the scheduler must not
+// reach edge logs).
 func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []byte {
 	if d.Server < 0 || d.Service < 0 {
 		return dst
@@ -151,7 +154,7 @@ func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []b
 		case topology.PlacePort:
 			dst = strconv.AppendUint(dst, uint64(srv.Addr.Port()), 10)
 		case topology.PlaceChannel:
-			dst = appendEscaped(dst, Channel(path), class)
+			dst = appendEscaped(dst, e.Channel(d.Service, path, query), class)
 		case topology.PlacePath:
 			dst = appendEscaped(dst, strings.TrimPrefix(path, "/"), class)
 		case topology.PlaceQuery:

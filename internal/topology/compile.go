@@ -485,6 +485,7 @@ func (c *compiler) services() {
 			view.Hostnames = append(view.Hostnames, norm)
 		}
 		view.Template = c.urlTemplate(p+".url_template", sv.URLTemplate)
+		view.Channel = c.channel(p+".channel", sv.Channel)
 		if len(sv.BitratesKbps) == 0 {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}

@@ -359,7 +359,8 @@ func serviceFields(a, b *Service) []string {
 	out := field(nil, "hostnames", list(a.Hostnames), list(b.Hostnames))
 	out = field(out, "url_template", a.URLTemplate, b.URLTemplate)
 	out = field(out, "bitrates_kbps", list(a.BitratesKbps), list(b.BitratesKbps))
-	return field(out, "selection", string(a.Selection.OrDefault()), string(b.Selection.OrDefault()))
+	out = field(out, "selection", string(a.Selection.OrDefault()), string(b.Selection.OrDefault()))
+	return field(out, "channel", a.Channel.String(), b.Channel.String())
 }
 
 // settings are the document's scalar settings by their path.

@@ -101,6 +101,26 @@ type Service struct {
 	URLTemplate  string    `yaml:"url_template" json:"url_template"`
 	BitratesKbps []int     `yaml:"bitrates_kbps" json:"bitrates_kbps"`
 	Selection    Selection `yaml:"selection,omitempty" json:"selection,omitempty"` // empty: DefaultSelection
+	// Channel says where the channel is in a request; nil: the first path
+	// segment, keyed as the balance policy's key says.
+	Channel *ChannelSpec `yaml:"channel,omitempty" json:"channel,omitempty"`
+}
+
+// ChannelSpec says where a service's requests name their channel: the
+// channel is {channel} in the URL template and, with the listed query
+// parameters, the content key consistent hashing keeps on one server
+// (after Traffic Router's consistentHashRegex and consistentHashQueryParams).
+//
+//	channel: {path: '^/PLTV/[^/]+/[^/]+/(?P<channel>[^/]+)/', query: [bitrate]}
+//	channel: {query: [channel]}   # /play.m3u8?channel=CCTV1
+type ChannelSpec struct {
+	// Path is a regular expression (Go syntax) over the request path as
+	// sent (percent-escapes as they are, leading '/'), with a group named
+	// channel. Empty: the channel is the first listed query parameter.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// Query lists parameters whose values join the content key, in this
+	// order (names compared exactly, first occurrence counts).
+	Query []string `yaml:"query,omitempty" json:"query,omitempty"`
 }
 
 // MaxYAMLNodes bounds the YAML nodes of a document Decode accepts (as

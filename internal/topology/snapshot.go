@@ -76,6 +76,9 @@ type ServiceView struct {
 	Template     Template // URLTemplate compiled
 	BitratesKbps []int
 	Selection    Selection // never empty
+	// Channel says where requests name their channel; nil: the first path
+	// segment (steer keys as the balance policy's key says).
+	Channel *ChannelPattern
 }
 
 // Counts summarises a snapshot's size.

@@ -17,7 +17,7 @@ const (
 	PlaceServer                     // {server}: the server's address, host:port
 	PlaceHost                       // {host}: the server's IP alone (IPv6 in brackets)
 	PlacePort                       // {port}: the server's port
-	PlaceChannel                    // {channel}: the request path's first segment
+	PlaceChannel                    // {channel}: the service's channel (ChannelSpec), by default the path's first segment
 	PlacePath                       // {path}: the request path without its leading slash
 	PlaceQuery                      // {query}: the request's raw query string
 	PlaceBitrate                    // {bitrate}: the chosen bitrate in kbps

@@ -38,6 +38,17 @@ func Write(t testing.TB, dir string) Files {
 	return f
 }
 
+// Host writes a CA and a server certificate for names (signed by it), as
+// an operator's STB-facing HTTPS certificate: ca is what clients trust.
+func Host(t testing.TB, dir string, names ...string) (ca, cert, key string) {
+	t.Helper()
+	c, cKey := newCA(t, "anysched test STB CA")
+	ca = filepath.Join(dir, "stb-ca.pem")
+	writePEM(t, ca, "CERTIFICATE", c.Raw)
+	cert, key = leaf(t, dir, "stb-"+names[0], c, cKey, x509.ExtKeyUsageServerAuth, names...)
+	return ca, cert, key
+}
+
 func newCA(t testing.TB, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -59,7 +70,7 @@ func newCA(t testing.TB, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return cert, key
 }
 
-func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (string, string) {
+func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage, dnsNames ...string) (string, string) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +81,9 @@ func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.Pri
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	if len(dnsNames) > 0 {
+		tpl.DNSNames, tpl.IPAddresses = dnsNames, nil
 	}
 	if usage == x509.ExtKeyUsageClientAuth {
 		// Admin callers' role (pki.RoleURIPrefix): the admin API refuses a

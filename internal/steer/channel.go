@@ -1,0 +1,143 @@
+package steer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/anysched/anysched/internal/balance"
+	"github.com/anysched/anysched/internal/topology"
+)
+
+// A service's channel pattern (topology.ChannelSpec) says where its
+// requests name the channel. When it finds none (the path does not match,
+// the parameter is absent) or finds one that is not a clean path piece
+// (empty, a dot segment, an encoded slash: it is copied into the edge
+// URL's path), the request is treated as if the service had no pattern
+// for {channel} (the first path segment, as the explain URL's "/CHANNEL"
+// relies on) and keyed by its whole path plus the listed parameters, as
+// Traffic Router keys a path its consistentHashRegex does not match: an
+// unrelated request (a crossdomain.xml, a VOD title) gets an object of
+// its own instead of sharing one channel's server.
+
+// patternChannel is the channel p finds in a request, if it is clean.
+func patternChannel(p *topology.ChannelPattern, path, query string) (string, bool) {
+	ch, ok := p.Channel(path, query)
+	if !ok || ch == "" || PathReason(ch) != "" {
+		return "", false
+	}
+	return ch, true
+}
+
+// Channel is {channel} of a request to service (an index of the engine's
+// snapshot): what the service's channel pattern finds, else the path's
+// first segment (Channel). It allocates only for a pattern the topology
+// compiled to regexp (topology.MatcherRegexp).
+func (e *Engine) Channel(service int32, path, rawQuery string) string {
+	if p := e.snap.Services[service].Channel; p != nil {
+		if ch, ok := patternChannel(p, path, rawQuery); ok {
+			return ch
+		}
+	}
+	return Channel(path)
+}
+
+// keyOptions is the balance policy's content key, for services without a
+// channel pattern.
+func (e *Engine) keyOptions() balance.KeyOptions {
+	if e.balance == nil {
+		return balance.KeyOptions{}
+	}
+	return e.balance.Config().Key
+}
+
+// contentHash is the hash of ContentKey, without building the key.
+func (e *Engine) contentHash(service int32, path, rawQuery string) uint64 {
+	p := e.snap.Services[service].Channel
+	if p == nil {
+		return balance.ContentHash(path, rawQuery, e.keyOptions())
+	}
+	if ch, ok := patternChannel(p, path, rawQuery); ok {
+		return balance.ContentHashOf(ch, rawQuery, p.Query)
+	}
+	return balance.ContentHashOf(strings.TrimPrefix(path, "/"), rawQuery, p.Query)
+}
+
+// ContentKey is the key consistent hashing (selection chash) keeps on one
+// server for a request to service: with a channel pattern, the channel it
+// finds (else the whole path without its leading slash) then the pattern's
+// query parameters; without one, balance.ContentKey under the balance
+// policy's key.
+func (e *Engine) ContentKey(service int32, path, rawQuery string) string {
+	return e.ExplainChannel(service, path, rawQuery).Key
+}
+
+// ChannelMatch is where a request's channel and content key came from.
+type ChannelMatch struct {
+	Pattern string   `json:"pattern,omitempty"` // the service's channel.path
+	Query   []string `json:"query,omitempty"`   // parameters joining the key
+	// Matcher is how the pattern is matched (topology.MatcherSegments,
+	// MatcherRegexp, MatcherQuery), or "first-segment" without a pattern.
+	Matcher string `json:"matcher"`
+	Matched bool   `json:"matched"` // the pattern found a clean channel
+	Channel string `json:"channel"` // {channel}
+	Key     string `json:"key"`     // the content key
+	Note    string `json:"note,omitempty"`
+}
+
+// MatcherFirstSegment is ChannelMatch.Matcher for a service without a
+// channel pattern.
+const MatcherFirstSegment = "first-segment"
+
+// ExplainChannel says how the channel and content key of a request to
+// service are found. It allocates freely; it is not on the STB path.
+func (e *Engine) ExplainChannel(service int32, path, rawQuery string) ChannelMatch {
+	p := e.snap.Services[service].Channel
+	if p == nil {
+		o := e.keyOptions()
+		m := ChannelMatch{Query: o.Query, Matcher: MatcherFirstSegment, Channel: Channel(path), Key: balance.ContentKey(path, rawQuery, o)}
+		if o.By == balance.KeyPath {
+			m.Note = "the balance policy keys by the whole path"
+		}
+		return m
+	}
+	m := ChannelMatch{Pattern: p.Path, Query: p.Query, Matcher: p.Matcher()}
+	ch, found := p.Channel(path, rawQuery)
+	switch {
+	case !found && p.Path == "":
+		m.Note = fmt.Sprintf("query parameter %s is absent", p.Query[0])
+	case !found:
+		m.Note = fmt.Sprintf("path %q does not match", path)
+	case ch == "":
+		m.Note = "the channel found is empty"
+	case PathReason(ch) != "":
+		m.Note = fmt.Sprintf("the channel found, %q, is refused: %s", ch, PathReason(ch))
+	default:
+		m.Matched, m.Channel = true, ch
+		m.Key = balance.ContentKeyOf(ch, rawQuery, p.Query)
+		return m
+	}
+	m.Channel = Channel(path)
+	m.Key = balance.ContentKeyOf(strings.TrimPrefix(path, "/"), rawQuery, p.Query)
+	return m
+}
+
+// step is m as one line of an explanation.
+func (m *ChannelMatch) step() string {
+	var from string
+	switch {
+	case m.Matcher == MatcherFirstSegment:
+		from = "the first path segment (the service has no channel pattern)"
+	case m.Matched && m.Pattern == "":
+		from = "query parameter " + m.Query[0]
+	case m.Matched:
+		from = fmt.Sprintf("path pattern %q (%s matcher)", m.Pattern, m.Matcher)
+	default:
+		from = fmt.Sprintf("the first path segment: channel pattern %s (%s): %s, so the content key is the whole path",
+			(&topology.ChannelSpec{Path: m.Pattern, Query: m.Query}).String(), m.Matcher, m.Note)
+	}
+	s := fmt.Sprintf("channel %q from %s; content key %q", m.Channel, from, m.Key)
+	if m.Matcher == MatcherFirstSegment && m.Note != "" {
+		s += " (" + m.Note + ")"
+	}
+	return s
+}
