@@ -19,52 +19,89 @@ type CHashOptions struct {
 	// (ketama's figure: about 8% spread).
 	VirtualNodes int `yaml:"virtual_nodes" json:"virtual_nodes"`
 	// Epsilon bounds loads: no server takes more than (1+Epsilon) x its
-	// weight share of the recent assignments; a key whose server is full
-	// walks on clockwise to the next server with room (Mirrokni, Thorup and
-	// Zadimoghaddam, "Consistent Hashing with Bounded Loads", 2017). Hot
-	// channels thus spill onto ring neighbours instead of melting one
-	// cache. 0 disables the bound (pure consistent hashing).
+	// weight share of the node's recent requests once it holds more than
+	// MinLoad of them; a hot key is replicated over as many of its ring
+	// servers as keep it under that (see chash_bounded.go). 0 disables the
+	// bound and the replication (pure consistent hashing: a key always goes
+	// to its ring owner).
 	Epsilon float64 `yaml:"epsilon" json:"epsilon"`
-	// Window sets how recent "recent" is: when the counted assignments
-	// reach 2 x Window every counter is halved, so the loads the bound
-	// compares are an exponentially fading history of about Window
-	// assignments. 0 means max(4096, 16 x servers).
+	// HalfLife is how fast recent requests fade: every server's load and
+	// every key's demand is its requests, each counting 1 and halving every
+	// HalfLife (about rate x HalfLife / ln 2 in steady traffic). 0 means 60s.
+	HalfLife time.Duration `yaml:"half_life" json:"half_life"`
+	// MinLoad is the floor of the bound, in recent requests for a server of
+	// mean weight (proportionally more or less for others): a server below
+	// it is never full, and a key below it is never replicated, so on a
+	// quiet node every request for one channel goes to one server. 0 means
+	// 1,000.
+	MinLoad float64 `yaml:"min_load" json:"min_load"`
+	// Window is no longer used (loads fade by HalfLife, in time, instead of
+	// by a count of assignments); it is still accepted so that stored
+	// documents keep parsing.
 	Window int `yaml:"window" json:"window"`
-	// SlowStart ramps a returning server's share of the bound (not its ring
-	// points, so no key moves while it ramps; its overflow spills to ring
-	// neighbours). Only meaningful with Epsilon > 0.
+	// SlowStart ramps a returning server's share of the bound and its floor
+	// (not its ring points, so no key moves while it ramps; its overflow
+	// spills to the key's next servers). Only meaningful with Epsilon > 0.
 	SlowStart SlowStart `yaml:"-" json:"-"` // Config.SlowStart in a Table
 	// Panic is the healthy fraction under which health is ignored (0: never).
 	Panic float64 `yaml:"-" json:"-"`
-	// Now is the build time slow start is evaluated at; zero: time.Now().
+	// Now is the build time slow start is evaluated at and the decay clock
+	// starts from; zero: time.Now().
 	Now time.Time `yaml:"-" json:"-"`
 }
 
+// Defaults of CHashOptions.
+const (
+	defaultVirtualNodes = 160
+	defaultHalfLife     = 60 * time.Second
+	defaultMinLoad      = 1000
+)
+
 // CHash is a consistent-hash ring of the content key with virtual nodes and
-// optional bounded loads. The ring is immutable; the recent-load counters
-// are atomics, one per server on its own cache line, so concurrent picks
-// never take a lock: a pick reads the total, then claims a slot on its
-// server with a compare-and-swap that fails only if another pick raced it
-// to the same server's last slot.
+// optional bounded loads. The ring is immutable; the bounded-load state
+// (recent requests per server and per key, chash_decay.go) is atomic
+// counter words, so concurrent picks never take a lock.
 type CHash struct {
 	servers []Server
-	share   []float64 // (1+eps) x effective weight share, per server: the bound's multiplier
-	points  []uint64  // ring positions, ascending
-	owner   []int32   // owner[k]: position in servers of points[k]
+	points  []uint64 // ring positions, ascending
+	owner   []int32  // owner[k]: position in servers of points[k]
 	// bucket[b] is the first k with points[k]>>shift >= b: a radix index that
 	// narrows the ring search to a handful of points.
-	bucket    []uint32
-	shift     uint
+	bucket []uint32
+	shift  uint
+	// grid[g] is the owner of ring position g<<gridShift: the ring read at
+	// a coarser resolution, one small array lookup instead of a search,
+	// for a hot key's further servers (chash_bounded.go).
+	grid      []uint16
+	gridShift uint
 	vnodes    int
 	eps       float64
-	window    int64
 	panicked  bool
 	rampUntil time.Time
 	effective []float64
 
-	total    paddedCounter
-	loads    []paddedCounter // recent assignments per server
-	decaying atomic.Bool
+	// Bounded loads (eps > 0), chash_bounded.go.
+	floor    []float64 // per server: MinLoad x effective weight / mean weight
+	share    []float64 // per server: (1+eps) x effective weight share
+	minLoad  float64
+	perCopy  float64 // a replica's budget per request of the total
+	beyond   float64 // the fraction of its bound a server fills with keys it is not first or second for
+	halfLife time.Duration
+	// totalMask+1 (>= servers) is how rarely a saturated key's picks re-add the total.
+	totalMask uint64
+	clock     *coarseClock
+	keys      *keyDemand    // shared with the node's previous and next builds
+	loads     []paddedWord  // recent requests per server; shared while the servers stay
+	total     atomic.Uint64 // float64 bits: the servers' loads added up at the last tick
+}
+
+// paddedWord is an atomic counter word alone on its cache line(s), so that
+// the counters of different servers, written by different cores, do not
+// invalidate each other (false sharing). 128 bytes covers adjacent-line
+// prefetching on x86.
+type paddedWord struct {
+	w atomic.Uint64
+	_ [120]byte
 }
 
 // NewCHash builds the ring over the eligible servers.
@@ -79,11 +116,18 @@ func newCHash(servers []Server, loads []Load, o CHashOptions, prev *CHash) (*CHa
 	if err := checkInput(servers, loads); err != nil {
 		return nil, err
 	}
-	if o.VirtualNodes < 0 || o.Epsilon < 0 || o.Window < 0 || math.IsNaN(o.Epsilon) {
-		return nil, fmt.Errorf("chash options %+v: negative value", o)
+	if o.VirtualNodes < 0 || o.Epsilon < 0 || o.Window < 0 || o.HalfLife < 0 || o.MinLoad < 0 ||
+		math.IsNaN(o.Epsilon) || math.IsInf(o.Epsilon, 0) || math.IsNaN(o.MinLoad) || math.IsInf(o.MinLoad, 0) {
+		return nil, fmt.Errorf("chash options %+v: negative or not finite", o)
 	}
 	if o.VirtualNodes == 0 {
-		o.VirtualNodes = 160
+		o.VirtualNodes = defaultVirtualNodes
+	}
+	if o.HalfLife == 0 {
+		o.HalfLife = defaultHalfLife
+	}
+	if o.MinLoad == 0 {
+		o.MinLoad = defaultMinLoad
 	}
 	pos, panicked := eligible(servers, loads, o.Panic)
 	if len(pos) > 1<<ownerBits {
@@ -94,11 +138,6 @@ func newCHash(servers []Server, loads []Load, o CHashOptions, prev *CHash) (*CHa
 	for j, i := range pos {
 		c.servers[j] = servers[i]
 	}
-	c.window = int64(o.Window)
-	if c.window == 0 {
-		c.window = int64(max(4096, 16*len(pos)))
-	}
-	c.loads = make([]paddedCounter, len(pos))
 
 	// Capacity shares, after slow start.
 	now := orNow(o.Now)
@@ -111,15 +150,15 @@ func newCHash(servers []Server, loads []Load, o CHashOptions, prev *CHash) (*CHa
 		sumW += servers[i].Weight
 	}
 	c.rampUntil = ramp.until
-	c.share = make([]float64, len(pos))
-	for j := range pos {
-		c.share[j] = (1 + c.eps) * c.effective[j] / sumEff
+	if c.eps > 0 && len(pos) > 0 {
+		c.initBounded(o, now, sumEff, sumW)
 	}
 
 	c.vnodes = o.VirtualNodes
 	if prev != nil && prev.vnodes == c.vnodes && prev.sameRing(c.servers) {
 		// Health changed but not the ring: share the immutable ring.
 		c.points, c.owner, c.bucket, c.shift = prev.points, prev.owner, prev.bucket, prev.shift
+		c.grid, c.gridShift = prev.grid, prev.gridShift
 		return c, nil
 	}
 	c.buildRing(o.VirtualNodes, sumW)
@@ -205,6 +244,17 @@ func (c *CHash) index() {
 		}
 		c.bucket[b] = uint32(k)
 	}
+	// The grid: about as many cells as points, at most 2^16 (128 KiB).
+	logG := min(16, bits.Len(uint(n-1)))
+	c.gridShift = uint(64 - logG)
+	c.grid = make([]uint16, 1<<logG)
+	k = 0
+	for g := range c.grid {
+		for k < n && c.points[k] < uint64(g)<<c.gridShift {
+			k++
+		}
+		c.grid[g] = uint16(c.owner[k%n])
+	}
 }
 
 // Name implements Policy.
@@ -236,155 +286,21 @@ func (c *CHash) Owner(keyHash uint64) int32 {
 	return c.servers[c.owner[c.search(mix(keyHash))]].Index
 }
 
-// Pick implements Policy; it uses only keyHash.
-func (c *CHash) Pick(keyHash, _ uint64) int32 {
+// Pick implements Policy. Without a bound the key's ring owner takes it;
+// with one, chash_bounded.go decides (keyHash chooses the servers,
+// clientHash only varies which of a hot key's replicas is tried first).
+func (c *CHash) Pick(keyHash, clientHash uint64) int32 {
 	if len(c.points) == 0 {
 		return -1
 	}
-	k := c.search(mix(keyHash))
+	h := mix(keyHash)
+	k := c.search(h)
 	if c.eps == 0 {
 		return c.servers[c.owner[k]].Index
 	}
-	// A server with load v may take the key while v < (1+eps) x (T+1) x
-	// its share, T the recent total: for whole v that is exactly v+1 <=
-	// ceil(bound), i.e. no server ever exceeds its rounded-up bound. The
-	// shares sum to 1+eps > 1, so some server always has room and the walk
-	// ends; its expected length is O(1/eps^2) points.
-	limit := float64(c.total.n.Load() + 1)
-	for range len(c.points) {
-		j := c.owner[k]
-		bound := limit * c.share[j]
-		ctr := &c.loads[j].n
-		for {
-			v := ctr.Load()
-			if float64(v) >= bound {
-				break
-			}
-			if ctr.CompareAndSwap(v, v+1) {
-				c.assigned()
-				return c.servers[j].Index
-			}
-		}
-		if k++; k == len(c.points) {
-			k = 0
-		}
-	}
-	// Unreachable unless concurrent picks raced every server full between
-	// reading the total and claiming; the key's owner is the fair answer.
-	j := c.owner[c.search(mix(keyHash))]
-	c.loads[j].n.Add(1)
-	c.assigned()
-	return c.servers[j].Index
-}
-
-// assigned counts one assignment in the total and fades the history when
-// the total reaches twice the window: one picker (whoever wins the flag)
-// halves every counter, rounding up so that a counter within its bound stays
-// within it (ceil(ceil(x)/2) = ceil(x/2)).
-func (c *CHash) assigned() {
-	if c.total.n.Add(1) < 2*c.window || !c.decaying.CompareAndSwap(false, true) {
-		return
-	}
-	var removed int64
-	for j := range c.loads {
-		ctr := &c.loads[j].n
-		for {
-			v := ctr.Load()
-			if ctr.CompareAndSwap(v, (v+1)/2) {
-				removed += v - (v+1)/2
-				break
-			}
-		}
-	}
-	c.total.n.Add(-removed)
-	c.decaying.Store(false)
-}
-
-// Loads returns the recent-assignment counters by server position and
-// their total, for tests, metrics and explain.
-func (c *CHash) Loads() (perServer []int64, total int64) {
-	perServer = make([]int64, len(c.loads))
-	for j := range c.loads {
-		perServer[j] = c.loads[j].n.Load()
-	}
-	return perServer, c.total.n.Load()
+	return c.servers[c.pickBounded(keyHash, h, k, clientHash)].Index
 }
 
 // Servers returns the eligible servers in position order (the order of
 // Loads).
 func (c *CHash) Servers() []Server { return slices.Clone(c.servers) }
-
-// Inherit carries prev's recent loads over for the servers both hold, so the
-// bound's history survives the rebuilds that follow every health change.
-// Call it before c is published.
-func (c *CHash) Inherit(prev *CHash) {
-	if prev == nil || c.eps == 0 {
-		return
-	}
-	at := make(map[string]int, len(prev.servers))
-	for j := range prev.servers {
-		at[identity(&prev.servers[j])] = j
-	}
-	var total int64
-	for j := range c.servers {
-		if k, ok := at[identity(&c.servers[j])]; ok {
-			v := prev.loads[k].n.Load()
-			c.loads[j].n.Store(v)
-			total += v
-		}
-	}
-	c.total.n.Store(total)
-}
-
-// Explain implements Policy: the key's ring position, the owner, and every
-// server the bounded walk looked at with its load and bound.
-func (c *CHash) Explain(keyHash, _ uint64) Explanation {
-	x := Explanation{Policy: c.Name(), Pick: -1, Panic: c.panicked}
-	if len(c.points) == 0 {
-		x.Notes = append(x.Notes, "no eligible server")
-		return x
-	}
-	h := mix(keyHash)
-	k := c.search(h)
-	x.Notes = append(x.Notes, fmt.Sprintf("key hash %016x at ring point %d of %d", h, k, len(c.points)))
-	if c.panicked {
-		x.Notes = append(x.Notes, "fewer healthy servers than the panic threshold: health ignored")
-	}
-	if c.eps == 0 {
-		j := c.owner[k]
-		x.Pick = c.servers[j].Index
-		x.Notes = append(x.Notes, "unbounded: the ring owner takes the key")
-		x.Candidates = append(x.Candidates, Candidate{Server: x.Pick, Name: c.servers[j].Name, Weight: c.servers[j].Weight,
-			Effective: c.effective[j], Chosen: true, Note: "ring owner"})
-		return x
-	}
-	x.Notes = append(x.Notes, fmt.Sprintf("bounded loads, epsilon %.3g: score = recent assignments / bound", c.eps))
-	limit := float64(c.total.n.Load() + 1)
-	seen := make(map[int32]bool)
-	for range len(c.points) {
-		j := c.owner[k]
-		if !seen[j] {
-			seen[j] = true
-			v, bound := c.loads[j].n.Load(), limit*c.share[j]
-			cd := Candidate{Server: c.servers[j].Index, Name: c.servers[j].Name, Weight: c.servers[j].Weight,
-				Effective: c.effective[j], Score: float64(v) / bound}
-			if len(x.Candidates) == 0 {
-				cd.Note = "ring owner"
-			}
-			if float64(v) >= bound {
-				cd.Note = joinNote(cd.Note, fmt.Sprintf("full: %d recent >= bound %.1f, walk on", v, bound))
-				x.Candidates = append(x.Candidates, cd)
-			} else {
-				cd.Chosen = true
-				cd.Note = joinNote(cd.Note, fmt.Sprintf("has room: %d recent < bound %.1f", v, bound))
-				x.Candidates = append(x.Candidates, cd)
-				x.Pick = cd.Server
-				return x
-			}
-		}
-		if k++; k == len(c.points) {
-			k = 0
-		}
-	}
-	return x
-}

@@ -18,7 +18,7 @@ import (
 //	slow_start: {window: 60s, aggression: 1, min_share: 0.1}
 //	adaptive: {enabled: true, alpha: 0.2, min: 0.1, max: 1.5}
 //	swrr: {max_fails: 1}
-//	chash: {virtual_nodes: 160, epsilon: 0.25}
+//	chash: {virtual_nodes: 160, epsilon: 0.25, half_life: 60s, min_load: 1000}
 //	p2c: {cpu_weight: 1, bandwidth_weight: 1, conn_weight: 1}
 //	rank: {by: rtt_loss, rtt_ref: 20ms, panic_threshold: 0.3}
 //	weights: {hefei-1-a: 50}
@@ -96,6 +96,10 @@ func (c Config) Validate() error {
 		errs.Add("chash.virtual_nodes", "%d is not in [0, 10000]", c.CHash.VirtualNodes)
 	}
 	nonneg("chash.epsilon", c.CHash.Epsilon)
+	if c.CHash.HalfLife < 0 {
+		errs.Add("chash.half_life", "%v is negative", c.CHash.HalfLife)
+	}
+	nonneg("chash.min_load", c.CHash.MinLoad)
 	if c.CHash.Window < 0 {
 		errs.Add("chash.window", "%d is negative", c.CHash.Window)
 	}

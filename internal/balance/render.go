@@ -12,7 +12,8 @@ import (
 // Effective is c with every zero that stands for a documented default
 // replaced by that default, so an operator reads the policy in force
 // rather than zeros. It means the same to every policy as c does (only
-// zeros that are relative, such as chash.window and p2c.conn_ref, stay).
+// zeros that are relative, such as p2c.conn_ref, stay; chash.window is
+// no longer used).
 func (c Config) Effective() Config {
 	e := c
 	e.Adaptive = c.Adaptive.withDefaults()
@@ -22,6 +23,12 @@ func (c Config) Effective() Config {
 	}
 	if e.CHash.VirtualNodes == 0 {
 		e.CHash.VirtualNodes = 160
+	}
+	if e.CHash.HalfLife == 0 {
+		e.CHash.HalfLife = defaultHalfLife
+	}
+	if e.CHash.MinLoad == 0 {
+		e.CHash.MinLoad = defaultMinLoad
 	}
 	if e.SlowStart.Aggression == 0 {
 		e.SlowStart.Aggression = 1

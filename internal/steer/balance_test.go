@@ -41,12 +41,11 @@ func table(t *testing.T, s *topology.Snapshot, cfg ...balance.Config) *balance.T
 
 // TestCHashKeepsAChannelOnOneServer: with selection chash every STB asking
 // for one channel is sent to the same server of the node (cache affinity),
-// and different channels spread over the node's servers. (The load bound is
-// set loose here: with evenly popular channels nothing should spill.)
+// and different channels spread over the node's servers, with the default
+// bound: 30 requests for a channel are far below its load floor.
 func TestCHashKeepsAChannelOnOneServer(t *testing.T) {
 	s := withSelection(t, "chash")
 	cfg := balance.DefaultConfig()
-	cfg.CHash.Epsilon = 10
 	e := steer.New(s, steer.Options{Balance: table(t, s, cfg)})
 	perChannel := map[string]map[int32]bool{}
 	servers := map[int32]bool{}
