@@ -34,6 +34,7 @@ func TestSTBHTTPSAndAccessLogFile(t *testing.T) {
 	rc := regionalConfig(t, cc, "hefei")
 	rc.Etcd.Endpoints = []string{e.Endpoint()}
 	rc.HTTPS.Listen = anyPort
+	rc.HTTP.Listen = anyPort // the same server on both: fast path and TLS through net/http
 	rc.HTTPS.Certificates = []config.CertificateFiles{{CertFile: cert, KeyFile: key}}
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	logFile := filepath.Join(t.TempDir(), "access.log")
@@ -56,8 +57,12 @@ func TestSTBHTTPSAndAccessLogFile(t *testing.T) {
 	var out string
 	waitUp(t, "https answers", func() bool { out, err = get(); return err == nil && strings.HasPrefix(out, "302 ") })
 	// wuhu's STB, asked of hefei's scheduler: a wuhu edge, the certificate verified (0).
-	if f := strings.Fields(out); len(f) != 3 || !strings.HasPrefix(f[1], "http://10.2.") || f[2] != "0" {
+	f := strings.Fields(out)
+	if len(f) != 3 || !strings.HasPrefix(f[1], "http://10.2.") || f[2] != "0" {
 		t.Fatalf("curl over https: %q", out)
+	}
+	if code, loc, _ := stbGet(rc.HTTP.Listen, "live.iptv.example", "/cctv1/index.m3u8", "100.68.0.9"); code != 302 || loc != f[1] {
+		t.Fatalf("over http: %d %q, over https %q", code, loc, f[1])
 	}
 
 	contains := func(file, s string) bool { b, _ := os.ReadFile(file); return strings.Contains(string(b), s) }

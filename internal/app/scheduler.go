@@ -317,7 +317,8 @@ func newRecorder(reg prometheus.Registerer, c config.AccessLog) (*accesslog.Reco
 // serve the same answers, under one connection cap).
 func (s *Scheduler) newHTTP() *httpd.Server {
 	c := s.common.HTTP
-	hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections}
+	hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections,
+		Server: c.Server, AcceptLoops: c.AcceptLoops}
 	if s.qoe != nil {
 		hc.Allocator = s.qoe
 	}

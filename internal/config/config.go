@@ -135,6 +135,13 @@ type HTTP struct {
 	// StripQueryParams are query parameters {query} does not copy to the
 	// edge, besides the viewer token ("token"), which it never copies.
 	StripQueryParams []string `yaml:"strip_query_params"`
+	// Server is "fast" (the STB path parsed and answered on the runtime's
+	// poller, anything unusual handed to net/http) or "net/http" (every
+	// request through net/http).
+	Server string `yaml:"server"`
+	// AcceptLoops is the goroutines accepting connections on the fast
+	// server; 0: one per CPU.
+	AcceptLoops int `yaml:"accept_loops"`
 }
 
 // TrustedPrefixes is TrustedProxies as netip prefixes.
@@ -322,7 +329,7 @@ func defaultBase(stateDir, adminListen string) Base {
 func defaultCommon(stateDir, adminListen string) Common {
 	return Common{
 		Base:      defaultBase(stateDir, adminListen),
-		HTTP:      HTTP{MaxConnections: 50000},
+		HTTP:      HTTP{MaxConnections: 50000, Server: "fast"},
 		HTTPS:     HTTPS{ReloadInterval: 10 * time.Second, TicketRotation: time.Hour, TicketKeys: 3},
 		DNS:       DNS{TTL: 30 * time.Second, MaxTCPConnections: 1000},
 		AccessLog: AccessLog{Enabled: true, SampleEvery: 1, MaxErrorsPerSecond: 50},
@@ -507,6 +514,12 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 		errs.Add("http.max_connections", "must be >= 1")
 	}
 	c.HTTP.validateStrip(errs)
+	if c.HTTP.Server != "fast" && c.HTTP.Server != "net/http" {
+		errs.Add("http.server", "%q is not one of fast, net/http", c.HTTP.Server)
+	}
+	if c.HTTP.AcceptLoops < 0 || c.HTTP.AcceptLoops > 256 {
+		errs.Add("http.accept_loops", "%d is out of range [0, 256] (0: one per CPU)", c.HTTP.AcceptLoops)
+	}
 	c.HTTPS.validate(errs)
 	hostPort(errs, "dns.listen", c.DNS.Listen, false)
 	if c.DNS.TTL < time.Second || c.DNS.TTL > 24*time.Hour {

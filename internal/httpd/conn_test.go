@@ -15,9 +15,15 @@ import (
 
 // TestConnectionCap: with max_connections 3, three idle connections fill the
 // server, two more are reset at once and counted, and STBs are redirected
-// again as soon as a connection closes.
+// again as soon as a connection closes; on either server.
 func TestConnectionCap(t *testing.T) {
-	s := httpd.New(httpd.Config{InstanceID: instance, MaxConnections: 3}, testEngine(t, availAll), nil, nil)
+	for _, server := range []string{httpd.ServerFast, httpd.ServerNetHTTP} {
+		t.Run(server, func(t *testing.T) { testConnectionCap(t, server) })
+	}
+}
+
+func testConnectionCap(t *testing.T, server string) {
+	s := httpd.New(httpd.Config{InstanceID: instance, MaxConnections: 3, Server: server}, testEngine(t, availAll), nil, nil)
 	reg := prometheus.NewRegistry()
 	s.Register(reg)
 	if problems := obs.LintMetrics(reg); len(problems) > 0 {

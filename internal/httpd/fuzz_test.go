@@ -42,7 +42,7 @@ func FuzzHandler(f *testing.F) {
 		servers[i] = httpd.New(httpd.Config{InstanceID: instance, TrustedProxies: mustPrefixes(f, "10.0.0.0/8", "::ffff:0:0/96")},
 			func() *steer.Engine { return e }, nil, nil)
 	}
-	documented := map[int]bool{200: true, 302: true, 400: true, 404: true, 405: true, 414: true, 503: true}
+	documented := map[int]bool{200: true, 302: true, 400: true, 404: true, 405: true, 413: true, 414: true, 503: true}
 
 	f.Fuzz(func(t *testing.T, mode uint8, method, target, host, header, remote string) {
 		raw := method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n" + header + "\r\n\r\n"

@@ -498,14 +498,25 @@ func TestDebugHeadersOnRequest(t *testing.T) {
 }
 
 // hook is an httpd.Allocator that records the token it is given and either
-// refuses the request or lowers the bitrate.
+// refuses the request or lowers the bitrate. It is called on the server's
+// goroutine (which the race detector does not see synchronised with the
+// client by the socket when the fast path writes).
 type hook struct {
+	mu     sync.Mutex
 	got    string
 	refuse bool
 }
 
+func (h *hook) token() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got
+}
+
 func (h *hook) Allocate(_ *steer.Engine, d *steer.Decision, _ steer.Request, tok string) error {
+	h.mu.Lock()
 	h.got = tok
+	h.mu.Unlock()
 	if h.refuse {
 		return errors.New("forbidden: token expired")
 	}
@@ -533,8 +544,8 @@ func TestAllocatorHook(t *testing.T) {
 			h := &hook{refuse: tc.refuse}
 			s := httpd.New(httpd.Config{InstanceID: instance, Allocator: h}, testEngine(t, availAll), nil, nil)
 			resp, body := do(t, serve(t, s), tc.req)
-			if resp.StatusCode != tc.status || h.got != tc.wantToken {
-				t.Fatalf("status %d token %q, want %d %q (%s)", resp.StatusCode, h.got, tc.status, tc.wantToken, body)
+			if resp.StatusCode != tc.status || h.token() != tc.wantToken {
+				t.Fatalf("status %d token %q, want %d %q (%s)", resp.StatusCode, h.token(), tc.status, tc.wantToken, body)
 			}
 			if !strings.Contains(resp.Header.Get("Location")+body, tc.wantIn) {
 				t.Fatalf("want %q in Location %q / body %q", tc.wantIn, resp.Header.Get("Location"), body)

@@ -1,9 +1,6 @@
 package httpd
 
-import (
-	"encoding/json"
-	"net/http"
-)
+import "encoding/json"
 
 // Answer is the JSON form of a decision (?format=json or Accept:
 // application/json), for operators and monitoring probes that want to see
@@ -26,13 +23,13 @@ type Answer struct {
 	Instance     string `json:"instance"`
 }
 
-// json writes a as the body. Successful decisions are 200; MISS and ERROR
-// keep their 404 and 503 so probes need not parse the body to see failure.
-func (s *Server) json(w http.ResponseWriter, r *http.Request, status int, a *Answer) {
-	body, _ := json.Marshal(a) // strings and ints only: cannot fail
-	w.Header()["Content-Type"] = hdrJSON
-	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(append(body, '\n'))
+// jsonAnswer makes an the body of a. Successful decisions are 200; MISS and
+// ERROR keep their 404 and 503 so probes need not parse the body to see
+// failure. (The operator's path: it allocates, the STB's 302 does not.)
+func (s *Server) jsonAnswer(a *answer, head bool, status int, an *Answer) {
+	a.status, a.ctype = status, ctypeJSON
+	if !head {
+		body, _ := json.Marshal(an) // strings and ints only: cannot fail
+		a.body = append(body, '\n')
 	}
 }
