@@ -180,19 +180,17 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 // dnsParts are the functions whose cumulative share of the DNS profile is
 // reported.
 var dnsParts = [][2]string{
-	{"miekg read loop (recvmsg, spawning per packet)", "github.com/miekg/dns.(*Server).serveUDP"},
-	{"miekg per-packet goroutine", "github.com/miekg/dns.(*Server).serveUDPPacket"},
-	{"  unpack the query", "github.com/miekg/dns.(*Msg).unpack"},
-	{"  dnsd handler", "internal/dnsd.(*Server).ServeDNS"},
-	{"    build the answer", "internal/dnsd.(*Server).answer"},
-	{"      steer decision", "internal/steer.(*Engine).Decide"},
-	{"    truncate check (Msg.Len)", "github.com/miekg/dns.(*Msg).Truncate"},
-	{"    pack and send the reply", "github.com/miekg/dns.(*response).WriteMsg"},
+	{"UDP reader goroutines (batched, whole cycle)", "internal/dnsd.(*udpReader).run"},
+	{"  recvmmsg", "internal/dnsd.(*mmsgConn).recv"},
+	{"  sendmmsg", "internal/dnsd.(*mmsgConn).send"},
+	{"  fast path (parse, decide, patch the reply)", "internal/dnsd.(*Server).serveFast"},
+	{"    steer decision", "internal/steer.(*Engine).Decide"},
 	{"    access log Record (metrics, queue)", "internal/accesslog.(*Recorder).Record"},
+	{"  full path (miekg/dns handler)", "internal/dnsd.(*Server).serveFull"},
 	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
-	{"network syscalls (recvmsg, sendmsg)", "syscall.Syscall"},
+	{"system calls (every caller)", "syscall.Syscall6"},
 }
 
 // verifyDNS checks that every server answers q with NOERROR and one A

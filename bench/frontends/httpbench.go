@@ -210,20 +210,17 @@ func addrOf(a *anyschedProc, f func(anyschedInfo) string) string {
 // httpParts are the functions whose cumulative share of the HTTP profile
 // is reported (names as trimPprof prints them).
 var httpParts = [][2]string{
-	{"net/http connection loop (whole request cycle)", "net/http.(*conn).serve"},
-	{"  read and parse the request", "net/http.(*conn).readRequest"},
-	{"  httpd handler", "internal/httpd.(*Server).ServeHTTP"},
-	{"    client address from X-Forwarded-For", "internal/httpd.(*Server).clientAddr"},
+	{"accept loops (accept4, first request answered there)", "internal/httpd.(*acceptor).loop"},
+	{"  first request of a connection", "internal/httpd.(*acceptor).first"},
+	{"kept-alive connections (read, answer, write)", "internal/httpd.(*fconn).serve"},
+	{"  parse and answer (session)", "internal/httpd.(*session).process"},
 	{"    steer decision", "internal/steer.(*Engine).Decide"},
 	{"      zone lookup (bart)", "internal/topology.(*Snapshot).ZoneOf"},
-	{"      server in node (rendezvous hash)", "internal/steer.(*Engine).pickInNode"},
 	{"    Location rendering", "internal/steer.(*Engine).AppendLocation"},
 	{"    access log Record (metrics, queue)", "internal/accesslog.(*Recorder).Record"},
-	{"      CounterVec.WithLabelValues", "github.com/prometheus/client_golang/prometheus.(*CounterVec).WithLabelValues"},
-	{"      histogram Observe", "github.com/prometheus/client_golang/prometheus.(*histogram).Observe"},
-	{"  write the response (finishRequest)", "net/http.(*response).finishRequest"},
+	{"net/http (handed-over requests, HTTPS)", "net/http.(*conn).serve"},
 	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
-	{"network syscalls (read, write, epoll)", "syscall.Syscall"},
+	{"system calls (every caller)", "syscall.Syscall6"},
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -15,12 +16,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/anysched/anysched/internal/certstore"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
-// errNoHTTPS: this build's internal/httpd has no TLS listener, so the
-// anysched side of the HTTPS comparison is reported as not available.
+// errNoHTTPS: the anysched side of the HTTPS comparison is not available
+// (kept for builds whose front end has no TLS listener).
 var errNoHTTPS = errors.New("internal/httpd has no HTTPS listener in this build")
 
 // tlsFiles is what the HTTPS servers are given.
@@ -29,15 +31,33 @@ type tlsFiles struct {
 	resume    bool   // offer session resumption (tickets); false: full handshakes only
 }
 
-// anyschedHTTPS is the anysched side of the HTTPS comparison: it returns a
-// function serving STB requests over TLS on a listener until ctx ends,
-// through httpd's own TLS listener, with the engine and access log of w,
-// the plain listener's configuration c, and the certificate nginx serves
-// too. It is the only piece of the harness that depends on that API; until
-// httpd has it, it returns errNoHTTPS.
+// anyschedHTTPS is the anysched side of the HTTPS comparison, as the daemon
+// serves https.listen: the same httpd server core over TLS (net/http), the
+// certificate from internal/certstore, with the engine and access log of
+// w, the plain listener's configuration c, and the certificate nginx
+// serves too.
 func anyschedHTTPS(w *world, c httpd.Config, t tlsFiles) (func(ctx context.Context, ln net.Listener) error, error) {
-	_, _, _ = w, c, t
-	return nil, errNoHTTPS
+	cs, err := certstore.New(certstore.Options{Pairs: []certstore.Pair{{CertFile: t.cert, KeyFile: t.key}}, ReloadInterval: -1})
+	if err != nil {
+		return nil, err
+	}
+	cfg := cs.TLSConfig()
+	if !t.resume {
+		perClient := cfg.GetConfigForClient
+		cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := perClient(h)
+			if err != nil || cc == nil {
+				return cc, err
+			}
+			cc = cc.Clone()
+			cc.SessionTicketsDisabled = true
+			return cc, nil
+		}
+	}
+	srv := httpd.New(c, w.engineFunc, w.rec, nil)
+	return func(ctx context.Context, ln net.Listener) error {
+		return srv.Serve(ctx, tls.NewListener(ln, cfg))
+	}, nil
 }
 
 // writeCert creates a self-signed ECDSA P-256 certificate for the service
