@@ -39,7 +39,7 @@ type anyschedInfo struct {
 func childAnysched(args []string) error {
 	fs := flag.NewFlagSet("anysched", flag.ContinueOnError)
 	sampleEvery := fs.Uint64("sample-every", 1, "")
-	accessLog := fs.String("access-log", "", "file the access log is appended to; empty: io.Discard")
+	accessLog := fs.String("access-log", "", "file the access log is appended to; empty: io.Discard; -: no lines")
 	zones := fs.Int("zones", 32, "")
 	clients := fs.Int("clients", 256, "")
 	certFile := fs.String("tls-cert", "", "")
@@ -49,7 +49,11 @@ func childAnysched(args []string) error {
 		return err
 	}
 	var out io.Writer = io.Discard
-	if *accessLog != "" {
+	switch *accessLog {
+	case "":
+	case "-":
+		out = nil // as access_log.enabled: false
+	default:
 		// O_APPEND: the harness truncates the file between runs.
 		f, err := os.OpenFile(*accessLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {

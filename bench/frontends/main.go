@@ -104,7 +104,7 @@ func main() {
 	flag.IntVar(&o.zones, "zones", 32, "coverage zones (spread over every region) the STB addresses come from")
 	flag.StringVar(&o.path, "path", "/cctv1/index.m3u8", "request path of the HTTP load")
 	flag.Uint64Var(&o.sampleEvery, "sample-every", 1, "anysched's access log: log one decision in N (the daemon's default is 1: every decision)")
-	flag.StringVar(&o.accessLog, "access-log", "file", "where anysched's access log goes: file (appended to a file, like nginx's) or discard (io.Discard)")
+	flag.StringVar(&o.accessLog, "access-log", "file", "where anysched's access log goes: file (appended to a file, like nginx's), discard (encoded, then io.Discard) or off (access_log.enabled: false: counters only, no lines)")
 	flag.StringVar(&o.dnsTool, "dns-tool", "auto", "DNS load generator: auto (dnsperf if installed), dnsperf, or internal")
 	flag.IntVar(&o.dnsOutstanding, "dns-outstanding", 100, "dnsperf -q: queries in flight at most (closed loop; 100 is dnsperf's default)")
 	flag.IntVar(&o.dnsMaxQPS, "dns-max-qps", 0, "dnsperf -Q: cap on queries per second, the same offered load for every server (0: no cap)")
@@ -160,8 +160,8 @@ func (o opts) validate() error {
 	if !strings.HasPrefix(o.path, "/") || strings.ContainsAny(o.path, " \t\r\n") {
 		errs = append(errs, "-path must start with / and hold no white space")
 	}
-	if o.accessLog != "file" && o.accessLog != "discard" {
-		errs = append(errs, "-access-log must be file or discard")
+	if o.accessLog != "file" && o.accessLog != "discard" && o.accessLog != "off" {
+		errs = append(errs, "-access-log must be file, discard or off")
 	}
 	switch o.dnsTool {
 	case "auto", "dnsperf", "internal":
@@ -216,8 +216,11 @@ func run(ctx context.Context, o opts) error {
 		return err
 	}
 	logFile := func(name string) string {
-		if o.accessLog == "discard" {
+		switch o.accessLog {
+		case "discard":
 			return ""
+		case "off":
+			return "-"
 		}
 		return filepath.Join(tmp, name)
 	}
