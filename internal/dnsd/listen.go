@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/anysched/anysched/internal/netutil"
-	"golang.org/x/sys/unix"
 )
 
 // Listen binds UDP and TCP on addr. With port 0, TCP takes the port the
@@ -60,7 +59,7 @@ func ListenSockets(addr string, n int) ([]net.PacketConn, net.Listener, error) {
 }
 
 func listenReusePort(addr string, n int) ([]net.PacketConn, net.Listener, error) {
-	lc := net.ListenConfig{Control: reusePort}
+	lc := net.ListenConfig{Control: netutil.ReusePortFreebind}
 	pcs := make([]net.PacketConn, 0, n)
 	fail := func(err error) ([]net.PacketConn, net.Listener, error) {
 		for _, pc := range pcs {
@@ -93,27 +92,3 @@ func samePort(addr string, pc net.PacketConn) string {
 	return addr
 }
 
-// reusePort sets SO_REUSEPORT and, as netutil does for every STB-facing
-// listener, IP_FREEBIND: the Anycast address may be bound before it is on
-// an interface.
-func reusePort(network, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
-			return
-		}
-		level, opt := unix.IPPROTO_IP, unix.IP_FREEBIND
-		if network == "udp6" {
-			level, opt = unix.IPPROTO_IPV6, unix.IPV6_FREEBIND
-		}
-		serr = unix.SetsockoptInt(int(fd), level, opt, 1)
-		if serr != nil && level == unix.IPPROTO_IPV6 {
-			// Older kernels: IP_FREEBIND on the socket covers IPv6 too.
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return serr
-}
