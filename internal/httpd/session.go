@@ -41,29 +41,38 @@ const (
 func (ss *session) process(in []byte, out *[]byte, scratch *[]byte, ar *arena, full, closing bool) (int, verdict) {
 	off := 0
 	for off < len(in) {
+		// net/http peeks 4 bytes between requests, then, after a POST,
+		// discards the CR/LF among them: the CR/LF stay in the buffer
+		// (and count towards the 4) until a request follows them.
+		mark, stripped := off, ss.afterPOST
 		if ss.afterPOST {
-			ss.afterPOST = false
 			for i := 0; i < 4 && off < len(in) && (in[off] == '\r' || in[off] == '\n'); i++ {
 				off++
 			}
 			if off == len(in) {
-				break
+				return mark, vContinue
 			}
 		}
 		b := in[off:]
 		switch parse(b, &ss.p) {
 		case parseMore:
-			if full && off == 0 {
+			if full && mark == 0 {
 				*out = append(*out, errTooLarge...)
 				return len(in), vClose
 			}
-			return off, vContinue
+			return mark, vContinue
 		case parseOther:
-			if ss.served && len(b) < 4 {
-				return off, vContinue // net/http waits for 4 bytes between requests
+			if ss.served && len(in)-mark < 4 {
+				return mark, vContinue // net/http waits for 4 bytes between requests
+			}
+			if stripped && len(b) < 4 {
+				// net/http has its 4 bytes only with the CR/LF: hand them
+				// over too, so that it reads on instead of waiting.
+				return mark, vHandoff
 			}
 			return off, vHandoff
 		}
+		ss.afterPOST = false
 		start := time.Now()
 		ss.request(b, ar)
 		*scratch = ss.s.decide(&ss.req, &ss.a, (*scratch)[:0], start)
