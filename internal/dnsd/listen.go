@@ -91,4 +91,3 @@ func samePort(addr string, pc net.PacketConn) string {
 	}
 	return addr
 }
-
