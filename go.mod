@@ -5,7 +5,9 @@ go 1.26.8
 require (
 	github.com/gaissmai/bart v0.30.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/miekg/dns v1.1.73
+	github.com/oschwald/maxminddb-golang/v2 v2.9.0
 	github.com/osrg/gobgp/v3 v3.37.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/vishvananda/netlink v1.3.1
@@ -85,6 +87,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.61.0 // indirect

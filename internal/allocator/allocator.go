@@ -124,6 +124,7 @@ type Allocator struct {
 	now    func() time.Time
 
 	plan     atomic.Pointer[plan]
+	figures  atomic.Pointer[figures] // the peers' claims last read
 	sessions *table
 	kick     chan struct{}
 
@@ -189,9 +190,9 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	d.BitrateKbps = Rung(ladder, prof.DesiredKbps)
 	k := key{service: d.Service, user: user, addr: req.Client}
 	switch d.Result {
-	case steer.ResultCZ, steer.ResultDefault, steer.ResultFallback:
+	case steer.ResultCZ, steer.ResultDefault, steer.ResultFallback, steer.ResultGeo:
 	default:
-		return nil
+		return nil // OVERFLOW: the spill stands; MISS, ERROR: nothing to plan
 	}
 	p := a.plan.Load()
 	region := int32(-1)
@@ -222,7 +223,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		a.met.decisions[kindUnplanned].Inc()
 		return nil
 	}
-	if as := p.assign[k]; as != nil && !as.released.Load() && (as.server == qoe.Fallback || eng.Available(as.server)) {
+	if as := p.assign[k]; as != nil && !as.released.Load() && (as.server == qoe.Fallback || eng.AvailableFor(d.Service, as.server)) {
 		a.apply(eng, d, req, sp, s, as, kindPlanned)
 		return nil
 	}
@@ -230,7 +231,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	// place (its capacity is taken already). One priced to the fallback is
 	// priced again, since capacity may have come free since.
 	if s != nil {
-		if as := s.cur.Load(); as != nil && as.gen == p.gen && as.snap == p.snap && as.server >= 0 && !as.released.Load() && eng.Available(as.server) {
+		if as := s.cur.Load(); as != nil && as.gen == p.gen && as.snap == p.snap && as.server >= 0 && !as.released.Load() && eng.AvailableFor(d.Service, as.server) {
 			a.apply(eng, d, req, sp, s, as, kindPlanned)
 			return nil
 		}
@@ -334,4 +335,37 @@ func (a *Allocator) Status() Status {
 		})
 	}
 	return st
+}
+
+// figures are the region's claims as last read from etcd.
+type figures struct{ peers map[string]store.Claims }
+
+// ServerFigures is what the region's planners hold on each server of snap
+// (by snapshot index), for the overflow thresholds: bandwidth claimed by
+// every instance of the region (kbps: this one's committed claims and its
+// peers' as last read) and sessions this instance's plan keeps there. -1
+// marks a server it knows nothing of (another region's, or no plan for
+// snap yet).
+func (a *Allocator) ServerFigures(snap *topology.Snapshot) (claimedKbps []float64, sessions []int) {
+	p := a.plan.Load()
+	if p == nil || p.snap != snap {
+		return nil, nil
+	}
+	claimedKbps, sessions = make([]float64, len(snap.Servers)), make([]int, len(snap.Servers))
+	for i := range claimedKbps {
+		claimedKbps[i], sessions[i] = -1, -1
+	}
+	var peers map[string]store.Claims
+	if f := a.figures.Load(); f != nil {
+		peers = f.peers
+	}
+	for _, si := range snap.Regions[p.region].Servers {
+		name := snap.Servers[si].Name
+		c := p.stats.ClaimByServer[name][0]
+		for _, pc := range peers {
+			c += pc.Servers[name].BandwidthKbps
+		}
+		claimedKbps[si], sessions[si] = c, p.stats.UsersByServer[name]
+	}
+	return claimedKbps, sessions
 }

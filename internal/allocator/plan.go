@@ -36,6 +36,7 @@ type plan struct {
 }
 
 type servicePlan struct {
+	svc    int32              // the service (snapshot index)
 	inst   *qoe.Instance      // Servers, Params, Ladder (read-only after the solve)
 	prices []qoe.Price        // per position
 	rooms  map[string]float64 // Fbar by channel
@@ -136,7 +137,7 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 		bestPos, bestK := int32(-1), 0
 		best, bestGross := math.Inf(-1), 0.0
 		for _, pos := range cover {
-			if !eng.Available(p.servers[pos]) {
+			if !eng.AvailableFor(sp.svc, p.servers[pos]) {
 				continue
 			}
 			pr := sp.prices[pos]

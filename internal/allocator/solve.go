@@ -83,6 +83,9 @@ func (a *Allocator) Solve(ctx context.Context) {
 			a.failing = false
 			a.log.Info("reading the region's capacity claims again")
 		}
+		if !safe {
+			a.figures.Store(&figures{peers: peers})
+		}
 		p, claims := a.build(ctx, eng, snap, region, live, peers, safe, now)
 		if safe {
 			p.stats.SafeMode = true
@@ -157,6 +160,11 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 				capBw[pos], capCPU[pos] = math.Min(capBw[pos], own.BandwidthKbps), math.Min(capCPU[pos], own.Compute)
 			}
 			continue
+		}
+		// Slow start: a server back in service takes a growing share of
+		// its capacity (balance slow_start), as nearest weighs it.
+		if f := eng.Ramp(si); f < 1 && limited[pos] {
+			capBw[pos], capCPU[pos] = capBw[pos]*f, capCPU[pos]*f
 		}
 		full := [2]float64{capBw[pos], capCPU[pos]}
 		for _, pc := range peers {
@@ -258,7 +266,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		if r <= 0 {
 			r = wholeRegionM
 		}
-		in.Servers[pos] = qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos]}
+		in.Servers[pos] = qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos], Excluded: !snap.InPool(svc, si)}
 	}
 	var mine []*session
 	sum, cnt := map[string]float64{}, map[string]int{}
@@ -269,7 +277,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 			cnt[s.key.channel]++
 		}
 	}
-	sp := &servicePlan{inst: in, rooms: make(map[string]float64, len(sum)), room0: a.cfg.RoomMean}
+	sp := &servicePlan{svc: svc, inst: in, rooms: make(map[string]float64, len(sum)), room0: a.cfg.RoomMean}
 	for ch, x := range sum {
 		sp.rooms[ch] = x / float64(cnt[ch])
 	}

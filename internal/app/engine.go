@@ -37,17 +37,22 @@ func (s *Scheduler) rebuildEngine() {
 	}
 	av := s.Merger.Compute(snap, s.Ops.DrainReasons(snap))
 	bc, _ := s.Ops.Balance() // an invalid document is reported by the watcher, and the defaults are in use
+	now := time.Now()
+	in := steer.Inputs{
+		DefaultRegion: s.DefaultRegion, Avail: av, Balance: bc, Prev: s.table, Now: now,
+		StripQuery: s.common.HTTP.StripQueryParams,
+	}
+	s.policy.inputs(snap, av, &in) // ejections, slow-start times, overflow, GeoIP
 	if prev := s.avail.Load(); s.table == nil && snap == s.builtFor && prev != nil && slices.Equal(prev.Available, av.Available) &&
-		slices.Equal(prev.Why, av.Why) && slices.Equal(prev.Figures, av.Figures) && reflect.DeepEqual(bc, s.builtBalance) {
+		slices.Equal(prev.Why, av.Why) && slices.Equal(prev.Figures, av.Figures) && reflect.DeepEqual(bc, s.builtBalance) &&
+		in.Overflow == s.builtOver && !now.Before(s.rampUntil) {
 		s.avail.Store(av) // keep checker liveness current for status
 		return
 	}
 	// Policies that follow load (swrr's adaptive weights and slow start,
-	// p2c) are rebuilt on every health tick, about once a second.
-	eng, err := steer.Build(snap, steer.Inputs{
-		DefaultRegion: s.DefaultRegion, Avail: av, Balance: bc, Prev: s.table, Now: time.Now(),
-		StripQuery: s.common.HTTP.StripQueryParams,
-	})
+	// p2c) are rebuilt on every health tick, about once a second; so is
+	// every engine while a server ramps up.
+	eng, err := steer.Build(snap, in)
 	if err != nil && err.Error() != s.buildErr {
 		s.Logger.Error("routing engine built without balance tables", "component", "balance", "err", err)
 	}
@@ -57,7 +62,7 @@ func (s *Scheduler) rebuildEngine() {
 	}
 	s.engine.Store(eng)
 	s.avail.Store(av)
-	s.builtFor, s.table, s.builtBalance = snap, eng.Balance(), bc
+	s.builtFor, s.table, s.builtBalance, s.builtOver, s.rampUntil = snap, eng.Balance(), bc, in.Overflow, eng.RampingUntil()
 }
 
 // fed reports whether the health verdicts and the operator state have both

@@ -62,6 +62,9 @@ func (s *Scheduler) listen() (Listeners, error) {
 	if s.accessErr != nil {
 		return l, s.accessErr
 	}
+	if s.policyErr != nil {
+		return l, s.policyErr
+	}
 	var err error
 	b := &s.bound
 	if a := s.common.Admin.Listen; a != "" {

@@ -80,8 +80,11 @@ type Scheduler struct {
 	rebuildMu    sync.Mutex // serialises engine rebuilds (snapshot swaps, health and operator-state changes)
 	builtFor     *topology.Snapshot
 	builtBalance balance.Config             // the balance policy the engine was built with
-	table        *balance.Table             // the balance tables in service, lent to the next build
+	table        *steer.Balances            // the balance tables in service, lent to the next build
+	builtOver    steer.Overflow             // the overflow state the engine was built with
+	rampUntil    time.Time                  // rebuild until then: a server ramps up (slow start)
 	buildErr     string                     // the last build error reported
+	policy       *policy                    // ejections, slow start, overflow, GeoIP
 	kick         chan struct{}              // refresh the registration now
 	allocator    *allocator.Allocator       // regional schedulers only
 	qoe          httpd.Allocator            // the allocator (city) or the token gate (center)
@@ -91,6 +94,7 @@ type Scheduler struct {
 	dnsServer    *dnsd.Server               // nil without dns.listen
 	certs        *certstore.Store           // nil without https.listen
 	accessErr    error                      // access_log.file did not open: the start fails
+	policyErr    error                      // outlier or geoip configuration failed: the start fails
 	swapHooks    []func(*topology.Snapshot) // more work on a new snapshot (the embedded checker)
 }
 
@@ -127,6 +131,7 @@ func New(role, region string, c config.Common, st *store.Store, log *slog.Logger
 	s.Ops.Register(s.Registry)
 	s.Syncer.Register(s.Registry)
 	s.Recorder, s.accessErr = newRecorder(s.Registry, c.AccessLog)
+	s.policyErr = s.newPolicy()
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {
@@ -263,7 +268,10 @@ func (s *Scheduler) traffic() []store.RegionTraffic {
 // bound their sockets.
 func (s *Scheduler) components() []func(context.Context) error {
 	reg := &store.Registration{Store: s.Store, TTL: 10 * time.Second, Interval: 2 * time.Second, Current: s.instance, Kick: s.kick}
-	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace}
+	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace, s.runPolicy}
+	if p := s.policy; p.geo != nil {
+		comps = append(comps, p.geo.Run)
+	}
 	if c := s.common.HTTP; c.Listen != "" {
 		h := s.newHTTP()
 		s.httpServer = h
@@ -322,6 +330,9 @@ func (s *Scheduler) newHTTP() *httpd.Server {
 	if s.qoe != nil {
 		hc.Allocator = s.qoe
 	}
+	if s.policy.eject != nil {
+		hc.Observer = s.policy
+	}
 	h := httpd.New(hc, s.Engine, s.Recorder, s.Logger)
 	h.Register(s.Registry)
 	return h
@@ -332,6 +343,9 @@ func (s *Scheduler) reloads() []daemon.Reload {
 	r := []daemon.Reload{{What: "access log", Do: s.Recorder.Reopen}}
 	if s.common.HTTPS.Listen != "" {
 		r = append(r, daemon.Reload{What: "https certificates", Do: func() error { return s.certs.Reload() }})
+	}
+	if s.policy.geo != nil {
+		r = append(r, daemon.Reload{What: "geoip database", Do: s.policy.geo.Reload})
 	}
 	return r
 }

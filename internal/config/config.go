@@ -20,6 +20,7 @@ import (
 
 	"github.com/anysched/anysched/internal/netutil"
 
+	"github.com/anysched/anysched/internal/outlier"
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/yamlstrict"
@@ -271,6 +272,19 @@ type Common struct {
 	Health     Health       `yaml:"health"`
 	Anycast    AnycastLocal `yaml:"anycast"`
 	Announce   Announce     `yaml:"announce"`
+	GeoIP      GeoIP        `yaml:"geoip"`
+	// Outlier: passive ejection of edges that fail STBs between probes.
+	Outlier outlier.Config `yaml:"outlier"`
+}
+
+// GeoIP places STBs in no coverage zone with a MaxMind-format database
+// (GeoLite2-City or GeoIP2-City layout), before the default region.
+type GeoIP struct {
+	// Database is the .mmdb file's absolute path; empty: no GeoIP.
+	Database string `yaml:"database"`
+	// ReloadInterval: how often the file is checked for a new version
+	// (also reloaded on SIGHUP).
+	ReloadInterval time.Duration `yaml:"reload_interval"`
 }
 
 // Center is the central scheduler's configuration.
@@ -336,6 +350,8 @@ func defaultCommon(stateDir, adminListen string) Common {
 		Health:    Health{Merge: "optimistic", Grace: 10 * time.Second, PanicThreshold: 0.5, Check: DefaultCheck()},
 		Anycast:   AnycastLocal{Interface: "anycast0", ManageAddress: true, CenterPrefixMinLength: PrefixMinLength{IPv4: topology.MinCenterPrefixBits4, IPv6: topology.MinCenterPrefixBits6}},
 		Announce:  Announce{Mode: AnnounceNone, CheckInterval: 200 * time.Millisecond, Rise: 3, Fall: 2, HoldDown: 2 * time.Second, Drain: Drain{PreWithdraw: 2 * time.Second, Linger: 5 * time.Second}},
+		GeoIP:     GeoIP{ReloadInterval: 30 * time.Second},
+		Outlier:   outlier.Defaults(),
 	}
 }
 
@@ -561,6 +577,19 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	}
 	if c.AccessLog.File != "" && !filepath.IsAbs(c.AccessLog.File) {
 		errs.Add("access_log.file", "%q is not an absolute path", c.AccessLog.File)
+	}
+	if es, ok := yamlstrict.AsErrors(c.Outlier.Validate()); ok {
+		for _, e := range es {
+			errs.Add("outlier."+e.Path, "%s", e.Msg)
+		}
+	} else if err := c.Outlier.Validate(); err != nil {
+		errs.Add("outlier", "%v", err)
+	}
+	if c.GeoIP.Database != "" && !filepath.IsAbs(c.GeoIP.Database) {
+		errs.Add("geoip.database", "%q is not an absolute path", c.GeoIP.Database)
+	}
+	if c.GeoIP.ReloadInterval < time.Second {
+		errs.Add("geoip.reload_interval", "%v is below 1s", c.GeoIP.ReloadInterval)
 	}
 	if c.AccessLog.MaxErrorsPerSecond < 1 || c.AccessLog.MaxErrorsPerSecond > 1e6 {
 		errs.Add("access_log.max_errors_per_second", "%d is out of range [1, 1000000]", c.AccessLog.MaxErrorsPerSecond)

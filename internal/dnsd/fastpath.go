@@ -43,8 +43,8 @@ type fastZone struct {
 func (s *Server) fastZones(ix *index) map[string]*fastZone {
 	fast := make(map[string]*fastZone, len(ix.zones))
 	for apex, z := range ix.zones {
-		if !plainName(apex) {
-			continue
+		if !plainName(apex) || z.answers > 1 {
+			continue // several records: the full path builds them
 		}
 		wire := make([]byte, maxName+1)
 		n, err := dns.PackDomainName(apex, wire, 0, nil, false)

@@ -196,6 +196,13 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 	if rr := s.addrRR(q.Name, snap.Servers[o.d.Server].Addr.Addr().Unmap(), q.Qtype); rr != nil {
 		m.Answer = append(m.Answer, rr)
 		o.target = ix.targets[o.d.Server]
+		// Further servers in preference order (services[].answers), of
+		// the family asked; truncation drops the last first.
+		for _, si := range eng.Alternates(&o.d, steer.Request{Client: o.client, Host: z.apex}, z.answers, nil) {
+			if rr := s.addrRR(q.Name, snap.Servers[si].Addr.Addr().Unmap(), q.Qtype); rr != nil {
+				m.Answer = append(m.Answer, rr)
+			}
+		}
 	} else {
 		// The chosen server has the other address family: say so
 		// (NODATA) rather than hand out a server the engine did not pick.
@@ -309,6 +316,7 @@ type zone struct {
 	ns       string // the zone's name server
 	mbox     string // SOA RNAME
 	nsInZone bool   // ns is below the apex, so we must give its address
+	answers  int    // records per answer (the service's answers)
 }
 
 func (s *Server) indexFor(snap *topology.Snapshot) *index {
@@ -319,7 +327,7 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 	ix := &index{snap: snap, zones: map[string]*zone{}, targets: make([]string, len(snap.Servers))}
 	for _, svc := range snap.Services {
 		for _, h := range svc.Hostnames {
-			z := &zone{apex: h + ".", ns: s.cfg.NSName, mbox: s.cfg.Hostmaster}
+			z := &zone{apex: h + ".", ns: s.cfg.NSName, mbox: s.cfg.Hostmaster, answers: svc.Answers}
 			if z.ns == "" {
 				z.ns = "ns1." + z.apex
 			}

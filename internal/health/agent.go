@@ -95,7 +95,7 @@ func (a *Agent) SetSnapshot(snap *topology.Snapshot) {
 		} else if sv.Region < 0 || snap.Regions[sv.Region].Name != a.opts.Region {
 			continue
 		}
-		targets = append(targets, Target{Server: sv.Name, Address: sv.Addr, URL: sv.HealthURL, CapacityMbps: sv.Capacity.BandwidthMbps})
+		targets = append(targets, Target{Server: sv.Name, Address: sv.Addr, URL: sv.HealthURL, CapacityMbps: sv.Capacity.BandwidthMbps, Policy: sv.Health})
 		where[sv.Name] = [2]string{snap.Nodes[sv.Node].Name, snap.Regions[sv.Region].Name}
 	}
 	a.mu.Lock()

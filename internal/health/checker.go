@@ -45,6 +45,8 @@ type CheckerOptions struct {
 	// share of its CapacityMbps is unavailable for new STBs (Reason
 	// "bandwidth 95% of capacity"), with the same Rise/Fall hysteresis as
 	// reachability but counted separately. Default 0.9; negative disables.
+	// It applies to every target; a target's Policy adds its own thresholds
+	// (CPU, memory, connections, load average), counted with it.
 	BandwidthThreshold float64
 	// RefreshInterval: a report is emitted at least this often per target
 	// even when nothing changed (it keeps the published key's timestamp
@@ -106,7 +108,7 @@ func (r realTimer) Stop()                 { r.t.Stop() }
 // Thresholds of the report rule (see Checker).
 const (
 	reportRTTChange  = 0.20 // relative change of the smoothed RTT
-	reportLoadChange = 0.10 // relative change of CPU, bandwidth or connections
+	reportLoadChange = 0.10 // relative change of a load figure (not Requests)
 	reportLossChange = 0.05 // absolute change of the loss share
 	rttAlpha         = 0.3  // EWMA weight of a new RTT sample
 )
@@ -131,21 +133,27 @@ type TargetProber interface {
 // probe. It is Up after its first success (a restarted checker must not
 // mark a province down) and Down after Fall consecutive failures; after
 // that, the usual hysteresis: Fall consecutive failures take it down, Rise
-// consecutive successes bring it back. The bandwidth threshold has its own
-// counters: Fall consecutive overloaded answers make it Down with reason
-// "bandwidth N% of capacity", Rise consecutive answers under the threshold
-// (or without figures) clear it; the first answer decides at start.
+// consecutive successes bring it back. The load thresholds (bandwidth, and
+// the target's Policy: CPU, memory, connections, load average) share their
+// own counters: an answer over any of them is overloaded; Fall consecutive
+// overloaded answers make it Down with a reason naming the figures
+// ("bandwidth N% of capacity" when that is the only one, else e.g.
+// "overloaded: cpu 0.97 > max_cpu 0.90"), Rise consecutive answers under
+// every threshold (or without figures) clear it; the first answer decides
+// at start.
 //
 // Report rule (etcd write volume for 10,000 servers matters): a report is
 // emitted after a probe only when, compared with the last report emitted for
 // that target,
 //   - the verdict changed (or it is the first verdict), or the cause of a
-//     down verdict changed (unreachable vs. over the bandwidth threshold),
+//     down verdict changed (unreachable vs. overloaded, or which figures
+//     are over their thresholds),
 //   - the smoothed RTT moved by more than 20% and by more than RTTMinChange,
-//   - a load figure (CPU, bandwidth, connections) moved by more than 10%
-//     (relative to the larger of the old value and a small floor: 0.1 CPU,
-//     10 Mbit/s, 10 connections; the Requests counter always grows and does
-//     not count), or load figures appeared or disappeared,
+//   - a load figure (CPU, memory, load average, bandwidth, connections)
+//     moved by more than 10% (relative to the larger of the old value and a
+//     small floor: 0.1 CPU or memory, 1 load, 10 Mbit/s, 10 connections; the
+//     Requests counter always grows and does not count), or load figures
+//     appeared or disappeared,
 //   - the loss share moved by more than 0.05,
 //   - or RefreshInterval has passed since the last report.
 //
@@ -263,7 +271,8 @@ func (c *Checker) Options() CheckerOptions { return c.opts }
 // SetTargets replaces the set of targets, keyed by Server. It may be called
 // before or while Run runs: new servers get a probe loop, dropped ones have
 // theirs stopped (OnRemove follows), and kept ones continue with their state
-// and the updated Target (address, URL, capacity) from their next probe.
+// and the updated Target (address, URL, capacity, policy) from their next
+// probe.
 // Targets without a Server name are ignored; of duplicates, the last wins.
 func (c *Checker) SetTargets(ts []Target) {
 	want := make(map[string]Target, len(ts))

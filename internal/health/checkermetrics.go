@@ -22,7 +22,7 @@ func newCheckerMetrics(reg prometheus.Registerer) (*checkerMetrics, error) {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anysched_health_probe_errors_total",
-			Help: "Failed health probes by kind (timeout, refused, status, connect, body).",
+			Help: "Failed health probes by kind (timeout, refused, status, connect, body, expect).",
 		}, []string{"kind"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anysched_health_verdict_changes_total",

@@ -23,7 +23,7 @@ func FuzzStubStatus(f *testing.F) {
 			}
 		} else {
 			checkLoad(t, l)
-			if l.CPU != 0 || l.BandwidthMbps != 0 {
+			if l.CPU != 0 || l.Memory != 0 || l.LoadAvg != 0 || l.BandwidthMbps != 0 {
 				t.Fatalf("stub_status set figures it does not have: %+v", l)
 			}
 		}
@@ -35,9 +35,11 @@ func FuzzStubStatus(f *testing.F) {
 }
 
 // FuzzStats: the JSON stats parser never panics, and what it accepts is
-// finite, non-negative, with CPU a fraction.
+// finite, non-negative, with CPU and memory fractions.
 func FuzzStats(f *testing.F) {
 	f.Add([]byte(`{"cpu": 0.42, "bandwidth_mbps": 812.5, "connections": 1200}`))
+	f.Add([]byte(`{"memory": 0.7, "load_avg": 3.5}`))
+	f.Add([]byte(`{"load": [1.5, 1.0, 0.5], "memory": 1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := ParseStats(data)
 		if err == nil {
@@ -55,13 +57,13 @@ func FuzzStats(f *testing.F) {
 
 func checkLoad(t *testing.T, l Load) {
 	t.Helper()
-	for name, v := range map[string]float64{"cpu": l.CPU, "bandwidth": l.BandwidthMbps} {
+	for name, v := range map[string]float64{"cpu": l.CPU, "memory": l.Memory, "load": l.LoadAvg, "bandwidth": l.BandwidthMbps} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || math.Signbit(v) {
 			t.Fatalf("%s = %v in %+v", name, v, l)
 		}
 	}
-	if l.CPU > 1 {
-		t.Fatalf("cpu %v above 1", l.CPU)
+	if l.CPU > 1 || l.Memory > 1 {
+		t.Fatalf("cpu %v or memory %v above 1", l.CPU, l.Memory)
 	}
 	if l.Connections < 0 || l.Requests < 0 {
 		t.Fatalf("negative count in %+v", l)

@@ -127,6 +127,12 @@ func clip(s string) string {
 //     Exporters that report percent use cpu_percent instead.
 //   - cpu_percent: utilisation in [0,100], divided by 100. Ignored when cpu is
 //     also present.
+//   - memory: share of memory in use, a fraction in [0,1] (like cpu, no
+//     percent guessing).
+//   - load_avg (or load): the load average, finite and >= 0; either a
+//     number or the [1, 5, 15]-minute array that os.getloadavg() and
+//     Node's os.loadavg() give, of which the 1-minute figure is taken.
+//     load is ignored when load_avg is also present.
 //   - bandwidth_mbps: current egress in Mbit/s, finite and >= 0.
 //   - connections: active connections, an integer >= 0.
 //   - requests: total requests served, an integer >= 0.
@@ -140,11 +146,15 @@ func ParseStats(body []byte) (Load, error) {
 		body = body[:MaxBody]
 	}
 	var raw struct {
-		CPU         *float64 `json:"cpu"`
-		CPUPercent  *float64 `json:"cpu_percent"`
-		Bandwidth   *float64 `json:"bandwidth_mbps"`
-		Connections *float64 `json:"connections"`
-		Requests    *float64 `json:"requests"`
+		CPU         *float64        `json:"cpu"`
+		CPUPercent  *float64        `json:"cpu_percent"`
+		Memory      *float64        `json:"memory"`
+		Load        json.RawMessage `json:"load"`
+		LoadAvg     json.RawMessage `json:"load_avg"`
+		Bandwidth   *float64        `json:"bandwidth_mbps"`
+		Connections *float64        `json:"connections"`
+		Requests    *float64        `json:"requests"`
+		Errors      *float64        `json:"errors"`
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -159,7 +169,12 @@ func ParseStats(body []byte) (Load, error) {
 	if err := json.Unmarshal(trimmed, &raw); err != nil {
 		return Load{}, fmt.Errorf("stats: %w", err)
 	}
-	if raw.CPU == nil && raw.CPUPercent == nil && raw.Bandwidth == nil && raw.Connections == nil && raw.Requests == nil {
+	loadName, loadRaw := "load_avg", raw.LoadAvg
+	if isNull(loadRaw) {
+		loadName, loadRaw = "load", raw.Load
+	}
+	if raw.CPU == nil && raw.CPUPercent == nil && raw.Memory == nil && isNull(loadRaw) &&
+		raw.Bandwidth == nil && raw.Connections == nil && raw.Requests == nil && raw.Errors == nil {
 		return Load{}, ErrNoLoad
 	}
 	var l Load
@@ -176,6 +191,20 @@ func ParseStats(body []byte) (Load, error) {
 			return Load{}, fmt.Errorf("stats: cpu_percent %v out of range [0,100]", v)
 		}
 		l.CPU = math.Abs(v) / 100
+	}
+	if raw.Memory != nil {
+		v := *raw.Memory
+		if !finite(v) || v < 0 || v > 1 {
+			return Load{}, fmt.Errorf("stats: memory %v out of range [0,1] (a fraction of memory in use)", v)
+		}
+		l.Memory = math.Abs(v)
+	}
+	if !isNull(loadRaw) {
+		v, err := loadAverage(loadRaw)
+		if err != nil {
+			return Load{}, fmt.Errorf("stats: %s %w", loadName, err)
+		}
+		l.LoadAvg = v
 	}
 	if raw.Bandwidth != nil {
 		v := *raw.Bandwidth
@@ -198,10 +227,57 @@ func ParseStats(body []byte) (Load, error) {
 		}
 		l.Requests = v
 	}
+	if raw.Errors != nil {
+		v, err := jsonCount(*raw.Errors, math.MaxInt64)
+		if err != nil {
+			return Load{}, fmt.Errorf("stats: errors %w", err)
+		}
+		l.Errors = v
+	}
 	return l, nil
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// isNull reports whether a raw JSON field is absent or null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// tooBig reports whether a decoding error is a number beyond float64.
+func tooBig(err error) bool {
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &te) && strings.HasPrefix(te.Value, "number")
+}
+
+// loadAverage reads a load average: a number, or an array of one to three
+// numbers (1, 5 and 15 minutes) of which the first counts. Exporters commonly
+// pass the whole triple through, so it is taken rather than refused.
+func loadAverage(raw json.RawMessage) (float64, error) {
+	var v float64
+	if raw[0] == '[' {
+		var a []*float64
+		if err := json.Unmarshal(raw, &a); err != nil {
+			if tooBig(err) {
+				return 0, fmt.Errorf("%s out of range", clip(string(raw)))
+			}
+			return 0, errors.New("is not a number or an array of numbers")
+		}
+		if len(a) == 0 || len(a) > 3 || a[0] == nil {
+			return 0, fmt.Errorf("%s: want a number or [1min, 5min, 15min]", clip(string(raw)))
+		}
+		v = *a[0]
+	} else if err := json.Unmarshal(raw, &v); err != nil {
+		if tooBig(err) {
+			return 0, fmt.Errorf("%s out of range", clip(string(raw)))
+		}
+		return 0, fmt.Errorf("%s is not a number", clip(string(raw)))
+	}
+	if !finite(v) || v < 0 {
+		return 0, fmt.Errorf("%v: want a finite number >= 0", v)
+	}
+	return math.Abs(v), nil
+}
 
 // jsonCount checks that a JSON number is a whole, non-negative count.
 func jsonCount(v float64, max int64) (int64, error) {

@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/anysched/anysched/internal/topology"
 )
 
 // Target is one server to probe.
@@ -19,6 +22,29 @@ type Target struct {
 	Address      netip.AddrPort // TCP connect probe, used when URL is empty
 	URL          string         // HTTP GET probe (e.g. http://10.1.2.3/nginx_status); empty: TCP connect
 	CapacityMbps float64        // egress capacity; 0 disables the bandwidth threshold
+	// Policy is the server's probe expectations and load thresholds from
+	// the topology (servers[].health over pools[].health); the zero value
+	// is any 2xx and no thresholds but the checker's bandwidth one.
+	//
+	// Expectations (HTTP probes only; a TCP probe ignores them):
+	//   - ExpectStatus: exactly this status is healthy (a 204, or a 3xx
+	//     or 4xx a status page is known to give); 0: any 2xx.
+	//   - ExpectBody: the body's first MaxBody bytes must match it.
+	//
+	// A probe that misses one fails with kind "expect", which counts
+	// towards Fall like any other failure.
+	//
+	// Thresholds, on the figures the server reports (JSON stats; nginx
+	// stub_status gives only connections); 0 sets none. An answer over any
+	// of them is "overloaded": Fall such answers in a row take the server
+	// out for new STBs, Rise answers under all of them bring it back, as
+	// for the bandwidth threshold (CheckerOptions.BandwidthThreshold). A
+	// figure the server does not report never exceeds its threshold.
+	//   - MaxCPU: CPU utilisation, a fraction in [0,1].
+	//   - MaxMemory: share of memory in use, a fraction in [0,1].
+	//   - MaxConnections: active connections.
+	//   - MaxLoad: the (1-minute) load average.
+	Policy topology.HealthPolicy
 }
 
 // Error kinds of a Result, the label values of
@@ -29,6 +55,7 @@ const (
 	KindStatus  = "status"  // an HTTP answer that is not 2xx
 	KindConnect = "connect" // any other failure to get an answer: reset, unreachable, bad URL, ...
 	KindBody    = "body"    // reading the body failed, or its load figures are malformed
+	KindExpect  = "expect"  // an answer other than the target's expected status or body
 	// KindCanceled: the caller's context was canceled (the checker is
 	// stopping or the target was removed); says nothing about the server and
 	// is neither counted nor used for a verdict.
@@ -36,7 +63,7 @@ const (
 )
 
 // ErrorKinds are the kinds a probe of a live checker can report.
-var ErrorKinds = []string{KindTimeout, KindRefused, KindStatus, KindConnect, KindBody}
+var ErrorKinds = []string{KindTimeout, KindRefused, KindStatus, KindConnect, KindBody, KindExpect}
 
 // Result is the outcome of one probe.
 //
@@ -44,7 +71,8 @@ var ErrorKinds = []string{KindTimeout, KindRefused, KindStatus, KindConnect, Kin
 // server answered 2xx but its load figures could not be read (a broken or
 // truncated stats body): the server is reachable, so the probe counts as a
 // success for the verdict, but the error is still counted by kind and
-// HasLoad is false.
+// HasLoad is false. A probe that missed the target's expectations (kind
+// "expect") is a failure and carries no load.
 type Result struct {
 	OK      bool
 	RTT     time.Duration // connect (TCP) or time to the response headers (HTTP); on failure, time until it failed
@@ -68,8 +96,9 @@ const DefaultProbeTimeout = 2 * time.Second
 // listening socket gone, firewall change) while old connections still work,
 // and it would leave the TCP handshake out of the RTT, which is the part an
 // STB pays. The default client also ignores proxy environment variables and
-// does not follow redirects (a 3xx is a "status" failure). A caller-supplied
-// Client is used as is; if it keeps connections alive, the above applies.
+// does not follow redirects (a 3xx is a "status" failure, unless it is the
+// target's expected status). A caller-supplied Client is used as is; if it
+// keeps connections alive, the above applies.
 type Prober struct {
 	Client  *http.Client  // nil: the default client described above
 	Timeout time.Duration // per probe, on top of the context's deadline; 0: DefaultProbeTimeout unless the context has a deadline
@@ -102,10 +131,12 @@ func (p *Prober) httpClient() *http.Client {
 	return p.client
 }
 
-// Probe checks one target: an HTTP GET of t.URL when set (2xx = OK, load
-// figures parsed from the body when it is nginx stub_status or JSON stats;
-// at most MaxBody bytes are read), else a TCP connect to t.Address. It never
-// panics and always returns within the timeout.
+// Probe checks one target: an HTTP GET of t.URL when set (OK: any 2xx, or
+// exactly t.Policy.ExpectStatus when set, with a body matching
+// t.Policy.ExpectBody when set; load figures parsed from the body when it
+// is nginx stub_status or JSON stats; at most MaxBody bytes are read), else
+// a TCP connect to t.Address. It never panics and always returns within the
+// timeout.
 func (p *Prober) Probe(ctx context.Context, t Target) Result {
 	parent := ctx
 	if p.Timeout > 0 {
@@ -152,7 +183,11 @@ func (p *Prober) probeHTTP(ctx, parent context.Context, t Target, start time.Tim
 		return Result{RTT: rtt, Kind: kind, Err: kind + ": " + err.Error()}
 	}
 	defer resp.Body.Close() // not drained: with keep-alives off the connection is closed anyway
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if want := t.Policy.ExpectStatus; want != 0 {
+		if resp.StatusCode != want {
+			return Result{RTT: rtt, Kind: KindExpect, Err: fmt.Sprintf("expect: HTTP %d, want %d", resp.StatusCode, want)}
+		}
+	} else if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return Result{RTT: rtt, Kind: KindStatus, Err: fmt.Sprintf("status: HTTP %d", resp.StatusCode)}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -162,6 +197,9 @@ func (p *Prober) probeHTTP(ctx, parent context.Context, t Target, start time.Tim
 			kind = KindBody // the answer started, then broke off
 		}
 		return Result{RTT: rtt, Kind: kind, Err: kind + ": reading body: " + err.Error()}
+	}
+	if re := t.Policy.ExpectBody; re != nil && !re.Match(body) {
+		return Result{RTT: rtt, Kind: KindExpect, Err: fmt.Sprintf("expect: body does not match %s", clip(strconv.Quote(re.String())))}
 	}
 	res := Result{OK: true, RTT: rtt}
 	l, isLoad, err := parseBody(resp.Header.Get("Content-Type"), body)

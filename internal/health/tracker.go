@@ -3,6 +3,8 @@ package health
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,9 +24,10 @@ type tracker struct {
 	reach           tri // yes: reachable (up), no: down
 	okRun, failRun  int
 	lastFail        string
-	over            tri // yes: over the bandwidth threshold
+	over            tri // yes: over a threshold (bandwidth or the target's policy)
 	overRun, clrRun int
-	overPct         float64 // bandwidth share of the last overloaded answer
+	overWhy         string  // Reason of the last overloaded answer
+	overMask        figures // figures over their thresholds in that answer
 
 	verdict tri // yes: up, no: down
 	since   time.Time
@@ -43,15 +46,77 @@ type tracker struct {
 	emittedAt    time.Time
 }
 
-// cause is why the verdict is what it is: 0 up, 1 unreachable, 2 overloaded.
+// cause is why the verdict is what it is: 0 up, 1 unreachable, else
+// overloaded, with the figures over their thresholds (so that a change of
+// figure, cpu to memory say, is reported).
 func (tr *tracker) cause() int {
 	switch {
 	case tr.reach == no:
 		return 1
 	case tr.over == yes:
-		return 2
+		return 2 + int(tr.overMask)
 	}
 	return 0
+}
+
+// figures is a set of load figures, by bit.
+type figures uint8
+
+const (
+	figBandwidth figures = 1 << iota
+	figCPU
+	figMemory
+	figConnections
+	figLoad
+)
+
+// overload checks an answer's load against the thresholds: the bandwidth
+// share of capacity (the checker's BandwidthThreshold) and the target's
+// policy. It returns the figures over their thresholds (none: not
+// overloaded) and the Reason naming them. Each comparison is strict: a
+// figure at its threshold is not over it.
+func overload(l Load, t *Target, bwShare float64) (figures, string) {
+	var m figures
+	var parts []string
+	if t.CapacityMbps > 0 && bwShare > 0 && l.BandwidthMbps > bwShare*t.CapacityMbps {
+		m |= figBandwidth
+		parts = append(parts, fmt.Sprintf("bandwidth %.0f%% of capacity", 100*l.BandwidthMbps/t.CapacityMbps))
+	}
+	p := &t.Policy
+	if p.MaxCPU > 0 && l.CPU > p.MaxCPU {
+		m |= figCPU
+		parts = append(parts, "cpu "+pair(l.CPU, p.MaxCPU, "max_cpu"))
+	}
+	if p.MaxMemory > 0 && l.Memory > p.MaxMemory {
+		m |= figMemory
+		parts = append(parts, "memory "+pair(l.Memory, p.MaxMemory, "max_memory"))
+	}
+	if p.MaxConnections > 0 && l.Connections > p.MaxConnections {
+		m |= figConnections
+		parts = append(parts, fmt.Sprintf("connections %d > max_connections %d", l.Connections, p.MaxConnections))
+	}
+	if p.MaxLoad > 0 && l.LoadAvg > p.MaxLoad {
+		m |= figLoad
+		parts = append(parts, "load "+pair(l.LoadAvg, p.MaxLoad, "max_load"))
+	}
+	switch {
+	case m == 0:
+		return 0, ""
+	case m == figBandwidth:
+		return m, parts[0] // the bandwidth reason as it always was
+	}
+	return m, "overloaded: " + strings.Join(parts, ", ")
+}
+
+// pair formats "v > name limit" with two decimals, or as many more as it
+// takes for v to read larger than limit (0.901 > 0.9 is not "0.90 > 0.90").
+func pair(v, limit float64, name string) string {
+	for prec := 2; ; prec++ {
+		a, b := strconv.FormatFloat(v, 'f', prec, 64), strconv.FormatFloat(limit, 'f', prec, 64)
+		if a != b || prec >= 6 {
+			return a + " > " + name + " " + b
+		}
+	}
 }
 
 func newTracker(o *CheckerOptions) *tracker {
@@ -91,10 +156,13 @@ func (tr *tracker) update(res Result, t Target, now time.Time) (Report, bool) {
 		if res.HasLoad {
 			tr.load = res.Load
 		}
-		over := res.HasLoad && t.CapacityMbps > 0 && tr.o.BandwidthThreshold > 0 &&
-			res.Load.BandwidthMbps > tr.o.BandwidthThreshold*t.CapacityMbps
-		if over {
-			tr.overPct = 100 * res.Load.BandwidthMbps / t.CapacityMbps
+		var mask figures
+		var why string
+		if res.HasLoad {
+			mask, why = overload(res.Load, &t, tr.o.BandwidthThreshold)
+		}
+		if mask != 0 {
+			tr.overWhy, tr.overMask = why, mask
 			tr.overRun++
 			tr.clrRun = 0
 			if tr.over == unknown || (tr.over == no && tr.overRun >= tr.o.Fall) {
@@ -146,7 +214,7 @@ func (tr *tracker) update(res Result, t Target, now time.Time) (Report, bool) {
 			r.Reason = "probe failed"
 		}
 	case tr.over == yes:
-		r.Reason = fmt.Sprintf("bandwidth %.0f%% of capacity", tr.overPct)
+		r.Reason = tr.overWhy
 	}
 	if !tr.meaningful(r) {
 		return r, false
@@ -179,6 +247,8 @@ func (tr *tracker) meaningful(r Report) bool {
 		return true
 	}
 	return changed(e.Load.CPU, r.Load.CPU, 0.1) ||
+		changed(e.Load.Memory, r.Load.Memory, 0.1) ||
+		changed(e.Load.LoadAvg, r.Load.LoadAvg, 1) ||
 		changed(e.Load.BandwidthMbps, r.Load.BandwidthMbps, 10) ||
 		changed(float64(e.Load.Connections), float64(r.Load.Connections), 10)
 }

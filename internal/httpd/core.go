@@ -54,6 +54,9 @@ type answer struct {
 	// both may point into the caller's scratch buffer.
 	location []byte
 	body     []byte
+	// alternates is the X-Anysched-Alternates value of a 302 (services
+	// with alternates_header), nil without.
+	alternates []byte
 	// Debug headers (DebugHeader): the result, the bitrate (when a server
 	// was chosen) and the decision time.
 	debug    bool
@@ -176,17 +179,20 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 			return scratch
 		}
 	}
+	if s.cfg.Observer != nil && d.Server >= 0 && d.Result.Served() {
+		s.cfg.Observer.Observe(eng, d, req) // by value: pointers would move d and req to the heap
+	}
 	names := eng.Names(&d)
 	buf := scratch[:0]
 	var status int
-	switch d.Result {
-	case steer.ResultCZ, steer.ResultDefault, steer.ResultFallback:
+	switch {
+	case d.Result.Served():
 		buf = eng.AppendLocation(buf, &d, path, r.query)
 		status = http.StatusFound
 		if len(buf) == 0 { // no server behind a success result: never redirect nowhere
 			d.Result, d.Reason, status = steer.ResultError, steer.ReasonNoServer, http.StatusServiceUnavailable
 		}
-	case steer.ResultMiss:
+	case d.Result == steer.ResultMiss:
 		status = http.StatusNotFound
 	default:
 		status = http.StatusServiceUnavailable
@@ -211,12 +217,21 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		}
 		if status == http.StatusFound {
 			an.Location, status = string(buf), http.StatusOK
+			an.Alternates = s.alternates(eng, &d, req, path, r.query)
 		}
 		a.retry = status == http.StatusServiceUnavailable
 		s.jsonAnswer(a, head, status, an)
 	case status == http.StatusFound:
 		// No body: STBs follow the Location, and the bytes are the cost.
 		a.status, a.location = status, buf
+		if sv := &eng.Snapshot().Services[d.Service]; sv.AlternatesHeader {
+			for i, alt := range s.alternates(eng, &d, req, path, r.query) {
+				if i > 0 {
+					a.alternates = append(a.alternates, ", "...)
+				}
+				a.alternates = append(a.alternates, alt.Location...)
+			}
+		}
 	case status == http.StatusNotFound:
 		text(status, bodyMiss)
 		buf = scratch
@@ -423,3 +438,28 @@ func addrString(a netip.Addr) string {
 // DebugHeader in a request asks for X-Anysched-Result and Server-Timing in
 // the answer (canonical form, as net/http stores it).
 const DebugHeader = "X-Anysched-Debug"
+
+// AlternatesHeader lists, on a 302 of a service with alternates_header, the
+// further locations a player may try when the first fails, comma-separated
+// in preference order.
+const AlternatesHeader = "X-Anysched-Alternates"
+
+// alternates lists the further locations of a service with answers > 1
+// (nil otherwise). Off the STB's common path: it allocates.
+func (s *Server) alternates(eng *steer.Engine, d *steer.Decision, req steer.Request, path, query string) []Alternate {
+	snap := eng.Snapshot()
+	n := snap.Services[d.Service].Answers
+	if n <= 1 {
+		return nil
+	}
+	var out []Alternate
+	for _, si := range eng.Alternates(d, req, n, nil) {
+		ad := *d
+		sv := &snap.Servers[si]
+		ad.Server, ad.Node, ad.Region = si, sv.Node, sv.Region
+		names := eng.Names(&ad)
+		out = append(out, Alternate{Region: names.Region, Node: names.Node, Server: names.Server, Address: names.Address,
+			Location: string(eng.AppendLocation(nil, &ad, path, query))})
+	}
+	return out
+}

@@ -55,6 +55,9 @@ type Config struct {
 	// Allocator refines the decisions of services that select by QoE; nil:
 	// they are answered like nearest.
 	Allocator Allocator
+	// Observer is told of every redirect (passive outlier detection); nil:
+	// nobody is.
+	Observer Observer
 	// Server is what serves the listener: ServerFast (the default), the
 	// fast path, or ServerNetHTTP, net/http alone. Both answer through the
 	// same handler core; net/http is there for operators who need its
@@ -73,6 +76,12 @@ const (
 	ServerFast    = "fast"
 	ServerNetHTTP = "net/http"
 )
+
+// Observer watches the redirects an HTTP front end gives. It runs on the
+// STB's path: it must not block or allocate.
+type Observer interface {
+	Observe(eng *steer.Engine, d steer.Decision, req steer.Request)
+}
 
 // Allocator is the live QoE allocation (internal/allocator). It gets the
 // viewer token the request carries ("" for none); an error refuses the

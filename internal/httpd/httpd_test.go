@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -199,7 +200,7 @@ func TestJSON(t *testing.T) {
 			if resp.Header.Get("Location") != "" || resp.Header.Get("X-Anysched-Instance") != instance {
 				t.Errorf("headers: %v", resp.Header)
 			}
-			if got := decodeAnswer(t, body); got != tc.want {
+			if got := decodeAnswer(t, body); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("answer\n got %+v\nwant %+v", got, tc.want)
 			}
 		})

@@ -7,7 +7,7 @@ import "encoding/json"
 // where an STB would be sent without following the redirect. Names are ""
 // when the decision has none.
 type Answer struct {
-	Result       string `json:"result"` // CZ, DEFAULT, FALLBACK, MISS, ERROR
+	Result       string `json:"result"` // CZ, DEFAULT, GEO, FALLBACK, OVERFLOW, MISS, ERROR
 	Reason       string `json:"reason,omitempty"`
 	Client       string `json:"client"` // the address the decision was made for
 	Host         string `json:"host"`
@@ -21,6 +21,18 @@ type Answer struct {
 	BitrateKbps  int    `json:"bitrate_kbps"`
 	Location     string `json:"location"` // the redirect URL; "" when there is none
 	Instance     string `json:"instance"`
+	// Alternates are the further locations of a service with answers > 1,
+	// in the order to try them.
+	Alternates []Alternate `json:"alternates,omitempty"`
+}
+
+// Alternate is one further location of an answer.
+type Alternate struct {
+	Region   string `json:"region"`
+	Node     string `json:"node"`
+	Server   string `json:"server"`
+	Address  string `json:"address"`
+	Location string `json:"location"`
 }
 
 // jsonAnswer makes an the body of a. Successful decisions are 200; MISS and

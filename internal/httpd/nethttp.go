@@ -98,6 +98,9 @@ func (s *Server) writeNetHTTP(w http.ResponseWriter, a *answer) {
 	}
 	if a.status == http.StatusFound {
 		h["Location"] = []string{string(a.location)}
+		if a.alternates != nil {
+			h[AlternatesHeader] = []string{string(a.alternates)}
+		}
 	}
 	// Off by default: every header costs net/http a map insert, a sort
 	// and a write.

@@ -239,6 +239,11 @@ func (s *Server) appendAnswer(out []byte, a *answer, p *parsed, b []byte, now ti
 		out = append(out, "Location: "...)
 		out = append(out, a.location...)
 		out = append(out, "\r\n"...)
+		if a.alternates != nil {
+			out = append(out, AlternatesHeader+": "...)
+			out = append(out, a.alternates...)
+			out = append(out, "\r\n"...)
+		}
 	}
 	if a.retry {
 		out = append(out, "Retry-After: "+retryAfter+"\r\n"...)

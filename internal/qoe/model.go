@@ -74,6 +74,9 @@ type Server struct {
 	RadiusM   float64 // coverage radius (m)
 	Bandwidth float64 // D_m (kbps)
 	Compute   float64 // C_m (units)
+	// Excluded servers are no user's candidate (another service's pool):
+	// kept so that server positions stay those of the caller's list.
+	Excluded bool
 }
 
 // Instance is one period's allocation problem.
@@ -231,6 +234,9 @@ func (in *Instance) candidates() {
 	type gkey struct{ a, b int }
 	grid := map[gkey][]int32{}
 	for i, s := range in.Servers {
+		if s.Excluded {
+			continue
+		}
 		k := gkey{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / cell))}
 		grid[k] = append(grid[k], int32(i))
 	}

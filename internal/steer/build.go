@@ -1,7 +1,9 @@
 package steer
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -21,9 +23,18 @@ type Inputs struct {
 	Avail *health.Availability
 	// Balance is the in-node balance policy in force.
 	Balance balance.Config
-	// Prev is the balance table in service: slow start, adaptive weights and
-	// consistent-hash assignments carry over from it. May be nil.
-	Prev *balance.Table
+	// Prev is the balance tables in service: slow start, adaptive weights and
+	// consistent-hash assignments carry over from them. May be nil.
+	Prev *Balances
+	// Back is when each server (snapshot index) came back into service
+	// (health or undrain) as the scheduler saw it; the zero time (or a nil
+	// slice): long in service. Slow start ramps from the later of this and
+	// the health verdict's change.
+	Back []time.Time
+	// Locate, Overflow and Count: see Options.
+	Locate   func(netip.Addr) (topology.Location, bool)
+	Overflow Overflow
+	Count    Counter
 	// Now dates slow starts.
 	Now time.Time
 	// StripQuery: query parameters {query} leaves out (see Options).
@@ -37,33 +48,110 @@ type Inputs struct {
 // balance tables cannot be built it still returns an engine (those services
 // then pick as nearest does) along with the error.
 func Build(snap *topology.Snapshot, in Inputs) (*Engine, error) {
-	o := Options{DefaultRegion: in.DefaultRegion, StripQuery: in.StripQuery}
+	o := Options{DefaultRegion: in.DefaultRegion, StripQuery: in.StripQuery, Locate: in.Locate, Overflow: in.Overflow, Count: in.Count}
 	av := in.Avail
 	if av != nil {
 		o.Available = func(i int32) bool { return av.Available[i] }
 		o.Why = func(i int32) string { return av.Why[i] }
 		o.NodeRank = nodeRanker(snap, av, in.Balance.Rank)
 	}
-	var err error
-	if uses := balanceSelections(snap); len(uses) > 0 {
-		o.Balance, err = balanceTable(snap, av, uses, in)
-		if err != nil {
-			err = fmt.Errorf("steer: building balance tables (services fall back to nearest): %w", err)
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	since := backSince(snap, av, in.Back)
+	ramp := make([]float64, len(snap.Servers))
+	rampUntil := time.Time{}
+	for i := range snap.Servers {
+		ramp[i] = in.Balance.SlowStart.Factor(since[i], now)
+		if end := in.Balance.SlowStart.Ends(since[i], now); end.After(rampUntil) {
+			rampUntil = end
 		}
 	}
-	return New(snap, o), err
+	o.Weight = func(i int32) float64 { return float64(snap.Servers[i].Weight) * ramp[i] }
+	var errs []error
+	prev := in.Prev
+	if prev == nil {
+		prev = &Balances{}
+	}
+	if uses := balanceSelections(snap, -1); len(uses) > 0 {
+		t, err := balanceTable(snap, av, since, uses, in, now, -1, prev.All)
+		o.Balance = t
+		errs = append(errs, err)
+	}
+	o.PoolBalance = make([]*balance.Table, len(snap.Pools))
+	for p := range snap.Pools {
+		if uses := balanceSelections(snap, int32(p)); len(uses) > 0 {
+			t, err := balanceTable(snap, av, since, uses, in, now, int32(p), prev.Pools[snap.Pools[p].Name])
+			o.PoolBalance[p] = t
+			if err != nil {
+				err = fmt.Errorf("pool %s: %w", snap.Pools[p].Name, err)
+			}
+			errs = append(errs, err)
+		}
+	}
+	e := New(snap, o)
+	e.ramp, e.rampUntil = ramp, rampUntil
+	if err := errors.Join(errs...); err != nil {
+		return e, fmt.Errorf("steer: building balance tables (services fall back to nearest): %w", err)
+	}
+	return e, nil
 }
 
-// balanceSelections lists the in-node policies the services use besides
-// nearest and qoe (the allocator refines the nearest decision).
-func balanceSelections(snap *topology.Snapshot) []topology.Selection {
+// backSince is when each server came back into service: the later of its
+// health verdict's change and back (undrain, the end of an ejection).
+func backSince(snap *topology.Snapshot, av *health.Availability, back []time.Time) []time.Time {
+	out := make([]time.Time, len(snap.Servers))
+	for i := range out {
+		if av != nil {
+			out[i] = av.Figures[i].Since
+		}
+		if i < len(back) && back[i].After(out[i]) {
+			out[i] = back[i]
+		}
+	}
+	return out
+}
+
+// balanceSelections lists the in-node policies the services of pool p (-1:
+// every server) use besides nearest and qoe (the allocator refines the
+// nearest decision).
+func balanceSelections(snap *topology.Snapshot, p int32) []topology.Selection {
 	var out []topology.Selection
 	for _, sv := range snap.Services {
-		if sel := sv.Selection; sel != topology.SelectNearest && sel != topology.SelectQoE && !slices.Contains(out, sel) {
+		if sel := sv.Selection; sv.Pool == p && sel != topology.SelectNearest && sel != topology.SelectQoE && !slices.Contains(out, sel) {
 			out = append(out, sel)
 		}
 	}
 	return out
+}
+
+// Balances are an engine's in-node policy tables, lent to the next Build.
+type Balances struct {
+	All   *balance.Table            // services that may use every server
+	Pools map[string]*balance.Table // by pool name
+}
+
+// Ramp is the share of its weight (0..1] slow start gives server now:
+// nearest weighs it so, and the QoE planner scales its capacity so.
+func (e *Engine) Ramp(server int32) float64 {
+	if e.ramp == nil {
+		return 1
+	}
+	return e.ramp[server]
+}
+
+// RampingUntil is when the last server ramping up reaches its full weight
+// (zero: none is): the engine must be rebuilt until then for the ramp to
+// advance.
+func (e *Engine) RampingUntil() time.Time {
+	t := e.rampUntil
+	for _, pl := range e.pools {
+		if pl.balance != nil && pl.balance.RampingUntil().After(t) {
+			t = pl.balance.RampingUntil()
+		}
+	}
+	return t
 }
 
 // nodeRanker ranks a region's nodes with balance.RankNodes from what the
@@ -113,37 +201,51 @@ func nodeRanker(snap *topology.Snapshot, av *health.Availability, opts balance.R
 	}
 }
 
-// balanceTable builds the policy tables from the snapshot and merged health.
-func balanceTable(snap *topology.Snapshot, av *health.Availability, uses []topology.Selection, in Inputs) (*balance.Table, error) {
+// balanceTable builds the policy tables of pool p (-1: every server) from
+// the snapshot and merged health.
+func balanceTable(snap *topology.Snapshot, av *health.Availability, since []time.Time, uses []topology.Selection, in Inputs, now time.Time, p int32, prev *balance.Table) (*balance.Table, error) {
 	nodes := make([]balance.NodeInput, len(snap.Nodes))
 	for ni, nv := range snap.Nodes {
-		n := balance.NodeInput{Servers: make([]balance.Server, len(nv.Servers)), Loads: make([]balance.Load, len(nv.Servers))}
-		for j, si := range nv.Servers {
-			sv := &snap.Servers[si]
-			n.Servers[j] = balance.Server{Index: si, Name: sv.Name, Weight: float64(sv.Weight)}
-			n.Loads[j] = balance.Load{Healthy: true, CapacityMbps: sv.Capacity.BandwidthMbps}
-			if av == nil {
+		var n balance.NodeInput
+		for _, si := range nv.Servers {
+			if p >= 0 && !snap.Pools[p].Has(si) {
 				continue
 			}
-			f := av.Figures[si]
-			n.Loads[j] = balance.Load{
-				Healthy: av.Available[si], CPU: f.Load.CPU, BandwidthMbps: f.Load.BandwidthMbps, CapacityMbps: sv.Capacity.BandwidthMbps,
-				Connections: f.Load.Connections, RTT: f.RTT, Loss: f.Loss, Since: f.Since,
-				Failures: int(f.Loss*20 + 0.5), // failed probes among the checker's last 20
+			sv := &snap.Servers[si]
+			n.Servers = append(n.Servers, balance.Server{Index: si, Name: sv.Name, Weight: float64(sv.Weight)})
+			l := balance.Load{Healthy: true, CapacityMbps: sv.Capacity.BandwidthMbps, Since: since[si]}
+			if av != nil {
+				f := av.Figures[si]
+				l = balance.Load{
+					Healthy: av.Available[si], CPU: f.Load.CPU, BandwidthMbps: f.Load.BandwidthMbps, CapacityMbps: sv.Capacity.BandwidthMbps,
+					Connections: f.Load.Connections, RTT: f.RTT, Loss: f.Loss, Since: since[si],
+					Failures: int(f.Loss*20 + 0.5), // failed probes among the checker's last 20
+				}
 			}
+			n.Loads = append(n.Loads, l)
+		}
+		if n.Loads == nil {
+			n.Loads = []balance.Load{}
 		}
 		nodes[ni] = n
 	}
-	now := in.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	return balance.BuildTable(balance.TableInput{Nodes: nodes, Use: uses, Config: in.Balance, Now: now}, in.Prev)
+	return balance.BuildTable(balance.TableInput{Nodes: nodes, Use: uses, Config: in.Balance, Now: now}, prev)
 }
 
-// Balance is the engine's in-node policy table (nil when no service uses
+// Balance is the engine's in-node policy tables (nil when no service uses
 // one), to be lent to the next Build.
-func (e *Engine) Balance() *balance.Table { return e.balance }
+func (e *Engine) Balance() *Balances {
+	b := &Balances{All: e.balance, Pools: map[string]*balance.Table{}}
+	for p, pl := range e.pools[1:] {
+		if pl.balance != nil {
+			b.Pools[e.snap.Pools[p].Name] = pl.balance
+		}
+	}
+	if b.All == nil && len(b.Pools) == 0 {
+		return nil
+	}
+	return b
+}
 
 // AsRegion is the same engine answering as region's scheduler does: clients
 // in no coverage zone go to region. Everything else, availability, ranking

@@ -2,6 +2,7 @@ package steer
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/anysched/anysched/internal/balance"
@@ -141,3 +142,13 @@ func (m *ChannelMatch) step() string {
 	}
 	return s
 }
+
+// ContentHash is the hash of req's content key for service, as chash keys
+// it: passive outlier detection tells a repeated request for one channel
+// from a request for another.
+func (e *Engine) ContentHash(service int32, path, rawQuery string) uint64 {
+	return e.contentHash(service, path, rawQuery)
+}
+
+// ClientHash is the fixed hash of a client address the engine picks by.
+func ClientHash(a netip.Addr) uint64 { return addrHash(a) }

@@ -2,8 +2,11 @@ package steer
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/anysched/anysched/internal/topology"
 )
@@ -59,16 +62,33 @@ func (e *Engine) Explain(req Request) Explanation {
 	case d.Zone >= 0:
 		x.ClientLoc = s.Zones[d.Zone].Loc
 		x.Steps = append(x.Steps, fmt.Sprintf("client %s is in coverage zone %s of region %s", req.Client, s.Zones[d.Zone].Name, s.Regions[d.ClientRegion].Name))
+	case d.Result == ResultGeo || (d.ClientRegion >= 0 && e.geoPlaced(req.Client)):
+		l, _, _ := e.geoLocate(req.Client)
+		x.ClientLoc = l
+		x.Steps = append(x.Steps, fmt.Sprintf("client %s is in no coverage zone: GeoIP places it at %.4f,%.4f, nearest region %s", req.Client, l.Lat, l.Lon, s.Regions[d.ClientRegion].Name))
 	case d.ClientRegion >= 0:
 		x.ClientLoc = s.Regions[d.ClientRegion].Loc
 		x.Steps = append(x.Steps, fmt.Sprintf("client %s is in no coverage zone: default region %s", req.Client, s.Regions[d.ClientRegion].Name))
 	default:
 		return x
 	}
+	pl := &e.pools[e.svcPool[d.Service]]
+	if p := s.Services[d.Service].Pool; p >= 0 {
+		x.Steps = append(x.Steps, fmt.Sprintf("service %s uses pool %s (labels %s): %d servers", s.Services[d.Service].Name, s.Pools[p].Name, poolLabels(s.Pools[p].Match), len(s.Pools[p].Servers)))
+	}
+	if d.Result == ResultOverflow {
+		if d.Region == d.ClientRegion {
+			x.Steps = append(x.Steps, "the nearest node is over the service's overflow thresholds: the next node took the client")
+		} else {
+			x.Steps = append(x.Steps, fmt.Sprintf("every node of region %s is over the service's overflow thresholds: the next region took the client", s.Regions[d.ClientRegion].Name))
+		}
+	}
 	// Regions in the order the engine considers them.
 	considered := []int32{d.ClientRegion}
-	if d.Result == ResultFallback || d.Result == ResultError {
-		x.Steps = append(x.Steps, fmt.Sprintf("region %s has no available server", s.Regions[d.ClientRegion].Name))
+	if d.Result == ResultFallback || d.Result == ResultError || (d.Result == ResultOverflow && d.Region != d.ClientRegion) {
+		if d.Result != ResultOverflow {
+			x.Steps = append(x.Steps, fmt.Sprintf("region %s has no available server of the service", s.Regions[d.ClientRegion].Name))
+		}
 		for _, r := range s.Regions[d.ClientRegion].Fallback {
 			if !slices.Contains(considered, r) {
 				considered = append(considered, r)
@@ -84,7 +104,7 @@ func (e *Engine) Explain(req Request) Explanation {
 	policy := ""
 	if d.Service >= 0 && e.selection[d.Service] == topology.SelectQoE {
 		x.Steps = append(x.Steps, "selection qoe: the city's scheduler replaces server and bitrate with its QoE plan's (see its /debug/alloc); shown is the nearest answer it starts from")
-	} else if d.Service >= 0 && e.selection[d.Service] != topology.SelectNearest && e.balance != nil {
+	} else if d.Service >= 0 && e.selection[d.Service] != topology.SelectNearest && pl.balance != nil {
 		policy = string(e.selection[d.Service])
 	}
 	scores := map[int32]string{}
@@ -95,7 +115,7 @@ func (e *Engine) Explain(req Request) Explanation {
 		if sel == topology.SelectCHash {
 			key = e.contentHash(d.Service, req.Path, req.Query)
 		}
-		bx := e.balance.Explain(sel, d.Node, key, addrHash(req.Client))
+		bx := pl.balance.Explain(sel, d.Node, key, addrHash(req.Client))
 		for _, n := range bx.Notes {
 			x.Steps = append(x.Steps, policy+": "+n)
 		}
@@ -116,12 +136,12 @@ func (e *Engine) Explain(req Request) Explanation {
 			sv := &s.Servers[si]
 			c := Candidate{
 				Server: sv.Name, Node: s.Nodes[sv.Node].Name, Region: s.Regions[r].Name, Address: sv.Addr.String(),
-				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Effective: float64(sv.Weight), Available: e.avail[si],
+				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Effective: e.weight[si], Available: pl.avail[si],
 			}
 			if policy != "" {
 				ws, ok := weights[sv.Node]
 				if !ok {
-					ws = e.policyWeights(e.selection[d.Service], sv.Node)
+					ws = e.policyWeights(pl.balance, e.selection[d.Service], sv.Node)
 					weights[sv.Node] = ws
 				}
 				if w, ok := ws[si]; ok {
@@ -133,6 +153,8 @@ func (e *Engine) Explain(req Request) Explanation {
 				c.Chosen, c.Why = true, "chosen by policy "+policy+" in the nearest node with an available server"
 			case si == d.Server:
 				c.Chosen, c.Why = true, "chosen: nearest available"
+			case !s.InPool(d.Service, si):
+				c.Why = "not in the service's pool"
 			case !e.avail[si]:
 				c.Why = "unavailable"
 				if e.why != nil {
@@ -140,6 +162,8 @@ func (e *Engine) Explain(req Request) Explanation {
 						c.Why = "unavailable: " + w
 					}
 				}
+			case e.hasOver[d.Service] && e.over.Over(d.Service, sv.Node):
+				c.Why = "its node is over the service's overflow thresholds: " + e.over.Reason(d.Service, sv.Node)
 			case r != d.Region:
 				c.Why = "region not used"
 			case sv.Node != d.Node:
@@ -173,4 +197,23 @@ func (e *Engine) Explain(req Request) Explanation {
 		return 0
 	})
 	return x
+}
+
+// geoPlaced reports whether the GeoIP database places a as the engine
+// would (a client in no zone).
+func (e *Engine) geoPlaced(a netip.Addr) bool {
+	if _, ok := e.snap.ZoneOf(a); ok {
+		return false
+	}
+	_, _, ok := e.geoLocate(a)
+	return ok
+}
+
+func poolLabels(m topology.Labels) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -1,8 +1,10 @@
 package steer
 
 import (
+	"slices"
 	"strings"
 
+	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -21,15 +23,15 @@ type ServerWeight struct {
 // policyWeights is what selection sel's policy for node weighs each of its
 // servers with, by snapshot index; nil when sel has no table here (nearest
 // and qoe pick with the topology's weights).
-func (e *Engine) policyWeights(sel topology.Selection, node int32) map[int32]ServerWeight {
-	if e.balance == nil || sel == topology.SelectNearest || sel == topology.SelectQoE {
+func (e *Engine) policyWeights(t *balance.Table, sel topology.Selection, node int32) map[int32]ServerWeight {
+	if t == nil || sel == topology.SelectNearest || sel == topology.SelectQoE {
 		return nil
 	}
-	p := e.balance.Policy(sel, node)
+	p := t.Policy(sel, node)
 	if p == nil {
 		return nil
 	}
-	cfg := e.balance.Config()
+	cfg := t.Config()
 	out := map[int32]ServerWeight{}
 	for _, c := range p.Explain(0, 0).Candidates {
 		sv := &e.snap.Servers[c.Server]
@@ -54,22 +56,32 @@ func (e *Engine) policyWeights(sel topology.Selection, node int32) map[int32]Ser
 // differently), in snapshot order. Services that select by nearest (or
 // qoe) weigh servers as the topology does, and add nothing.
 func (e *Engine) Weights() []ServerWeight {
-	if e.balance == nil {
-		return nil
+	type use struct {
+		t   *balance.Table
+		sel topology.Selection
 	}
-	var used []topology.Selection
-	for _, sel := range e.selection {
-		if sel != topology.SelectNearest && sel != topology.SelectQoE && !contains(used, sel) {
-			used = append(used, sel)
+	var used []use
+	nearest := false
+	for svc, sel := range e.selection {
+		if sel == topology.SelectNearest || sel == topology.SelectQoE {
+			nearest = true
+			continue
+		}
+		u := use{e.pools[e.svcPool[svc]].balance, sel}
+		if u.t != nil && !slices.Contains(used, u) {
+			used = append(used, u)
 		}
 	}
 	var out []ServerWeight
 	for n := range e.snap.Nodes {
 		byPolicy := make([]map[int32]ServerWeight, len(used))
-		for i, sel := range used {
-			byPolicy[i] = e.policyWeights(sel, int32(n))
+		for i, u := range used {
+			byPolicy[i] = e.policyWeights(u.t, u.sel, int32(n))
 		}
 		for _, si := range e.snap.Nodes[n].Servers {
+			if tw := e.snap.Servers[si].Weight; nearest && e.weight[si] != float64(tw) {
+				out = append(out, ServerWeight{Server: si, Topology: tw, Effective: e.weight[si], Why: "nearest and qoe: slow start"})
+			}
 			for _, ws := range byPolicy {
 				if w, ok := ws[si]; ok && w.Why != "" {
 					out = append(out, w)
@@ -78,13 +90,4 @@ func (e *Engine) Weights() []ServerWeight {
 		}
 	}
 	return out
-}
-
-func contains(s []topology.Selection, v topology.Selection) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -39,6 +39,7 @@ func (l Limits) Compile(t *Topology, revision int64) (*Snapshot, error) {
 	c.anycast()
 	c.regions()
 	c.nodes()
+	c.pools()
 	c.zones()
 	c.services()
 	if err := c.errs.Err(); err != nil {
@@ -286,6 +287,7 @@ func (c *compiler) nodes() {
 		region := c.entry("node", p, i, n.Name, n.Region, s.nodeIdx)
 		loc, _ := c.location(p+".location", n.Location, true)
 		nv := NodeView{Name: n.Name, Region: region, Loc: loc}
+		c.labels(p+".labels", n.Labels)
 		if len(n.Servers) == 0 {
 			c.add(p+".servers", "at least one server is required")
 		}
@@ -299,7 +301,10 @@ func (c *compiler) nodes() {
 					s.serverIdx[sv.Name] = idx
 				}
 			}
-			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: int(sv.Weight), CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity}
+			view := ServerView{Name: sv.Name, Node: int32(i), Region: region, Loc: loc, Weight: int(sv.Weight), CoverageRadiusM: sv.CoverageRadiusM, Capacity: sv.Capacity,
+				Labels: serverLabels(&n, &sv)}
+			c.labels(sp+".labels", sv.Labels)
+			c.healthFields(sp+".health", sv.Health)
 			view.Addr = c.address(sp+".address", sv.Address, addrs)
 			view.AddrString = view.Addr.String()
 			if sv.Health != nil && sv.Health.URL != "" {
@@ -486,6 +491,8 @@ func (c *compiler) services() {
 		}
 		view.Template = c.urlTemplate(p+".url_template", sv.URLTemplate)
 		view.Channel = c.channel(p+".channel", sv.Channel)
+		view.Pool = c.servicePool(p, i, &sv)
+		c.serviceExtras(p, &sv, &view)
 		if len(sv.BitratesKbps) == 0 {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}

@@ -16,10 +16,11 @@ const (
 	KindZones    = "zones"
 	KindNetworks = "networks"
 	KindServices = "services"
+	KindPools    = "pools"
 	KindSettings = "settings"
 )
 
-var diffKinds = [...]string{KindRegions, KindNodes, KindServers, KindZones, KindNetworks, KindServices, KindSettings}
+var diffKinds = [...]string{KindRegions, KindNodes, KindServers, KindZones, KindNetworks, KindServices, KindPools, KindSettings}
 
 // Changes is what one document changes against another: what an operator
 // confirms before an apply, what the removal guard judges and what the
@@ -92,6 +93,7 @@ func Diff(old, new *Topology) *Changes {
 		return field(nil, "zone", a, b)
 	}))
 	add(diffNamed(KindServices, index(old.Services, serviceName), index(new.Services, serviceName), serviceFields))
+	add(diffNamed(KindPools, index(old.Pools, poolName), index(new.Pools, poolName), poolFields))
 	add(diffNamed(KindSettings, settings(old), settings(new), func(a, b string) []string {
 		if a == b {
 			return nil
@@ -226,6 +228,7 @@ func regionName(r *Region) string   { return r.Name }
 func nodeName(n *Node) string       { return n.Name }
 func zoneName(z *Zone) string       { return z.Name }
 func serviceName(s *Service) string { return s.Name }
+func poolName(p *Pool) string       { return p.Name }
 
 // field appends "name: a -> b" when a and b differ.
 func field(out []string, name, a, b string) []string {
@@ -266,6 +269,7 @@ func regionFields(a, b *Region) []string {
 
 func nodeFields(a, b *Node) []string {
 	out := field(nil, "region", a.Region, b.Region)
+	out = field(out, "labels", labelString(a.Labels), labelString(b.Labels))
 	return field(out, "location", loc(a.Location), loc(b.Location))
 }
 
@@ -291,7 +295,8 @@ func servers(t *Topology) map[string]placedServer {
 func serverFields(a, b placedServer) []string {
 	out := field(nil, "node", a.node, b.node)
 	out = field(out, "address", a.s.Address, b.s.Address)
-	out = field(out, "health.url", healthURL(a.s), healthURL(b.s))
+	out = field(out, "health", healthString(a.s.Health), healthString(b.s.Health))
+	out = field(out, "labels", labelString(a.s.Labels), labelString(b.s.Labels))
 	out = field(out, "weight", weight(a.s.Weight), weight(b.s.Weight))
 	out = field(out, "location", loc(a.s.Location), loc(b.s.Location))
 	out = field(out, "coverage_radius_m", num(a.s.CoverageRadiusM), num(b.s.CoverageRadiusM))
@@ -299,11 +304,48 @@ func serverFields(a, b placedServer) []string {
 	return field(out, "transcode_units", num(a.s.Capacity.TranscodeUnits), num(b.s.Capacity.TranscodeUnits))
 }
 
-func healthURL(s *Server) string {
-	if s.Health == nil {
+// healthString shows a health block's set fields ("(none)" for none).
+func healthString(h *HealthCheck) string {
+	if h == nil || *h == (HealthCheck{}) {
 		return "(none)"
 	}
-	return orNone(s.Health.URL)
+	var parts []string
+	add := func(name, v string) { parts = append(parts, name+"="+v) }
+	if h.URL != "" {
+		add("url", h.URL)
+	}
+	if h.ExpectStatus != 0 {
+		add("expect_status", strconv.Itoa(h.ExpectStatus))
+	}
+	if h.ExpectBody != "" {
+		add("expect_body", strconv.Quote(h.ExpectBody))
+	}
+	if h.MaxCPU != 0 {
+		add("max_cpu", num(h.MaxCPU))
+	}
+	if h.MaxMemory != 0 {
+		add("max_memory", num(h.MaxMemory))
+	}
+	if h.MaxConnections != 0 {
+		add("max_connections", strconv.Itoa(h.MaxConnections))
+	}
+	if h.MaxLoad != 0 {
+		add("max_load", num(h.MaxLoad))
+	}
+	return strings.Join(parts, " ")
+}
+
+func poolFields(a, b *Pool) []string {
+	out := field(nil, "match", labelString(a.Match), labelString(b.Match))
+	return field(out, "health", healthString(a.Health), healthString(b.Health))
+}
+
+func overflowString(o *Overflow) string {
+	if o == nil {
+		return "(none)"
+	}
+	return fmt.Sprintf("bandwidth_share=%s claims_share=%s sessions_per_server=%d rps_per_server=%s resume=%s",
+		num(o.BandwidthShare), num(o.ClaimsShare), o.SessionsPerServer, num(o.RPSPerServer), num(o.Resume))
 }
 
 // weight shows the weight in effect: 0 (left out) means DefaultWeight.
@@ -360,7 +402,12 @@ func serviceFields(a, b *Service) []string {
 	out = field(out, "url_template", a.URLTemplate, b.URLTemplate)
 	out = field(out, "bitrates_kbps", list(a.BitratesKbps), list(b.BitratesKbps))
 	out = field(out, "selection", string(a.Selection.OrDefault()), string(b.Selection.OrDefault()))
-	return field(out, "channel", a.Channel.String(), b.Channel.String())
+	out = field(out, "channel", a.Channel.String(), b.Channel.String())
+	out = field(out, "pool", orNone(a.Pool), orNone(b.Pool))
+	out = field(out, "match", labelString(a.Match), labelString(b.Match))
+	out = field(out, "answers", strconv.Itoa(max(a.Answers, 1)), strconv.Itoa(max(b.Answers, 1)))
+	out = field(out, "alternates_header", strconv.FormatBool(a.AlternatesHeader), strconv.FormatBool(b.AlternatesHeader))
+	return field(out, "overflow", overflowString(a.Overflow), overflowString(b.Overflow))
 }
 
 // settings are the document's scalar settings by their path.

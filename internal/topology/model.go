@@ -25,6 +25,9 @@ type Topology struct {
 	Nodes    []Node    `yaml:"nodes" json:"nodes"`
 	Zones    []Zone    `yaml:"zones" json:"zones"`
 	Services []Service `yaml:"services" json:"services"`
+	// Pools name sets of servers by their labels, for services to select
+	// and for health thresholds shared by a fleet.
+	Pools []Pool `yaml:"pools,omitempty" json:"pools,omitempty"`
 }
 
 // Anycast holds the shared service address and the center's aggregate.
@@ -60,6 +63,8 @@ type Node struct {
 	Region   string    `yaml:"region" json:"region"`
 	Location *Location `yaml:"location" json:"location"`
 	Servers  []Server  `yaml:"servers" json:"servers"`
+	// Labels apply to every server of the node (a server's own win).
+	Labels Labels `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
 
 // Server is one edge media server STBs are redirected to.
@@ -73,11 +78,40 @@ type Server struct {
 	Location        *Location `yaml:"location,omitempty" json:"location,omitempty"` // defaults to the node's
 	CoverageRadiusM float64   `yaml:"coverage_radius_m,omitempty" json:"coverage_radius_m,omitempty"`
 	Capacity        Capacity  `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// Labels say what the server is for (fleet: vod, tier: premium);
+	// services select servers by them. Added to the node's labels.
+	Labels Labels `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
 
-// HealthCheck says how agents probe a server.
+// Labels are a server's (or node's) key/value tags; keys and values are
+// names (lowercase letters, digits, '-', '_', '.').
+type Labels map[string]string
+
+// HealthCheck says how agents probe a server and when its figures make it
+// unavailable. On a pool it sets the thresholds of the pool's servers (a
+// server's own thresholds win, field by field); url is per server only.
 type HealthCheck struct {
 	URL string `yaml:"url,omitempty" json:"url,omitempty"`
+	// ExpectStatus is the HTTP status a healthy answer has; 0: any 2xx.
+	ExpectStatus int `yaml:"expect_status,omitempty" json:"expect_status,omitempty"`
+	// ExpectBody is a regular expression the answer's body (its first 64
+	// KiB) must match; empty: any body.
+	ExpectBody string `yaml:"expect_body,omitempty" json:"expect_body,omitempty"`
+	// Thresholds on what the server reports (JSON stats; 0: none). Above
+	// one of them the server takes no new STBs until it is back below.
+	MaxCPU         float64 `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`       // 0-1
+	MaxMemory      float64 `yaml:"max_memory,omitempty" json:"max_memory,omitempty"` // 0-1
+	MaxConnections int     `yaml:"max_connections,omitempty" json:"max_connections,omitempty"`
+	MaxLoad        float64 `yaml:"max_load,omitempty" json:"max_load,omitempty"` // load average
+}
+
+// Pool is a named set of servers: every server whose labels include all of
+// Match's (an empty Match: every server).
+type Pool struct {
+	Name  string `yaml:"name" json:"name"`
+	Match Labels `yaml:"match" json:"match"`
+	// Health thresholds for the pool's servers (no url).
+	Health *HealthCheck `yaml:"health,omitempty" json:"health,omitempty"`
 }
 
 // Capacity of a server; zero means not stated.
@@ -104,6 +138,37 @@ type Service struct {
 	// Channel says where the channel is in a request; nil: the first path
 	// segment, keyed as the balance policy's key says.
 	Channel *ChannelSpec `yaml:"channel,omitempty" json:"channel,omitempty"`
+	// Pool (a pool's name) or Match (labels) selects the servers that
+	// serve the service; neither: every server. A region with none of them
+	// sends the service's STBs to its fallbacks.
+	Pool  string `yaml:"pool,omitempty" json:"pool,omitempty"`
+	Match Labels `yaml:"match,omitempty" json:"match,omitempty"`
+	// Answers is how many locations a JSON or DNS answer lists, in
+	// preference order (0: 1); a 302 names one.
+	Answers int `yaml:"answers,omitempty" json:"answers,omitempty"`
+	// AlternatesHeader adds the other locations to a 302 as
+	// X-Anysched-Alternates (Answers > 1).
+	AlternatesHeader bool `yaml:"alternates_header,omitempty" json:"alternates_header,omitempty"`
+	// Overflow sends new STBs past a node (then a region) whose load is
+	// over these thresholds; nil: never.
+	Overflow *Overflow `yaml:"overflow,omitempty" json:"overflow,omitempty"`
+}
+
+// Overflow thresholds apply to each node, for the service's servers in it.
+// A node overflows when any threshold is reached and takes new STBs again
+// once every figure is below Resume times its threshold.
+type Overflow struct {
+	// BandwidthShare of the node's capacity in use (from health), 0-1.
+	BandwidthShare float64 `yaml:"bandwidth_share,omitempty" json:"bandwidth_share,omitempty"`
+	// ClaimsShare of the node's capacity claimed by the QoE planners, 0-1.
+	ClaimsShare float64 `yaml:"claims_share,omitempty" json:"claims_share,omitempty"`
+	// SessionsPerServer the QoE planner keeps on the node, per server.
+	SessionsPerServer int `yaml:"sessions_per_server,omitempty" json:"sessions_per_server,omitempty"`
+	// RPSPerServer: new STB requests per second this scheduler sends to
+	// the node for the service, per server.
+	RPSPerServer float64 `yaml:"rps_per_server,omitempty" json:"rps_per_server,omitempty"`
+	// Resume is the hysteresis: 0 means 0.8.
+	Resume float64 `yaml:"resume,omitempty" json:"resume,omitempty"`
 }
 
 // ChannelSpec says where a service's requests name their channel: the

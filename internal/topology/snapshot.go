@@ -21,7 +21,11 @@ type Snapshot struct {
 	Servers      []ServerView
 	Zones        []ZoneView
 	Services     []ServiceView
+	// Pools are the named pools, then the services' distinct inline matches.
+	Pools []PoolView
 
+	poolIdx                                            map[string]int32 // named pools
+	poolBySelector                                     map[string]int32 // match set -> pool, shared by services
 	regionIdx, nodeIdx, serverIdx, zoneIdx, serviceIdx map[string]int32
 	hostIdx                                            map[string]int32 // normalised hostname -> service
 	defaultService                                     int32            // for requests addressed to the service IP
@@ -57,6 +61,8 @@ type ServerView struct {
 	HealthURL       string
 	CoverageRadiusM float64
 	Capacity        Capacity
+	Labels          Labels       // the node's and the server's own
+	Health          HealthPolicy // probe expectations and thresholds in force
 }
 
 // ZoneView is a coverage zone.
@@ -79,6 +85,12 @@ type ServiceView struct {
 	// Channel says where requests name their channel; nil: the first path
 	// segment (steer keys as the balance policy's key says).
 	Channel *ChannelPattern
+	// Pool is the service's servers (an index into Pools); -1: every server.
+	Pool int32
+	// Answers: locations per JSON or DNS answer (at least 1).
+	Answers          int
+	AlternatesHeader bool
+	Overflow         *Overflow // thresholds with Resume defaulted; nil: none
 }
 
 // Counts summarises a snapshot's size.
