@@ -124,9 +124,9 @@ func (p *policy) inputs(snap *topology.Snapshot, av *health.Availability, in *st
 }
 
 // Observe feeds passive outlier detection with one redirect (the HTTP
-// front end's Observer).
-func (p *policy) Observe(eng *steer.Engine, d steer.Decision, req steer.Request) {
-	p.eject.Observe(steer.ClientHash(req.Client), eng.ContentHash(d.Service, req.Path, req.Query), d.Server, time.Now().UnixNano())
+// front end's Observer); at is when the request was read.
+func (p *policy) Observe(eng *steer.Engine, d steer.Decision, req steer.Request, at time.Time) {
+	p.eject.Observe(steer.ClientHash(req.Client), eng.ContentHash(d.Service, req.Path, req.Query), d.Server, at.UnixNano())
 }
 
 // runPolicy evaluates the overflow thresholds and the outlier rules every

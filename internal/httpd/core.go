@@ -180,7 +180,7 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		}
 	}
 	if s.cfg.Observer != nil && d.Server >= 0 && d.Result.Served() {
-		s.cfg.Observer.Observe(eng, d, req) // by value: pointers would move d and req to the heap
+		s.cfg.Observer.Observe(eng, d, req, start) // by value: pointers would move d and req to the heap
 	}
 	names := eng.Names(&d)
 	buf := scratch[:0]

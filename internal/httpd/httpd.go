@@ -80,7 +80,7 @@ const (
 // Observer watches the redirects an HTTP front end gives. It runs on the
 // STB's path: it must not block or allocate.
 type Observer interface {
-	Observe(eng *steer.Engine, d steer.Decision, req steer.Request)
+	Observe(eng *steer.Engine, d steer.Decision, req steer.Request, at time.Time)
 }
 
 // Allocator is the live QoE allocation (internal/allocator). It gets the
