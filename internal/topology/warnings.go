@@ -20,7 +20,7 @@ const maxZoneWarnings = 20
 // lowest rung. The test is the allocator's (internal/allocator coverage).
 func Warnings(s *Snapshot) []string {
 	var out []string
-	for _, sv := range s.Services {
+	for si, sv := range s.Services {
 		if sv.Selection != SelectQoE {
 			continue
 		}
@@ -29,7 +29,7 @@ func Warnings(s *Snapshot) []string {
 			if z.Region < 0 {
 				continue
 			}
-			w := uncovered(s, z)
+			w := uncovered(s, int32(si), z)
 			if w == "" {
 				continue
 			}
@@ -44,15 +44,15 @@ func Warnings(s *Snapshot) []string {
 	return out
 }
 
-// uncovered describes how zone z is not covered by its region's servers;
-// "" when one covers it.
-func uncovered(s *Snapshot, z ZoneView) string {
+// uncovered describes how zone z is not covered by the servers of its
+// region that service svc may use (its pool); "" when one covers it.
+func uncovered(s *Snapshot, svc int32, z ZoneView) string {
 	r := &s.Regions[z.Region]
-	if len(r.Servers) == 0 {
-		return fmt.Sprintf("zone %s (region %s) is covered by no server of %s: the region has no servers", z.Name, r.Name, r.Name)
-	}
 	nearest, best := int32(-1), math.Inf(1)
 	for _, si := range r.Servers {
+		if !s.InPool(svc, si) {
+			continue
+		}
 		sv := &s.Servers[si]
 		d := qoe.DistanceM(z.Loc.Lat, z.Loc.Lon, sv.Loc.Lat, sv.Loc.Lon)
 		if sv.CoverageRadiusM <= 0 || d <= sv.CoverageRadiusM {
@@ -61,6 +61,13 @@ func uncovered(s *Snapshot, z ZoneView) string {
 		if d < best {
 			nearest, best = si, d
 		}
+	}
+	if nearest < 0 {
+		what := "servers"
+		if p := s.Services[svc].Pool; p >= 0 {
+			what = "servers of pool " + s.Pools[p].Name
+		}
+		return fmt.Sprintf("zone %s (region %s) is covered by no server of %s: the region has no %s", z.Name, r.Name, r.Name, what)
 	}
 	sv := &s.Servers[nearest]
 	return fmt.Sprintf("zone %s (region %s) is covered by no server of %s: nearest is %s at %.1f km, coverage_radius_m %g",
