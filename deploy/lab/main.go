@@ -72,6 +72,7 @@ func run(args []string) error {
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
 	listen := fs.String("listen", "", "edge: address to serve on")
+	failFile := fs.String("fail-file", "", "edge: while this file exists, playlist and segment requests fail (500); health and stats still answer")
 	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, edge, ospf, etcd_cluster, qoe, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
 	qoe := fs.Bool("qoe", true, "the service selects by QoE allocation; STBs are viewers with signed tokens")
@@ -134,7 +135,7 @@ func run(args []string) error {
 	case "edge": // a media edge inside a lab namespace (started by the lab itself)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return (&edge.Server{Listen: *listen}).Run(ctx)
+		return (&edge.Server{Listen: *listen, FailFile: *failFile}).Run(ctx)
 	case "down":
 		lab.Cleanup(o.Prefix)
 		fmt.Println("lab removed")

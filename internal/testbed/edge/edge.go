@@ -1,7 +1,12 @@
 // Package edge is a small media edge for the lab: it serves synthetic HLS
-// (a media playlist per channel and bitrate, fixed-size segments), answers
-// health probes, and reports its load as the JSON stats body the health
-// checkers understand ({"cpu", "bandwidth_mbps", "connections"}).
+// (a media playlist per channel or title and bitrate, fixed-size
+// segments), answers health probes, and reports its load as the JSON stats
+// body the health checkers understand ({"cpu", "bandwidth_mbps",
+// "connections"}).
+//
+// For drills of failures the probes do not see, a fail file (Server.FailFile)
+// breaks the media path alone: while the file exists every playlist and
+// segment request is answered 500, and /health and /stats still answer 200.
 package edge
 
 import (
@@ -11,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,6 +30,10 @@ const SegmentBytes = 32 << 10
 type Server struct {
 	Listen string
 	Name   string
+	// FailFile: while a file exists at this path, media requests fail
+	// (500) and the health and stats endpoints still answer; empty: never.
+	// Looked up on every media request, so a drill takes effect at once.
+	FailFile string
 
 	conns atomic.Int64
 	bytes atomic.Int64
@@ -32,7 +42,8 @@ type Server struct {
 
 var segment = make([]byte, SegmentBytes) // zeros: the content does not matter
 
-// Handler serves /live/{channel}/{bitrate}/index.m3u8, .../segN.ts, /stats and /health.
+// Handler serves /live/{channel}/{bitrate}/index.m3u8 and .../segN.ts (and
+// the same under /vod/), /stats and /health.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -42,24 +53,40 @@ func (s *Server) Handler() http.Handler {
 			"cpu": 0.1, "bandwidth_mbps": float64(s.rate.Load()) * 8 / 1e6, "connections": s.conns.Load(),
 		})
 	})
-	mux.HandleFunc("GET /live/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) {
-		file := r.PathValue("file")
-		switch {
-		case file == "index.m3u8":
-			w.Header().Set("Content-Type", "application/vnd.apple.mpegurl")
-			s.count(w, []byte(Playlist()))
-		case strings.HasPrefix(file, "seg") && strings.HasSuffix(file, ".ts"):
-			if _, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(file, "seg"), ".ts")); err != nil {
-				http.NotFound(w, r)
-				return
-			}
-			w.Header().Set("Content-Type", "video/mp2t")
-			s.count(w, segment)
-		default:
-			http.NotFound(w, r)
-		}
-	})
+	mux.HandleFunc("GET /live/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) { s.media(w, r, Playlist()) })
+	mux.HandleFunc("GET /vod/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) { s.media(w, r, VODPlaylist()) })
 	return mux
+}
+
+// media answers a playlist or segment request.
+func (s *Server) media(w http.ResponseWriter, r *http.Request, playlist string) {
+	if s.failing() {
+		http.Error(w, "media path failing (fail file present)", http.StatusInternalServerError)
+		return
+	}
+	file := r.PathValue("file")
+	switch {
+	case file == "index.m3u8":
+		w.Header().Set("Content-Type", "application/vnd.apple.mpegurl")
+		s.count(w, []byte(playlist))
+	case strings.HasPrefix(file, "seg") && strings.HasSuffix(file, ".ts"):
+		if _, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(file, "seg"), ".ts")); err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "video/mp2t")
+		s.count(w, segment)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) failing() bool {
+	if s.FailFile == "" {
+		return false
+	}
+	_, err := os.Stat(s.FailFile)
+	return err == nil
 }
 
 // Playlist is the media playlist of every channel and bitrate: three
@@ -71,6 +98,12 @@ func Playlist() string {
 		fmt.Fprintf(&b, "#EXTINF:2.0,\nseg%d.ts\n", i)
 	}
 	return b.String()
+}
+
+// VODPlaylist is the playlist of every title and bitrate: Playlist's
+// segments, complete (a VOD playlist lists the whole title and ends).
+func VODPlaylist() string {
+	return strings.Replace(Playlist(), "#EXT-X-MEDIA-SEQUENCE:0\n", "#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-MEDIA-SEQUENCE:0\n", 1) + "#EXT-X-ENDLIST\n"
 }
 
 func (s *Server) count(w http.ResponseWriter, b []byte) {

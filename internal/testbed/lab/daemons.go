@@ -23,6 +23,21 @@ func (l *Lab) schedulerConfig(name, body string) (string, error) {
 	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
+// regionalAdmin is where a regional scheduler's admin listener (metrics)
+// listens, inside its namespace.
+const regionalAdmin = "127.0.0.1:9101"
+
+// OutlierConfig is the schedulers' outlier block with Options.Outlier:
+// short enough for a test (an STB re-asking within 5 s fails the server of
+// its last answer, 3 such failures in a row eject it for 5 s).
+const OutlierConfig = `outlier:
+  enabled: true
+  reask_window: 5s
+  consecutive_failures: 3
+  base_ejection: 5s
+  max_ejection: 20s
+`
+
 // StartCenter starts the central scheduler (embedded etcd on 10.0.0.2, or
 // a client of the lab's etcd cluster), in the secure configuration: etcd
 // and the admin API on 10.0.0.2 with mutual TLS, every topology signed.
@@ -93,6 +108,9 @@ access_log:
 		}
 		body += fmt.Sprintf("alloc:\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
 	}
+	if l.o.Outlier {
+		body += OutlierConfig
+	}
 	path, err := l.schedulerConfig("center", body)
 	if err != nil {
 		return err
@@ -118,6 +136,9 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 		}
 		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
 	}
+	if l.o.Outlier {
+		healthYAML += OutlierConfig
+	}
 	mode, drain := "bgp", "2s"
 	if l.o.OSPF {
 		mode, drain = "ospf", "7s" // BIRD spreads router-LSA changes up to 5 s apart
@@ -133,7 +154,7 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	body := fmt.Sprintf(`instance_id: %s
 region: %s
 %sadmin:
-  listen: 127.0.0.1:9101
+  listen: %s
 snapshot:
   cache_file: %s
   confirm_interval: 500ms
@@ -157,7 +178,7 @@ dns:
   listen: 0.0.0.0:53
 access_log:
   enabled: false
-%s`, id, l.o.Cities[i], etcdYAML, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+%s`, id, l.o.Cities[i], etcdYAML, regionalAdmin, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 
 	"github.com/anysched/anysched/internal/testbed/tunlink"
 	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // Options describe a lab province.
@@ -38,9 +39,10 @@ type Options struct {
 	Delay          time.Duration
 	DistanceDelays bool
 	Bin            string // directory with central-scheduler and regional-scheduler
-	// Edges: per city a namespace with two media edges (bin/lab edge) the
-	// topology points at, probed by a checker embedded in each regional
-	// scheduler. Without them the servers exist only in the topology.
+	// Edges: per city a namespace with three media edges (bin/lab edge),
+	// the city's two live servers and its VOD server, which the topology
+	// points at, probed by a checker embedded in each regional scheduler.
+	// Without them the servers exist only in the topology.
 	Edges bool
 	// EdgeServer is what runs each edge: EdgeLab (default) or EdgeNginx.
 	EdgeServer string
@@ -56,9 +58,18 @@ type Options struct {
 	// QoE: the service selects by QoE allocation (internal/qoe): the servers get
 	// capacities, the regional schedulers require viewer tokens signed with
 	// the lab's key (TokenKey) and re-solve their city every 2 s.
-	QoE    bool
-	Dir    string // work directory (configs, logs)
-	Logger *slog.Logger
+	QoE bool
+	// Outlier turns on passive outlier ejection in every scheduler with
+	// short lab timings (OutlierConfig): an STB that asks again for the same
+	// channel soon after a redirect counts as a failure of that server.
+	// Off by default: a test's request loop asking for one channel from one
+	// address again and again would look like failures.
+	Outlier bool
+	// Topology, if set, amends the generated topology (overflow
+	// thresholds, labels, ...) before it is validated and written.
+	Topology func(*topology.Topology)
+	Dir      string // work directory (configs, logs)
+	Logger   *slog.Logger
 }
 
 // Lab is a running province.
@@ -159,10 +170,10 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	if o.Edges {
 		for i := range o.Cities {
-			for _, host := range []int{10, 11} {
+			for _, host := range edgeHosts() {
 				addr := fmt.Sprintf("10.%d.4.%d:8080", i+1, host)
-				name := fmt.Sprintf("edge-%d-%d", i+1, host)
-				cmd := []string{filepath.Join(o.Bin, "lab"), "edge", "--listen", addr}
+				name := EdgeName(i, host)
+				cmd := []string{filepath.Join(o.Bin, "lab"), "edge", "--listen", addr, "--fail-file", l.failFile(name)}
 				if o.EdgeServer == EdgeNginx {
 					var err error
 					if cmd, err = nginxEdge(filepath.Join(o.Dir, name), addr); err != nil {
@@ -256,6 +267,115 @@ func (l *Lab) NS(short string) string { return l.nsName(short) }
 
 // Dir is the lab's work directory.
 func (l *Lab) Dir() string { return l.o.Dir }
+
+// Query is one STB request a test sends.
+type Query struct {
+	// From is the STB's address: one of the city's client addresses
+	// (AddClients); zero: the client namespace's own, 10.<i+1>.1.2.
+	From netip.Addr
+	Host string // zero: the live service's hostname
+	Path string // zero: /ch1/index.m3u8
+}
+
+// Answer is what a scheduler answered an STB.
+type Answer struct {
+	Status   int
+	Location string // the redirect target
+	Instance string // X-Anysched-Instance: which scheduler answered
+	Result   string // X-Anysched-Result: CZ, FALLBACK, OVERFLOW, ...
+}
+
+// Ask sends one STB request from city i's client namespace to the Anycast
+// address, asking for the debug headers, and returns the answer. The STB
+// gives up after 2 s.
+func (l *Lab) Ask(ctx context.Context, i int, q Query) (Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if q.Host == "" {
+		q.Host = topogen.Hostname
+	}
+	if q.Path == "" {
+		q.Path = "/ch1/index.m3u8"
+	}
+	target := "http://" + ServiceIP.String() + q.Path
+	if l.o.QoE {
+		tok, err := l.probeToken()
+		if err != nil {
+			return Answer{}, err
+		}
+		target += "?token=" + tok
+	}
+	args := []string{"netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)), "curl", "-s", "-o", "/dev/null", "--max-time", "2",
+		"-H", "Host: " + q.Host, "-H", "X-Anysched-Debug: 1",
+		"-w", "%{http_code} %header{x-anysched-instance} %header{x-anysched-result} %{redirect_url}"}
+	if q.From.IsValid() {
+		args = append(args, "--interface", q.From.String())
+	}
+	out, err := exec.CommandContext(ctx, "ip", append(args, target)...).Output()
+	if err != nil {
+		return Answer{}, fmt.Errorf("curl from %v: %w", q.From, err)
+	}
+	// Fields in a fixed order, an empty one between two spaces.
+	var a Answer
+	f := strings.SplitN(string(out), " ", 4)
+	fmt.Sscanf(f[0], "%d", &a.Status)
+	for k, dst := range []*string{&a.Instance, &a.Result, &a.Location} {
+		if k+1 < len(f) {
+			*dst = strings.TrimSpace(f[k+1])
+		}
+	}
+	return a, nil
+}
+
+// AddClients gives city i's client namespace n more STB addresses,
+// 10.<i+1>.1.100 onwards (in the city's zone), and returns them. Adding
+// again is harmless.
+func (l *Lab) AddClients(i, n int) ([]netip.Addr, error) {
+	if n < 1 || n > 150 {
+		return nil, fmt.Errorf("lab: %d client addresses; 1 to 150", n)
+	}
+	var out []netip.Addr
+	for k := range n {
+		a := netip.AddrFrom4([4]byte{10, byte(i + 1), 1, byte(100 + k)})
+		if err := l.in(fmt.Sprintf("c%d", i+1), "addr", "replace", a.String()+"/24", "dev", "up0"); err != nil {
+			return nil, fmt.Errorf("lab: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Fetch GETs url from city i's client namespace, from the STB address from
+// (zero: the namespace's own), as a player fetches a playlist or segment,
+// and returns the HTTP status (0 when nothing answered).
+func (l *Lab) Fetch(ctx context.Context, i int, from netip.Addr, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	args := []string{"netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)), "curl", "-s", "-o", "/dev/null", "--max-time", "2", "-w", "%{http_code}"}
+	if from.IsValid() {
+		args = append(args, "--interface", from.String())
+	}
+	out, err := exec.CommandContext(ctx, "ip", append(args, url)...).Output()
+	var code int
+	fmt.Sscanf(string(out), "%d", &code)
+	if err != nil && code == 0 {
+		return 0, fmt.Errorf("curl %s: %w", url, err)
+	}
+	return code, nil
+}
+
+// Metrics returns what city i's primary scheduler exports on its admin
+// listener (/metrics, Prometheus text).
+func (l *Lab) Metrics(ctx context.Context, i int) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("s%d", i+1)),
+		"curl", "-sf", "--max-time", "2", "http://"+regionalAdmin+"/metrics").Output()
+	if err != nil {
+		return "", fmt.Errorf("metrics of %s: %w", PrimaryID(l.o.Cities[i]), err)
+	}
+	return string(out), nil
+}
 
 // Redirect sends one STB request from city i and returns the redirect target.
 func (l *Lab) Redirect(ctx context.Context, i int) (location string, err error) {

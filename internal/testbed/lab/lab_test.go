@@ -593,8 +593,8 @@ func TestPrivilegedLabDrill(t *testing.T) {
 }
 
 // TestPrivilegedEdgesAndHealth: with the lab's media edges and the checkers
-// embedded in the city schedulers, a killed edge stops receiving STBs and a
-// restarted one gets them back.
+// embedded in the city schedulers, live and VOD go to their own edges, a
+// killed edge stops receiving STBs and a restarted one gets them back.
 func TestPrivilegedEdgesAndHealth(t *testing.T) {
 	for _, tt := range []struct{ server, prefix string }{
 		{lab.EdgeLab, "ase"},
@@ -611,8 +611,10 @@ func TestPrivilegedEdgesAndHealth(t *testing.T) {
 
 func edgesAndHealth(t *testing.T, l *lab.Lab) {
 	answeredBy(t, l, 0, lab.PrimaryID("hefei"), 60*time.Second)
+	// Live to the live edges, VOD to the VOD edge, from every STB.
+	servicesOnTheirFleets(t, l)
 	loc, err := l.Redirect(context.Background(), 0)
-	if err != nil || !containsAll(loc, "http://10.1.4.1") {
+	if err != nil || !containsAny(loc, "http://10.1.4.10:8080/", "http://10.1.4.11:8080/") {
 		t.Fatalf("redirect %q: %v", loc, err)
 	}
 	// An STB plays from the edge: the playlist, then a segment it lists.

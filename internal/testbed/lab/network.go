@@ -19,6 +19,7 @@ import (
 //
 //	client  10.i.1.2/24 -- 10.i.1.1 router_i
 //	sched   10.i.2.2/24 -- 10.i.2.1 router_i      standby 10.i.3.2/24 -- 10.i.3.1
+//	edges   10.i.4.10-12/24 -- 10.i.4.1 router_i  (with Edges: live, live, VOD)
 //	router_i 10.100.i.2/30 -- 10.100.i.1 core     (delayed both ways: netem, or a TUN link)
 //	center  10.0.0.2/30 -- 10.0.0.1 core
 //	etcdk   10.0.1.(4k-2)/30 -- 10.0.1.(4k-3) core  (a lab etcd cluster)
@@ -128,8 +129,10 @@ func (l *Lab) network() error {
 			if err := wire(r, "edge", fmt.Sprintf("10.%d.4.1/24", n), e, "up0", fmt.Sprintf("10.%d.4.10/24", n), 0); err != nil {
 				return err
 			}
-			if err := l.in(e, "addr", "add", fmt.Sprintf("10.%d.4.11/24", n), "dev", "up0"); err != nil {
-				return err
+			for _, host := range edgeHosts()[1:] {
+				if err := l.in(e, "addr", "add", fmt.Sprintf("10.%d.4.%d/24", n, host), "dev", "up0"); err != nil {
+					return err
+				}
 			}
 			if err := l.in(e, "route", "add", "default", "via", fmt.Sprintf("10.%d.4.1", n)); err != nil {
 				return err
@@ -159,10 +162,12 @@ func (l *Lab) network() error {
 	return nil
 }
 
-// writeTopology: the sample province's shape for the lab's cities, with a
-// coverage zone per city for its client network.
+// writeTopology: the sample province's shape for the lab's cities (the live
+// and the VOD service, each on its own servers), with a coverage zone per
+// city for its client network.
 func (l *Lab) writeTopology() error {
-	t := topogen.Province(cityCoords(l.o.Cities), topogen.Options{NodesPerRegion: 1, ServersPerNode: 2, ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
+	t := topogen.Province(cityCoords(l.o.Cities), topogen.Options{NodesPerRegion: 1, ServersPerNode: LiveServers, VODServersPerNode: VODServers,
+		ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	for i, c := range l.o.Cities {
 		t.Zones = append(t.Zones, topology.Zone{Name: c + "-stb", Region: c, Networks: []string{fmt.Sprintf("10.%d.1.0/24", i+1)}})
 	}
@@ -188,6 +193,9 @@ func (l *Lab) writeTopology() error {
 				t.Nodes[ni].Servers[si].CoverageRadiusM = 0
 			}
 		}
+	}
+	if l.o.Topology != nil {
+		l.o.Topology(t)
 	}
 	if err := topology.Validate(t); err != nil {
 		return fmt.Errorf("topology: %w", err)

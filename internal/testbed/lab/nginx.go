@@ -25,9 +25,10 @@ func edgeHealthPath(kind string) string {
 }
 
 // nginxConf is an edge as nginx: the same synthetic HLS as bin/lab edge (a
-// three-segment media playlist per channel and bitrate, fixed-size
-// segments) and stub_status for the checkers. One process (no master), in
-// the foreground, every file under dir: the lab's driver owns it.
+// three-segment media playlist per channel or title and bitrate, live and
+// VOD, fixed-size segments) and stub_status for the checkers. One process
+// (no master), in the foreground, every file under dir: the lab's driver
+// owns it. It has no fail file (Lab.BreakEdge needs the lab's edge).
 const nginxConf = `daemon off;
 master_process off;
 worker_processes 1;
@@ -51,7 +52,11 @@ http {
             default_type application/vnd.apple.mpegurl;
             return 200 "%[3]s";
         }
-        location ~ ^/live/[^/]+/[0-9]+/seg[0-9]+\.ts$ {
+        location ~ ^/vod/[^/]+/[0-9]+/index\.m3u8$ {
+            default_type application/vnd.apple.mpegurl;
+            return 200 "%[4]s";
+        }
+        location ~ ^/(live|vod)/[^/]+/[0-9]+/seg[0-9]+\.ts$ {
             default_type video/mp2t;
             rewrite ^ /segment.ts break;
         }
@@ -74,8 +79,9 @@ func nginxEdge(dir, listen string) ([]string, error) {
 		return nil, err
 	}
 	playlist := strings.ReplaceAll(edge.Playlist(), "\n", `\n`)
+	vod := strings.ReplaceAll(edge.VODPlaylist(), "\n", `\n`)
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, playlist), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, playlist, vod), 0o644); err != nil {
 		return nil, err
 	}
 	// -e: the error log before the configuration is read (the default is

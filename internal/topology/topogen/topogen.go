@@ -35,6 +35,14 @@
 //     (the province-scale case uses /27s). Networks never overlap.
 //   - one service "live" (live.iptv.example, the HLS URL template of §3,
 //     ladder 730..6000 kbps, selection nearest).
+//   - with Options.VODServersPerNode, a second service on a fleet of its own:
+//     every node gets that many more servers ("<node>-vod-<a|b...>",
+//     addresses after the live ones) labelled fleet: vod, the live servers
+//     are labelled fleet: edge (a node label the VOD servers override), the
+//     pool "vod" matches fleet: vod, the service "vod" (vod.iptv.example,
+//     /vod/ URLs, selection chash: a title stays on one server's cache)
+//     takes its servers from that pool and live selects fleet: edge with an
+//     inline match. Neither service is ever sent to the other's servers.
 //
 // Province builds a uniform province (the same counts in every region);
 // Large spreads totals over the regions as evenly as possible, which is how
@@ -84,6 +92,17 @@ const (
 	ServiceName = "live"
 	Hostname    = "live.iptv.example"
 	URLTemplate = "http://{server}/live/{channel}/{bitrate}/index.m3u8"
+
+	// The VOD service and fleet (Options.VODServersPerNode).
+	VODServiceName = "vod"
+	VODHostname    = "vod.iptv.example"
+	VODURLTemplate = "http://{server}/vod/{channel}/{bitrate}/index.m3u8"
+	VODPool        = "vod"
+	// FleetLabel is the label key saying which fleet a server is in; the
+	// live servers are FleetLive, the VOD servers FleetVOD.
+	FleetLabel = "fleet"
+	FleetLive  = "edge"
+	FleetVOD   = "vod"
 )
 
 // Bitrates is the ladder of the generated service, in kbps.
@@ -198,24 +217,29 @@ type Options struct {
 	NetworksPerZone int // >= 1 when there are zones
 	// FallbackPerRegion is the most fallback regions a region lists (>= 0).
 	FallbackPerRegion int
+	// VODServersPerNode (>= 0) adds the VOD service and that many VOD
+	// servers to every node, after its ServersPerNode live ones (see the
+	// package comment); 0: the live service alone, on every server.
+	VODServersPerNode int
 }
 
 // SampleOptions is the shape of deploy/examples/topology.yaml: small enough to
-// read, big enough to show every feature.
-var SampleOptions = Options{NodesPerRegion: 2, ServersPerNode: 4, ZonesPerRegion: 2, NetworksPerZone: 3, FallbackPerRegion: 2}
+// read, big enough to show every feature (a VOD fleet beside the live one).
+var SampleOptions = Options{NodesPerRegion: 2, ServersPerNode: 4, ZonesPerRegion: 2, NetworksPerZone: 3, FallbackPerRegion: 2, VODServersPerNode: 1}
 
 // Province builds one region per city with the same counts in each. The first
 // city is the capital. It panics when cities is empty or o is invalid.
 func Province(cities []City, o Options) *topology.Topology {
 	if o.NodesPerRegion < 1 || o.ServersPerNode < 1 || o.ZonesPerRegion < 0 || o.FallbackPerRegion < 0 ||
-		(o.ZonesPerRegion > 0 && o.NetworksPerZone < 1) {
-		panic(fmt.Sprintf("topogen: invalid options %+v: need NodesPerRegion >= 1, ServersPerNode >= 1, ZonesPerRegion >= 0, NetworksPerZone >= 1 with zones, FallbackPerRegion >= 0", o))
+		(o.ZonesPerRegion > 0 && o.NetworksPerZone < 1) || o.VODServersPerNode < 0 {
+		panic(fmt.Sprintf("topogen: invalid options %+v: need NodesPerRegion >= 1, ServersPerNode >= 1, ZonesPerRegion >= 0, NetworksPerZone >= 1 with zones, FallbackPerRegion >= 0, VODServersPerNode >= 0", o))
 	}
 	n := len(cities)
 	return build(cities, plan{
 		nodes:    repeat(n, func(int) []int { return repeat(o.NodesPerRegion, func(int) int { return o.ServersPerNode }) }),
 		zones:    repeat(n, func(int) []int { return repeat(o.ZonesPerRegion, func(int) int { return o.NetworksPerZone }) }),
 		fallback: o.FallbackPerRegion,
+		vod:      o.VODServersPerNode,
 	})
 }
 
@@ -303,12 +327,13 @@ func Cities(given []City, n int) []City {
 	return out
 }
 
-// plan is what build lays out: per region, the server count of each node and
-// the network count of each zone.
+// plan is what build lays out: per region, the (live) server count of each
+// node and the network count of each zone; vod VOD servers per node.
 type plan struct {
 	nodes    [][]int
 	zones    [][]int
 	fallback int
+	vod      int
 }
 
 func build(cities []City, p plan) *topology.Topology {
@@ -328,6 +353,18 @@ func build(cities []City, p plan) *topology.Topology {
 			Selection:    "nearest",
 		}},
 	}
+	if p.vod > 0 {
+		t.Services[0].Match = topology.Labels{FleetLabel: FleetLive}
+		t.Services = append(t.Services, topology.Service{
+			Name:         VODServiceName,
+			Hostnames:    []string{VODHostname},
+			URLTemplate:  VODURLTemplate,
+			BitratesKbps: slices.Clone(Bitrates),
+			Selection:    "chash",
+			Pool:         VODPool,
+		})
+		t.Pools = []topology.Pool{{Name: VODPool, Match: topology.Labels{FleetLabel: FleetVOD}}}
+	}
 	fallbacks := Fallbacks(cities, p.fallback)
 	for r, c := range cities {
 		t.Regions = append(t.Regions, topology.Region{Name: c.Name, Location: loc(c.Lat, c.Lon), Fallback: fallbacks[r]})
@@ -340,8 +377,8 @@ func build(cities []City, p plan) *topology.Topology {
 	for _, nodes := range p.nodes {
 		readable = readable && len(nodes) <= 254
 		for _, s := range nodes {
-			readable = readable && s <= 244
-			total += s
+			readable = readable && s+p.vod <= 244
+			total += s + p.vod
 		}
 	}
 	if !readable && total > 1<<24-2 {
@@ -353,7 +390,10 @@ func build(cities []City, p plan) *topology.Topology {
 			name := c.Name + "-" + strconv.Itoa(n+1)
 			nlat, nlon := ring(c.Lat, c.Lon, 0.03, n, len(p.nodes[r]), 0)
 			node := topology.Node{Name: name, Region: c.Name, Location: loc(nlat, nlon)}
-			for s := range servers {
+			if p.vod > 0 {
+				node.Labels = topology.Labels{FleetLabel: FleetLive}
+			}
+			for s := range servers + p.vod {
 				var ip netip.Addr
 				if readable {
 					ip = netip.AddrFrom4([4]byte{10, byte(r + 1), byte(n + 1), byte(s + 10)})
@@ -362,14 +402,19 @@ func build(cities []City, p plan) *topology.Topology {
 					ip = netip.AddrFrom4([4]byte{10, byte(counter >> 16), byte(counter >> 8), byte(counter)})
 				}
 				addr := netip.AddrPortFrom(ip, ServerPort).String()
-				node.Servers = append(node.Servers, topology.Server{
+				sv := topology.Server{
 					Name:            name + "-" + serverSuffix(s, servers),
 					Address:         addr,
 					Health:          &topology.HealthCheck{URL: "http://" + addr + "/health"},
 					Weight:          ServerWeight,
 					CoverageRadiusM: CoverageRadiusM,
 					Capacity:        topology.Capacity{BandwidthMbps: BandwidthMbps, TranscodeUnits: TranscodeUnits},
-				})
+				}
+				if s >= servers { // the node's VOD servers come after its live ones
+					sv.Name = name + "-vod-" + serverSuffix(s-servers, p.vod)
+					sv.Labels = topology.Labels{FleetLabel: FleetVOD}
+				}
+				node.Servers = append(node.Servers, sv)
 			}
 			t.Nodes = append(t.Nodes, node)
 		}
@@ -544,6 +589,7 @@ func YAML(t *topology.Topology) ([]byte, error) {
 var flowKeys = map[string]bool{
 	"location": true, "health": true, "capacity": true,
 	"fallback": true, "hostnames": true, "networks": true, "bitrates_kbps": true,
+	"labels": true, "match": true,
 }
 
 func flowLeaves(n *yaml.Node) {
@@ -553,8 +599,29 @@ func flowLeaves(n *yaml.Node) {
 				n.Content[i+1].Style = yaml.FlowStyle
 			}
 		}
+		labelsFirst(n)
 	}
 	for _, c := range n.Content {
 		flowLeaves(c)
 	}
+}
+
+// labelsFirst moves a node's labels before its servers, where a reader
+// sees them before the servers they apply to.
+func labelsFirst(n *yaml.Node) {
+	key := func(k string) int {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				return i
+			}
+		}
+		return -1
+	}
+	l, s := key("labels"), key("servers")
+	if l < 0 || s < 0 || l < s {
+		return
+	}
+	pair := slices.Clone(n.Content[l : l+2])
+	n.Content = slices.Delete(n.Content, l, l+2)
+	n.Content = slices.Insert(n.Content, s, pair...)
 }
