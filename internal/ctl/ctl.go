@@ -70,6 +70,10 @@ func commands() []command {
 			"drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]",
 			"drill etcd-loss --duration D [--members N] [--leader]   (lab only; N of the lab's etcd members, default all; --leader: the leader first)",
 		}, timeout: drillTimeout, run: drillCmd},
+		{name: "rollout", synopsis: []string{
+			"rollout CITY [--ready-timeout D] [--local-timeout D] [--settle D] [-o table|json]   (its scheduler started: in the topology, ready and announcing, its STBs no longer answered by the center)",
+			"rollout CITY --undo [--withdraw-timeout D] [--takeover-timeout D] [--window D] [-o table|json]   (its schedulers stopped: withdrawn, the center answers its STBs, none failed)",
+		}, timeout: rolloutTimeout, run: rolloutCmd},
 		{name: "audit", synopsis: []string{"audit [--limit N] [--since DURATION] [-o table|json|yaml]"}, run: auditCmd},
 		{name: "whoami", synopsis: []string{"whoami [-o table|json|yaml]"}, run: whoamiCmd},
 		{name: "etcd-roles", synopsis: []string{"etcd-roles --endpoints URL[,URL] [--cacert F] --cert F --key F [--prefix /anysched/] --identity NAME ... [--prune] [--dry-run]   (an external etcd; root certificate)"}, offline: true, run: etcdRolesCmd},
