@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/version.stamped=$(VERSION))
 
-.PHONY: all build test unit fuzz demo demo-loopback bench proto deps clean
+.PHONY: all build test unit fuzz demo demo-loopback bench proto deps clean screenshots
 
 all: build
 
@@ -54,6 +54,11 @@ bench:
 # plugins are pinned in go.mod as tools).
 proto: deps
 	@scripts/genproto.sh proto
+
+# The operator console's screenshots in docs/img (console-*.png): the
+# browser test, in headless Chromium, writes each page as it drives it.
+screenshots: deps
+	ANYSCHED_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsoleInBrowser' ./internal/app/
 
 clean:
 	rm -rf $(BIN)

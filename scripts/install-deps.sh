@@ -39,6 +39,8 @@ declare -A need=(
   [gcc]="gcc"                           # cgo, which go test -race needs
   [libc6-dev]="/usr/include/stdio.h"    # ... and its C headers; only Recommended by gcc
   [ca-certificates]="/etc/ssl/certs/ca-certificates.crt"  # go fetches modules (e.g. genproto's pinned plugins) over HTTPS
+  [chromium]="/usr/bin/chromium"        # the operator console's browser tests (chromedp, headless) and make screenshots
+  [fonts-dejavu-core]="/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # ... text in headless Chromium's screenshots; only Recommended by chromium
 )
 
 check=false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,9 +15,12 @@ import (
 	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/allocator"
 	"github.com/anysched/anysched/internal/audit"
+	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/console"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/version"
@@ -73,10 +77,23 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
 	trail := audit.New(cli, c.Etcd.Prefix, audit.Options{Keep: c.Audit.Keep, MaxAge: c.Audit.MaxAge}, s.Registry, log)
-	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.traffic,
-		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits()}, log.With("component", "adminapi"))
+	svc := &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, Etcd: emb, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.traffic,
+		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits()}
+	grpcSrv, hs, err := adminapi.NewServer(c.GRPC, svc, log.With("component", "adminapi"))
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
+	}
+	// The console: the same service, role table and audit trail as gRPC;
+	// a local caller has the gRPC listener's local role.
+	localRole := authz.None
+	if c.GRPC.LocalRole != "" {
+		if localRole, err = authz.ParseRole(c.GRPC.LocalRole); err != nil {
+			return &daemon.ConfigError{Err: fmt.Errorf("grpc.local_role: %w", err)}
+		}
+	}
+	con, err := s.mountConsole(svc, adminapi.NewGate(trail, log.With("component", "adminapi")), localRole, false)
+	if err != nil {
+		return err
 	}
 	l, err := s.listen()
 	if err != nil {
@@ -111,7 +128,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 			return nil
 		}
 	}
-	comps := append(s.components(), serveGRPC)
+	comps := append(s.components(), serveGRPC, con.Run)
 	if emb != nil {
 		comps = append(comps, func(ctx context.Context) error {
 			for {
@@ -160,4 +177,24 @@ func (s *Scheduler) newGate(c config.Viewers) (*allocator.Gate, error) {
 		return nil, err
 	}
 	return allocator.NewGate(c.Auth, v, profile(c.DefaultProfile), s.Registry)
+}
+
+// mountConsole serves the operator console on the admin listener (and
+// sends / there), calling svc through gate. A plaintext caller on a
+// loopback admin listener is "local" with localRole, as on the gRPC
+// listener; beyond loopback the configuration demands mutual TLS.
+func (s *Scheduler) mountConsole(svc *adminapi.Service, gate *adminapi.Gate, localRole authz.Role, readOnly bool) (*console.Console, error) {
+	loopback := false
+	if host, _, err := net.SplitHostPort(s.common.Admin.Listen); err == nil {
+		loopback = netutil.LoopbackHost(host)
+	}
+	name := s.Role + " " + s.ID
+	con, err := console.New(console.Config{Service: svc, Gate: gate, ReadOnly: readOnly, Loopback: loopback, LocalRole: localRole,
+		Gatherer: s.Registry, Scheduler: name, Logger: s.Logger.With("component", "console")})
+	if err != nil {
+		return nil, err
+	}
+	s.Admin.Extra[console.Prefix] = con.Handler()
+	s.Admin.Extra["GET /{$}"] = http.RedirectHandler(console.Prefix, http.StatusFound)
+	return con, nil
 }

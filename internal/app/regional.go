@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/allocator"
+	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/qoe"
@@ -42,8 +44,16 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
 	s.qoe = s.allocator
+	// The console, read-only: a city scheduler has no admin API of its own,
+	// so it reads the province (Status, History) from the store it follows.
+	// A local caller is a viewer: nothing more is offered here.
+	roSvc := &adminapi.Service{Store: s.Store, Logger: log.With("component", "console"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains}
+	con, err := s.mountConsole(roSvc, adminapi.NewGate(nil, log.With("component", "console")), authz.Viewer, true)
+	if err != nil {
+		return err
+	}
 	s.swapHooks = append(s.swapHooks, s.warnUnknownRegion)
-	comps := append(s.components(), s.allocator.Run)
+	comps := append(s.components(), s.allocator.Run, con.Run)
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
 		comps = append(comps, agent.Run)

@@ -239,9 +239,10 @@ func (s *Scheduler) instance() store.Instance {
 	if s.allocator != nil {
 		in.QoE = s.allocator.Summary()
 	}
-	if s.Role == RoleCentral {
-		in.Traffic = s.traffic()
-	}
+	// What this scheduler answered, by the STBs' region: a center's is how
+	// drills and rollouts see it take a city over; a city's own, how the
+	// console shows who answered whom.
+	in.Traffic = s.traffic()
 	switch snap := s.Syncer.Snapshot(); {
 	case snap == nil:
 		in.State = "starting"
