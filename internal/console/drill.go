@@ -10,6 +10,7 @@ import (
 
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/opstate"
+	"github.com/anysched/anysched/internal/statusview"
 	"github.com/anysched/anysched/internal/store"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
@@ -105,7 +106,7 @@ func (d *drills) track(dr opstate.Drill, by string, instances []string, pre *pb.
 	r.step(r.start, fmt.Sprintf("drill of %s started %s, until %s", r.Target, who, dr.Until.Local().Format(time.TimeOnly)))
 	if pre != nil {
 		r.waitFor = []string{}
-		for id, t := range centerTraffic(pre, dr.Target.Region) {
+		for id, t := range statusview.CenterTraffic(pre, dr.Target.Region) {
 			r.base[id] = t.GetAnswered()
 		}
 		for _, id := range instances {
@@ -229,7 +230,7 @@ func (r *DrillRun) observe(st *pb.StatusResponse, now time.Time) {
 	}
 	var answered, failed uint64
 	var last time.Time
-	for id, t := range centerTraffic(st, target.Region) {
+	for id, t := range statusview.CenterTraffic(st, target.Region) {
 		if t.GetAnswered() <= r.base[id] {
 			continue
 		}
@@ -307,18 +308,4 @@ func joinIDs(ids []string) string {
 		s += id
 	}
 	return s
-}
-
-// centerTraffic is every central scheduler's count for region.
-func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
-	out := map[string]*pb.RegionTraffic{}
-	for id, ts := range centersTraffic(st) {
-		for _, t := range ts {
-			if t.GetClientRegion() == region {
-				out[id] = t
-				break
-			}
-		}
-	}
-	return out
 }

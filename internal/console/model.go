@@ -10,6 +10,7 @@ import (
 
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/opstate"
+	"github.com/anysched/anysched/internal/statusview"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -234,7 +235,7 @@ func (con *Console) province(ctx context.Context, c authz.Caller) (*Province, er
 		}
 	}
 	known := func(name string) bool { _, ok := idx[name]; return ok }
-	for _, ts := range centersTraffic(st) {
+	for _, ts := range statusview.CentersTraffic(st) {
 		for _, t := range ts {
 			name := t.GetClientRegion()
 			if name == "" || name == "none" || (len(places) > 0 && !known(name)) {
@@ -319,21 +320,6 @@ func sched(in *pb.Instance, now time.Time) Sched {
 			Gap: q.GetGap(), AgeS: q.GetAgeSeconds(), Peers: q.GetPeers()}
 	}
 	return s
-}
-
-// centersTraffic is every central scheduler's answers by the STBs' region:
-// the one serving this console live, the others as registered.
-func centersTraffic(st *pb.StatusResponse) map[string][]*pb.RegionTraffic {
-	out := map[string][]*pb.RegionTraffic{}
-	for _, in := range st.GetInstances() {
-		if in.GetRole() == "central" {
-			out[in.GetId()] = in.GetTraffic()
-		}
-	}
-	if id := st.GetCenterId(); id != "" {
-		out[id] = st.GetCenterTraffic()
-	}
-	return out
 }
 
 // results sums this scheduler's anysched_requests_total by result.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	"github.com/anysched/anysched/internal/store"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
@@ -51,7 +52,7 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 	var base map[string]*pb.RegionTraffic // the centers' answers to the city's STBs so far
 	pre, err := e.admin.Status(ctx, &pb.StatusRequest{})
 	if err == nil {
-		base = centerTraffic(pre, *region)
+		base = statusview.CenterTraffic(pre, *region)
 	}
 	start := e.clock.Now()
 	resp, err := e.admin.Drill(ctx, &pb.DrillRequest{Region: *region, DurationSeconds: dur.Seconds(), ProductionConfirmed: *prod})

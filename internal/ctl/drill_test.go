@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -210,7 +211,7 @@ func TestTakeoverCountsEveryCenter(t *testing.T) {
 	var out bytes.Buffer
 	clk := &fakeClock{now: t0}
 	f := &takeover{region: "wuhu", start: t0, out: &out, clock: clk,
-		base: centerTraffic(status(traffic(10, 1, -100, -90), traffic(5, 0, -100, -95)), "wuhu")}
+		base: statusview.CenterTraffic(status(traffic(10, 1, -100, -90), traffic(5, 0, -100, -95)), "wuhu")}
 	f.observe(status(traffic(10, 1, -100, -90), traffic(5, 0, -100, -95))) // nothing new yet
 	if len(f.cur) != 0 || out.Len() != 0 {
 		t.Fatalf("no new answers, but: %v %q", f.cur, out.String())

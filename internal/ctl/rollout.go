@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -200,7 +201,7 @@ func (r *rollout) baseline(ctx context.Context) (*pb.StatusResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.base = centerTraffic(st, r.city)
+	r.base = statusview.CenterTraffic(st, r.city)
 	r.rep.CenterBefore, r.rep.CenterAfter = sumAnswered(r.base), sumAnswered(r.base)
 	return st, nil
 }
@@ -275,7 +276,7 @@ func (r *rollout) bringIn(ctx context.Context, readyTimeout, localTimeout, settl
 	cur := maps.Clone(r.base)
 	lastMove := r.e.clock.Now()
 	_, err = r.poll(ctx, localTimeout, func(st *pb.StatusResponse) bool {
-		for id, tr := range centerTraffic(st, r.city) {
+		for id, tr := range statusview.CenterTraffic(st, r.city) {
 			if tr.GetAnswered() != cur[id].GetAnswered() {
 				lastMove = r.e.clock.Now()
 			}

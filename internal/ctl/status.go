@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
 
@@ -121,7 +122,7 @@ func checkerTable(st *pb.StatusResponse, now time.Time) *table {
 // zone).
 func centerTable(st *pb.StatusResponse, now time.Time) *table {
 	t := newTable("CENTER", "STB_REGION", "ANSWERED", "FAILED", "LAST_ANSWER")
-	byCenter := centersTraffic(st)
+	byCenter := statusview.CentersTraffic(st)
 	for _, id := range slices.Sorted(maps.Keys(byCenter)) {
 		for _, rt := range byCenter[id] {
 			t.add(id, rt.GetClientRegion(), rt.GetAnswered(), rt.GetFailed(), now.Sub(rt.GetLast().AsTime()).Round(100*time.Millisecond).String()+" ago")
@@ -136,35 +137,6 @@ func drainTable(st *pb.StatusResponse) *table {
 		t.add(d.GetKind(), d.GetName(), d.GetReason(), d.GetAt().AsTime().Format(time.RFC3339))
 	}
 	return t
-}
-
-// centersTraffic is every central scheduler's answers by the STBs'
-// region: the one answering the call live, the others from their records.
-func centersTraffic(st *pb.StatusResponse) map[string][]*pb.RegionTraffic {
-	out := map[string][]*pb.RegionTraffic{}
-	for _, in := range st.GetInstances() {
-		if in.GetRole() == "central" {
-			out[in.GetId()] = in.GetTraffic()
-		}
-	}
-	if id := st.GetCenterId(); id != "" {
-		out[id] = st.GetCenterTraffic() // live beats the record
-	}
-	return out
-}
-
-// centerTraffic is every central scheduler's count for region.
-func centerTraffic(st *pb.StatusResponse, region string) map[string]*pb.RegionTraffic {
-	out := map[string]*pb.RegionTraffic{}
-	for id, ts := range centersTraffic(st) {
-		for _, t := range ts {
-			if t.GetClientRegion() == region {
-				out[id] = t
-				break
-			}
-		}
-	}
-	return out
 }
 
 func uptime(now, since time.Time) string { return now.Sub(since).Round(time.Second).String() }

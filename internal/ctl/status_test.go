@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -91,11 +92,11 @@ func TestStatusIsTheMessage(t *testing.T) {
 
 func TestCentersTraffic(t *testing.T) {
 	st := province()
-	got := centersTraffic(st)
+	got := statusview.CentersTraffic(st)
 	if len(got) != 2 || got["center-1"][0].GetAnswered() != 12 || got["center-2"][0].GetAnswered() != 3 {
 		t.Errorf("centersTraffic = %v, want center-1's live 12 and center-2's recorded 3", got)
 	}
-	if c := centerTraffic(st, "wuhu"); len(c) != 1 || c["center-1"].GetAnswered() != 12 {
-		t.Errorf("centerTraffic(wuhu) = %v, want center-1's 12 only", c)
+	if c := statusview.CenterTraffic(st, "wuhu"); len(c) != 1 || c["center-1"].GetAnswered() != 12 {
+		t.Errorf("statusview.CenterTraffic(wuhu) = %v, want center-1's 12 only", c)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/statusview"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
 
@@ -36,7 +37,7 @@ func (f *takeover) observe(st *pb.StatusResponse) {
 	if f.cur == nil {
 		f.cur = map[string]*pb.RegionTraffic{}
 	}
-	for id, t := range centerTraffic(st, f.region) {
+	for id, t := range statusview.CenterTraffic(st, f.region) {
 		if t.GetAnswered() <= f.base[id].GetAnswered() {
 			continue
 		}
