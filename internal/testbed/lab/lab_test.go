@@ -105,13 +105,7 @@ func TestHelperSchedctl(t *testing.T) {
 	if os.Getenv("ANYSCHED_SCHEDCTL") != "1" {
 		return
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
+	args := helperArgs()
 	err := ctl.Run(context.Background(), args, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -663,4 +657,15 @@ func centerRouted(t testing.TB, l *lab.Lab, i int) {
 		}
 		return nil
 	})
+}
+
+// helperArgs are a re-executed test helper's own arguments: those after "--".
+func helperArgs() []string {
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			return args[i+1:]
+		}
+	}
+	return args
 }

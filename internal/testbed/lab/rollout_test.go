@@ -345,13 +345,7 @@ func TestHelperSTBLoad(t *testing.T) {
 	if os.Getenv("ANYSCHED_STBLOAD") != "1" {
 		return
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
+	args := helperArgs()
 	if err := stbLoad(args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
