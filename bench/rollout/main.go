@@ -12,7 +12,14 @@
 // share of the requests, the center process's CPU use (utime+stime from
 // /proc, % of one core), and the STBs' round trip p50/p99.
 //
+// With -steps one it starts instead from the center alone and rolls the 16
+// cities out one by one, as an operator would: each city's scheduler is
+// started while `schedctl rollout CITY` (internal/ctl, in this process,
+// inside the center's namespace) checks it against the center, and every
+// step is measured as a mode is, over shorter windows (steps.go).
+//
 //	make build && go run ./bench/rollout [-doc docs/benchmarks.md] [-png docs/img/rollout.png]
+//	make build && go run ./bench/rollout -steps one [-doc docs/benchmarks.md]
 //	go run ./bench/rollout -results /tmp/anysched-rollout/results.json -doc docs/benchmarks.md   # re-render only
 package main
 
@@ -46,9 +53,12 @@ const clkTck = 100
 
 func main() {
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "client" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "client":
 		err = runClient(os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "ctl":
+		err = runCtl(os.Args[2:])
+	default:
 		err = run(os.Args[1:])
 	}
 	if err != nil {
@@ -74,6 +84,9 @@ type Settings struct {
 	DistanceDelays bool            `json:"distance_delays,omitempty"`
 	Links          []lab.CityDelay `json:"links,omitempty"`
 	DelayBy        string          `json:"delay_by,omitempty"`
+	// Steps is "one" when the cities were rolled out one by one, each
+	// checked with schedctl rollout ("" for the modes).
+	Steps string `json:"steps,omitempty"`
 }
 
 // Mode is one measured mode.
@@ -97,6 +110,10 @@ type Mode struct {
 	Window       float64 `json:"window_s"`
 	FirstFailure string  `json:"first_failure,omitempty"`
 	ForeignNS    int     `json:"foreign_namespaces"` // other labs' namespaces on the machine during the window
+	// City and Rollout: with -steps one, the city this step added and
+	// what its schedctl rollout found.
+	City    string        `json:"city,omitempty"`
+	Rollout *RolloutCheck `json:"rollout,omitempty"`
 }
 
 // Results is everything a run measured.
@@ -105,6 +122,12 @@ type Results struct {
 	Machine  string    `json:"machine"`
 	Settings Settings  `json:"settings"`
 	Modes    []Mode    `json:"modes"`
+	// LoadAvg is /proc/loadavg when the run began (other engineers' work).
+	LoadAvg string `json:"loadavg,omitempty"`
+	// Took is how long the steps took, lab start excluded (-steps one).
+	Took float64 `json:"took_s,omitempty"`
+	// Others: the busiest processes outside the lab during the steps.
+	Others []OtherProc `json:"others,omitempty"`
 }
 
 func run(args []string) error {
@@ -122,8 +145,30 @@ func run(args []string) error {
 	doc := fs.String("doc", "", "write the section into this markdown file (docs/benchmarks.md)")
 	png := fs.String("png", "docs/img/rollout.png", "plot file (empty: none)")
 	resultsIn := fs.String("results", "", "render a saved results.json instead of running the lab")
+	steps := fs.String("steps", "", `"one": from the center alone, roll the cities out one by one, each started while schedctl rollout checks it, measured after each (-duration 12s, -idle 4s and no plot unless given)`)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch *steps {
+	case "":
+	case "one":
+		if given["modes"] {
+			return errors.New("-modes and -steps one: the steps are 0 to 16 city schedulers, one more each")
+		}
+		*modesFlag = stepModes()
+		if !given["duration"] {
+			*dur = stepDuration
+		}
+		if !given["idle"] {
+			*idle = stepIdle
+		}
+		if !given["png"] {
+			*png = stepPNG
+		}
+	default:
+		return fmt.Errorf("-steps %q: want one", *steps)
 	}
 	var res *Results
 	if *resultsIn != "" {
@@ -145,7 +190,7 @@ func run(args []string) error {
 			modes = append(modes, k)
 		}
 		set := Settings{Cities: len(allCities), Modes: modes, STBs: *stbs, Pause: *pause, Duration: *dur,
-			Idle: *idle, Delay: *delay, KeepAlive: *keepalive, DistanceDelays: *delay == 0}
+			Idle: *idle, Delay: *delay, KeepAlive: *keepalive, DistanceDelays: *delay == 0, Steps: *steps}
 		var err error
 		res, err = measure(*prefix, *bin, *dir, set)
 		if res != nil && len(res.Modes) > 0 {
@@ -156,6 +201,12 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+	}
+	if res.Settings.Steps == "one" {
+		if !given["png"] { // also when re-rendering: never over the modes' plot
+			*png = stepPNG
+		}
+		return renderSteps(res, *png, *doc)
 	}
 	fmt.Println()
 	fmt.Print(table(res))
@@ -198,7 +249,7 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 	defer stop()
 
 	_ = os.RemoveAll(dir)
-	res = &Results{When: time.Now().UTC(), Machine: machine(), Settings: set}
+	res = &Results{When: time.Now().UTC(), Machine: machine(), Settings: set, LoadAvg: loadAvg()}
 	step("bringing up the lab: %d cities, BIRD routers, core, center (namespaces %s-*)", len(allCities), prefix)
 	t0 := time.Now()
 	l, err := lab.Up(ctx, lab.Options{Prefix: prefix, Cities: allCities, Bin: absBin, Dir: dir, Delay: set.Delay, DistanceDelays: set.DistanceDelays})
@@ -236,6 +287,9 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 		sleep(ctx, 300*time.Millisecond)
 	}
 	fmt.Printf("  lab up in %s\n", time.Since(t0).Round(time.Second))
+	if set.Steps == "one" {
+		return res, rollOneByOne(ctx, l, self, dir, set, res)
+	}
 
 	for _, k := range set.Modes {
 		if ctx.Err() != nil {

@@ -265,22 +265,35 @@ func mLocalP50(r *Results) float64 {
 }
 
 // writeDoc replaces the section between the markers, or appends it at the end.
-func writeDoc(path, sec string) error {
+func writeDoc(path, sec string) error { return writeDocAt(path, sec, docBegin, docEnd, "") }
+
+// writeDocAt replaces the section between begin and end; without them it
+// goes on the line after the marker after, or at the end of the file.
+func writeDocAt(path, sec, begin, end, after string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	var out []byte
-	if i := bytes.Index(old, []byte(docBegin)); i >= 0 {
-		j := bytes.Index(old[i:], []byte(docEnd))
+	if i := bytes.Index(old, []byte(begin)); i >= 0 {
+		j := bytes.Index(old[i:], []byte(end))
 		if j < 0 {
-			return fmt.Errorf("%s: %s without %s", path, docBegin, docEnd)
+			return fmt.Errorf("%s: %s without %s", path, begin, end)
 		}
-		end := i + j + len(docEnd)
-		if end < len(old) && old[end] == '\n' {
-			end++
+		stop := i + j + len(end)
+		if stop < len(old) && old[stop] == '\n' {
+			stop++
 		}
-		out = append(append(append([]byte{}, old[:i]...), sec...), old[end:]...)
+		out = append(append(append([]byte{}, old[:i]...), sec...), old[stop:]...)
+	} else if k := bytes.Index(old, []byte(after)); after != "" && k >= 0 {
+		at := k + len(after)
+		if nl := bytes.IndexByte(old[at:], '\n'); nl >= 0 {
+			at += nl + 1
+		} else {
+			old = append(old, '\n')
+			at = len(old)
+		}
+		out = append(append(append(append([]byte{}, old[:at]...), '\n'), sec...), old[at:]...)
 	} else {
 		out = append([]byte{}, old...)
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
@@ -316,6 +329,9 @@ func plotResults(r *Results, path string) error {
 		p := plot.New()
 		p.Title.Text = title
 		p.X.Label.Text = "city schedulers (report modes 1-5)"
+		if r.Settings.Steps == "one" {
+			p.X.Label.Text = "city schedulers, rolled out one by one"
+		}
 		p.Y.Label.Text = ylabel
 		p.X.Min, p.X.Max = -0.5, 16.5
 		p.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 4, Label: "4"}, {Value: 8, Label: "8"}, {Value: 12, Label: "12"}, {Value: 16, Label: "16"}})
