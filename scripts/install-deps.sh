@@ -24,6 +24,7 @@ declare -A need=(
   [dnsutils]="dig"                      # DNS front-end tests
   [curl]="curl"                         # HTTP front-end tests, the lab (curl inside namespaces) and the demo
   [nginx]="nginx"                       # a real edge in the health and lab end-to-end tests
+  [ffmpeg]="ffmpeg"                     # real players: the edges' HLS tests and the lab's players (TestPrivilegedPlayers)
   [wrk]="wrk"                           # make bench: HTTP front end vs a bare handler
   [dnsperf]="dnsperf"                   # make bench: DNS front end vs a bare server
   [gdnsd]="gdnsd"                       # make bench: the DNS front end's per-core peer

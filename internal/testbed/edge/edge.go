@@ -1,8 +1,10 @@
 // Package edge is a small media edge for the lab: it serves synthetic HLS
-// (a media playlist per channel or title and bitrate, fixed-size
-// segments), answers health probes, and reports its load as the JSON stats
-// body the health checkers understand ({"cpu", "bandwidth_mbps",
-// "connections"}).
+// that real players play (a live media playlist per channel and bitrate
+// whose window follows the wall clock, a VOD one per title; MPEG-TS
+// segments of one second of tiny H.264, all SegmentBytes long), answers
+// health probes, and reports its load as the JSON stats body the health
+// checkers understand ({"cpu", "bandwidth_mbps", "connections"}). It also
+// writes what an nginx edge needs to serve the same media (nginx.go).
 //
 // For drills of failures the probes do not see, a fail file (Server.FailFile)
 // breaks the media path alone: while the file exists every playlist and
@@ -23,9 +25,6 @@ import (
 	"time"
 )
 
-// SegmentBytes is the size of every synthetic segment.
-const SegmentBytes = 32 << 10
-
 // Server is one edge.
 type Server struct {
 	Listen string
@@ -35,16 +34,22 @@ type Server struct {
 	// Looked up on every media request, so a drill takes effect at once.
 	FailFile string
 
+	// Clock, if set, is the time the live playlists follow (tests).
+	Clock func() time.Time
+
 	conns atomic.Int64
 	bytes atomic.Int64
 	rate  atomic.Int64 // bytes in the last second
 }
 
-var segment = make([]byte, SegmentBytes) // zeros: the content does not matter
-
 // Handler serves /live/{channel}/{bitrate}/index.m3u8 and .../segN.ts (and
 // the same under /vod/), /stats and /health.
 func (s *Server) Handler() http.Handler {
+	segments := NewMuxer()
+	now := s.Clock
+	if now == nil {
+		now = time.Now
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
@@ -53,13 +58,15 @@ func (s *Server) Handler() http.Handler {
 			"cpu": 0.1, "bandwidth_mbps": float64(s.rate.Load()) * 8 / 1e6, "connections": s.conns.Load(),
 		})
 	})
-	mux.HandleFunc("GET /live/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) { s.media(w, r, Playlist()) })
-	mux.HandleFunc("GET /vod/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) { s.media(w, r, VODPlaylist()) })
+	mux.HandleFunc("GET /live/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) {
+		s.media(w, r, segments, func() string { return LivePlaylist(now()) })
+	})
+	mux.HandleFunc("GET /vod/{channel}/{bitrate}/{file}", func(w http.ResponseWriter, r *http.Request) { s.media(w, r, segments, VODPlaylist) })
 	return mux
 }
 
 // media answers a playlist or segment request.
-func (s *Server) media(w http.ResponseWriter, r *http.Request, playlist string) {
+func (s *Server) media(w http.ResponseWriter, r *http.Request, segments *Muxer, playlist func() string) {
 	if s.failing() {
 		http.Error(w, "media path failing (fail file present)", http.StatusInternalServerError)
 		return
@@ -68,14 +75,18 @@ func (s *Server) media(w http.ResponseWriter, r *http.Request, playlist string) 
 	switch {
 	case file == "index.m3u8":
 		w.Header().Set("Content-Type", "application/vnd.apple.mpegurl")
-		s.count(w, []byte(playlist))
+		w.Header().Set("Cache-Control", "no-cache") // a live window moves every segment
+		s.count(w, []byte(playlist()))
 	case strings.HasPrefix(file, "seg") && strings.HasSuffix(file, ".ts"):
-		if _, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(file, "seg"), ".ts")); err != nil {
+		// Any sequence number: a live player asks for the window's, a
+		// test for seg0.ts.
+		seq, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(file, "seg"), ".ts"), 10, 62)
+		if err != nil {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "video/mp2t")
-		s.count(w, segment)
+		s.count(w, segments.Segment(int64(seq)))
 	default:
 		http.NotFound(w, r)
 	}
@@ -89,22 +100,47 @@ func (s *Server) failing() bool {
 	return err == nil
 }
 
-// Playlist is the media playlist of every channel and bitrate: three
-// two-second segments, seg0.ts to seg2.ts.
-func Playlist() string {
+// LiveWindow is how many segments a live playlist lists.
+const LiveWindow = 6
+
+// LiveSequence is the media sequence number of the newest segment complete
+// at t: segment n covers [n, n+1) segment durations of Unix time, so every
+// edge (lab or nginx, any city) lists the same window at the same moment
+// and a player moving between them continues where it was.
+func LiveSequence(t time.Time) int64 {
+	return t.UnixMilli()/SegmentDuration.Milliseconds() - 1
+}
+
+// LivePlaylist is the media playlist of every channel and bitrate at t: the
+// LiveWindow newest segments, seg<n>.ts named by sequence number, no end.
+func LivePlaylist(t time.Time) string {
+	last := LiveSequence(t)
+	return playlist(last-LiveWindow+1, last, "")
+}
+
+// VODSegments is the length of every VOD title, in segments.
+const VODSegments = 30
+
+// VODPlaylist is the playlist of every title and bitrate: seg0.ts to
+// seg29.ts, complete (a VOD playlist lists the whole title and ends).
+func VODPlaylist() string {
+	return playlist(0, VODSegments-1, "#EXT-X-PLAYLIST-TYPE:VOD\n") + "#EXT-X-ENDLIST\n"
+}
+
+// playlist lists segments first..last; the nginx edge's writer
+// (nginxWriter) prints the same lines.
+func playlist(first, last int64, tags string) string {
 	var b strings.Builder
-	b.WriteString("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n")
-	for i := range 3 {
-		fmt.Fprintf(&b, "#EXTINF:2.0,\nseg%d.ts\n", i)
+	fmt.Fprintf(&b, "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:%d\n%s#EXT-X-MEDIA-SEQUENCE:%d\n", targetDuration, tags, first)
+	for n := first; n <= last; n++ {
+		fmt.Fprintf(&b, "#EXTINF:%.3f,\nseg%d.ts\n", SegmentDuration.Seconds(), n)
 	}
 	return b.String()
 }
 
-// VODPlaylist is the playlist of every title and bitrate: Playlist's
-// segments, complete (a VOD playlist lists the whole title and ends).
-func VODPlaylist() string {
-	return strings.Replace(Playlist(), "#EXT-X-MEDIA-SEQUENCE:0\n", "#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-MEDIA-SEQUENCE:0\n", 1) + "#EXT-X-ENDLIST\n"
-}
+// targetDuration is the playlists' target duration: whole seconds, which
+// the nginx edge's writer counts in.
+const targetDuration = int64(SegmentDuration / time.Second)
 
 func (s *Server) count(w http.ResponseWriter, b []byte) {
 	n, _ := w.Write(b)

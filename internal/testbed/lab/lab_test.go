@@ -613,11 +613,17 @@ func edgesAndHealth(t *testing.T, l *lab.Lab) {
 	}
 	// An STB plays from the edge: the playlist, then a segment it lists.
 	playlist, err := exec.Command("ip", "netns", "exec", l.NS("c1"), "curl", "-sf", "--max-time", "2", loc).Output()
-	if err != nil || !containsAll(string(playlist), "#EXTM3U", "seg0.ts") {
+	if err != nil || !containsAll(string(playlist), "#EXTM3U", "#EXT-X-MEDIA-SEQUENCE", ".ts") {
 		t.Fatalf("playlist from %s: %v\n%s", loc, err, playlist)
 	}
+	var seg string // the newest segment the live window lists
+	for _, line := range strings.Split(string(playlist), "\n") {
+		if strings.HasSuffix(line, ".ts") {
+			seg = line
+		}
+	}
 	size, err := exec.Command("ip", "netns", "exec", l.NS("c1"), "curl", "-sf", "--max-time", "2", "-o", "/dev/null", "-w", "%{size_download}",
-		loc[:strings.LastIndexByte(loc, '/')+1]+"seg0.ts").Output()
+		loc[:strings.LastIndexByte(loc, '/')+1]+seg).Output()
 	if err != nil || strings.TrimSpace(string(size)) != strconv.Itoa(edge.SegmentBytes) {
 		t.Fatalf("segment from %s: %v, %s bytes", loc, err, size)
 	}

@@ -1,0 +1,143 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// NginxCycle is how many segment files an nginx edge serves from: segment n
+// is the file of n mod NginxCycle (nginx cannot compute timestamps). A
+// player crossing a cycle sees the timestamps jump back NginxCycle-1
+// segments, which ffmpeg takes as a discontinuity and plays through.
+const NginxCycle = 100
+
+// nginxConf: stub_status for the checkers; the live playlist is the file
+// the writer (nginxWriter) refreshes, the VOD playlist a constant, segment
+// n the file of its last two digits (named captures: rewrite's own
+// match resets the numbered ones). One process (no master), in the
+// foreground, every file under dir.
+const nginxConf = `daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/tmp;
+    proxy_temp_path %[1]s/tmp;
+    fastcgi_temp_path %[1]s/tmp;
+    uwsgi_temp_path %[1]s/tmp;
+    scgi_temp_path %[1]s/tmp;
+    keepalive_timeout 30s;
+    server {
+        listen %[2]s;
+        root %[1]s;
+        location = /stub_status { stub_status; }
+        location = /health { return 200 "ok\n"; }
+        location ~ ^/live/[^/]+/[0-9]+/index\.m3u8$ {
+            default_type application/vnd.apple.mpegurl;
+            add_header Cache-Control no-cache;
+            rewrite ^ /live.m3u8 break;
+        }
+        location ~ ^/vod/[^/]+/[0-9]+/index\.m3u8$ {
+            default_type application/vnd.apple.mpegurl;
+            return 200 "%[3]s";
+        }
+        location ~ ^/(live|vod)/[^/]+/[0-9]+/seg(?<cycle>[0-9])\.ts$ {
+            default_type video/mp2t;
+            root %[4]s;
+            rewrite ^ /0$cycle.ts break;
+        }
+        location ~ ^/(live|vod)/[^/]+/[0-9]+/seg[0-9]*(?<cycle>[0-9][0-9])\.ts$ {
+            default_type video/mp2t;
+            root %[4]s;
+            rewrite ^ /$cycle.ts break;
+        }
+        location / { return 404; }
+    }
+}
+`
+
+// nginxWriter is the bash script an nginx edge runs beside nginx ("$@"):
+// it rewrites dir/live.m3u8 as LivePlaylist would whenever the window
+// moves, until nginx (which the script's own pid becomes) exits.
+func nginxWriter(dir string) string {
+	return fmt.Sprintf(`dir=%[1]q
+(
+  last=
+  while kill -0 $$ 2>/dev/null; do
+    printf -v now '%%(%%s)T' -1
+    s=$(( now / %[2]d - 1 ))
+    if [[ $s != "$last" ]]; then
+      {
+        printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:%[2]d\n#EXT-X-MEDIA-SEQUENCE:%%d\n' $(( s - %[3]d + 1 ))
+        for (( n = s - %[3]d + 1; n <= s; n++ )); do printf '#EXTINF:%[4]s,\nseg%%d.ts\n' $n; done
+      } >"$dir/live.m3u8.tmp" && mv -f "$dir/live.m3u8.tmp" "$dir/live.m3u8"
+      last=$s
+    fi
+    sleep 0.25
+  done
+) &
+exec "$@"
+`, dir, targetDuration, LiveWindow, fmt.Sprintf("%.3f", SegmentDuration.Seconds()))
+}
+
+// Nginx writes an nginx edge's directory dir (configuration; the segment
+// files into segments, shared by the edges of a lab and written once) and
+// returns the command that runs it with its playlist writer. listen is
+// nginx's listen parameters: an address, and flags if any.
+func Nginx(dir, segments, listen string) ([]string, error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		return nil, errors.New("edge nginx: nginx is not installed (apt-get install nginx), or use the lab's edge")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, errors.New("edge nginx: the playlist writer needs bash")
+	}
+	if SegmentDuration%1e9 != 0 {
+		return nil, errors.New("edge nginx: the playlist writer counts whole seconds")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeSegments(segments); err != nil {
+		return nil, err
+	}
+	vod := strings.ReplaceAll(VODPlaylist(), "\n", `\n`)
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, vod, segments), 0o644); err != nil {
+		return nil, err
+	}
+	// -e: the error log before the configuration is read (the default is
+	// under /var/log, which the lab does not touch).
+	return []string{bash, "-c", nginxWriter(dir), "nginx-edge", bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")}, nil
+}
+
+// writeSegments writes the NginxCycle segment files 00.ts... into dir,
+// those that are not there yet (each by rename: nginx never sees half).
+func writeSegments(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	m := NewMuxer()
+	for n := range int64(NginxCycle) {
+		path := filepath.Join(dir, fmt.Sprintf("%02d.ts", n))
+		if fi, err := os.Stat(path); err == nil && fi.Size() == SegmentBytes {
+			continue
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, m.Segment(n), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
