@@ -128,11 +128,12 @@ type Allocator struct {
 	sessions *table
 	kick     chan struct{}
 
-	solveMu sync.Mutex   // one Solve at a time; guards the fields below
-	gen     uint64       // plans made
-	own     store.Claims // the claims last committed
-	peers   int          // peers at the last read of the claims
-	failing bool         // the claims cannot be read (said once)
+	solveMu  sync.Mutex              // one Solve at a time; guards the fields below
+	gen      uint64                  // plans made
+	own      store.Claims            // the claims last committed
+	peers    int                     // peers at the last read of the claims
+	failing  bool                    // the claims cannot be read (said once)
+	planners map[string]*qoe.Planner // by service name: warm starts across periods
 }
 
 // New builds an allocator. engine returns the scheduler's current routing
@@ -155,6 +156,7 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	a := &Allocator{
 		cfg: cfg, board: board, engine: engine, log: log.With("component", "allocator"),
 		met: newMetrics(reg), gate: gate, now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
+		planners: map[string]*qoe.Planner{},
 	}
 	return a, nil
 }

@@ -301,7 +301,16 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		}
 		in.Users[v] = u
 	}
-	res, err := qoe.Lagrangian{TimeLimit: a.cfg.SolveTimeout}.Solve(ctx, in)
+	// One planner per service, kept across periods: a period's solve starts
+	// from the last one's prices, plan and option table (solveMu: one at a
+	// time).
+	pl := a.planners[sv.Name]
+	if pl == nil {
+		pl = &qoe.Planner{}
+		a.planners[sv.Name] = pl
+	}
+	pl.Solver = qoe.Lagrangian{TimeLimit: a.cfg.SolveTimeout}
+	res, err := pl.Solve(ctx, in)
 	if err != nil {
 		// Only an invalid instance fails; every session goes unplanned.
 		a.log.Error("QoE solve failed", "service", sv.Name, "err", err)

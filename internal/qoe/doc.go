@@ -19,9 +19,9 @@
 // The package is pure (no I/O besides WriteLP/ParseSolution) and
 // deterministic for a given time budget: the local searches are bounded by
 // work (LocalSearch converted at a fixed rate), not by the clock, so the
-// result does not depend on the machine's load unless a wall-clock limit
-// (TimeLimit, the context, or a local search's safety deadline) ends a
-// phase first, as on very large instances.
+// result does not depend on the machine's load nor on GOMAXPROCS unless a
+// wall-clock limit (TimeLimit, the context, or a local search's safety
+// deadline) ends a phase first, as on very large instances.
 //
 // # Parameters and defaults (Params, DefaultParams, DefaultLadder)
 //
@@ -43,30 +43,52 @@
 // an upper bound; Result.Bound is the smallest. At iteration 0, whenever the
 // relaxed choice is feasible, and every PrimalEvery iterations once the
 // bound moves by less than 0.5% per PrimalEvery iterations (or after
-// 5*PrimalEvery without), the relaxed choice is repaired (per overloaded
-// server, apply the change with least loss per unit of normalised excess
-// removed: lower rung, move to a server with room, or fallback) and improved
-// by single moves; the best is finally polished by local search: single
-// moves incl. bitrate up/down, then ejection moves (v takes a blocked option
-// after one user there moves to its best alternative elsewhere, to another
-// rung on that server, into the room v leaves, or to fallback: this includes
-// swaps and one user's bitrate down for another's up), repeated until no
-// move improves or the work budget of LocalSearch is spent. Prices (per
-// kbps, per compute unit) are those of the best bound, for pricing new
-// sessions online.
+// 5*PrimalEvery without), a primal step runs two heuristics, one per core:
+// the repair of the relaxed choice (per overloaded server, apply the change
+// with least loss per unit of normalised excess removed: lower rung, move
+// to a server with room, or fallback) and the regret greedy (users in
+// decreasing order of best minus second-best reduced value on another
+// server take their best option by reduced value that fits), each improved
+// by single moves. On a large instance (more than 2^20 options) the repair
+// runs at iteration 0 only (at the prices of later iterations it ends
+// 4-10% below the greedy at 100,000 users, and costs more), and the other
+// core runs the greedy at the best bound's prices. The best is finally
+// polished by local search: single moves incl. bitrate up/down, then
+// ejection moves (v takes a blocked option after one user there moves to
+// its best alternative elsewhere, to another rung on that server, into the
+// room v leaves, or to fallback: this includes swaps and one user's bitrate
+// down for another's up), repeated until no move improves or the work
+// budget of LocalSearch is spent. Prices (per kbps, per compute unit) are
+// those of the best bound, for pricing new sessions online.
+//
+// The per-user evaluation (the subproblem) runs on GOMAXPROCS workers over
+// fixed chunks of users, allocating nothing per iteration; loads are summed
+// as integer counts and the dual per chunk in chunk order, so results do
+// not depend on the number of cores. On a large instance the scan reads
+// float32 values rounded up (8 bytes an option instead of 12; a value
+// rounded up only raises the dual, which stays a bound). Candidates, their
+// distances and the option values are computed once per solve, on every
+// core.
+//
+// Warm starts: SolveWarm starts from a previous period's prices and plan
+// (Warm), and Planner keeps them across periods (and the candidate lists of
+// users that did not move), so that a re-solve after churn and movement
+// needs a few iterations: the warm plan, repaired and with the new users
+// placed by the greedy, is certified by the dual at the previous prices.
 //
 // Time budget: TimeLimit counts from the start of Solve, including the
-// option table (about 1 s at 100,000 users and 2,000 servers), but the first
-// subgradient iteration and its repair always run, even with no time left
-// or a done context: every result is feasible and carries a bound. (Before
-// this rule a solve that ran out of time while building the table repaired
-// an uninitialised choice vector, putting users on another user's option,
-// i.e. on servers that do not cover them; TestNoTimeLeftStillFeasible.)
-// At 100,000 users the default 2 s budget leaves room for 2-22 iterations
-// (measured on the shared 2-core machine, depending on its load), with a
-// gap of 9-11%; the primal side does not improve within the budget (the final
-// polish's work budget is about one pass of single moves over the 8.2
-// million options, and every server is full).
+// option table, but the first subgradient iteration and its repair always
+// run, even with no time left or a done context: every result is feasible
+// and carries a bound. (Before this rule a solve that ran out of time while
+// building the table repaired an uninitialised choice vector, putting users
+// on another user's option, i.e. on servers that do not cover them;
+// TestNoTimeLeftStillFeasible.) At 100,000 users and 2,000 servers (8.2
+// million options) a cold solve certifies a gap of 1% in 61-71 iterations
+// and about 2 s on the 2-core machine (about 3.3 s of CPU: longer when
+// other work takes the cores), and a warm re-solve (Planner) after 10%
+// churn and 20% movement in 1 iteration and about 0.4 s
+// (docs/benchmarks.md). With the default Tol a solve uses its whole
+// TimeLimit: set Tol to stop at a certified gap.
 //
 // The candidate lists M(v) and their distances are cached in the Instance
 // (keyed on its Users and Servers slices): build a new Instance rather than

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 )
 
@@ -88,9 +89,24 @@ type Instance struct {
 
 	cand     [][]int32   // M(v), lazily computed
 	candDist [][]float64 // DistanceM(v, m) for m in M(v)
+	candIng  [][]float64 // DistanceM(m_b, m) for m in M(v), m_b = Ingest >= 0 (else 0)
 	candKey  candKey     // what cand was computed for
 	srvCos   []float64   // cos(latitude) per server, as DistanceM computes it
+	reuse    *candReuse  // a previous period's lists, by user position and ingest (Planner)
 }
+
+// candReuse is a previous instance's candidate lists by user position and
+// ingest server, for an instance whose servers have the same positions,
+// radii and exclusions.
+type candReuse struct {
+	at   map[[3]float64]int32
+	cand [][]int32
+	dist [][]float64
+	ing  [][]float64
+}
+
+// reuseKey is what a user's candidate lists depend on.
+func reuseKey(u *User) [3]float64 { return [3]float64{u.Lat, u.Lon, float64(u.Ingest)} }
 
 // Choice is one user's decision: Server = -1 means fallback.
 type Choice struct {
@@ -231,13 +247,22 @@ func (in *Instance) candidates() {
 		maxR = math.Max(maxR, s.RadiusM)
 	}
 	cell := math.Max(maxR, 1) / 111000.0 // degrees of latitude
+	// Cells are as wide in longitude as a radius at the servers' highest
+	// latitude (2% more): a user there or nearer the equator needs its
+	// cell's neighbours only, 9 cells instead of 21 of one degree-size.
+	maxLat := 0.0
+	for _, s := range in.Servers {
+		maxLat = math.Max(maxLat, math.Abs(s.Lat))
+	}
+	cosRef := math.Max(math.Cos(math.Min(maxLat, 90)*math.Pi/180), 0.05) * 0.98
+	lonCell := cell / cosRef
 	type gkey struct{ a, b int }
 	grid := map[gkey][]int32{}
 	for i, s := range in.Servers {
 		if s.Excluded {
 			continue
 		}
-		k := gkey{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / cell))}
+		k := gkey{int(math.Floor(s.Lat / cell)), int(math.Floor(s.Lon / lonCell))}
 		grid[k] = append(grid[k], int32(i))
 	}
 	// Pre-filter: for radii up to 10 km away from the poles the
@@ -257,41 +282,86 @@ func (in *Instance) candidates() {
 	}
 	cand := make([][]int32, len(in.Users))
 	dist := make([][]float64, len(in.Users))
-	var c []int32
-	var d []float64
-	for v, u := range in.Users {
-		la := int(math.Floor(u.Lat / cell))
-		ucos := math.Cos(u.Lat * math.Pi / 180) // exactly as DistanceM
-		coslat := math.Max(ucos, 0.05)
-		span := int(math.Ceil(1/coslat)) + 1
-		lo := int(math.Floor(u.Lon / cell))
-		c, d = c[:0], d[:0]
-		for a := la - 1; a <= la+1; a++ {
-			for b := lo - span; b <= lo+span; b++ {
-				for _, m := range grid[gkey{a, b}] {
-					s := &in.Servers[m]
-					if approx {
-						dy := (s.Lat - u.Lat) * rad * earthR
-						dx := (s.Lon - u.Lon) * rad * earthR * ucos
-						lim := s.RadiusM*1.01 + 1
-						if math.Abs(dy) > lim || dx*dx+dy*dy > lim*lim {
-							continue
+	ing := make([][]float64, len(in.Users))
+	// Users are independent: chunks of users on every core, each chunk's
+	// lists cut from one slab (a few allocations per chunk, not per user).
+	scratch := make([]struct {
+		c []int32
+		d []float64
+	}, runtime.GOMAXPROCS(0))
+	newPool(len(in.Users), 512, len(scratch)).run(func(w, _, lo, hi int) {
+		// the chunk's lists go to the worker's scratch, then to one slab of
+		// exactly their size
+		c, d := scratch[w].c[:0], scratch[w].d[:0]
+		var ends [512 + 1]int
+		var reused [512]bool
+		for v := lo; v < hi; v++ {
+			u := &in.Users[v]
+			if in.reuse != nil {
+				if j, ok := in.reuse.at[reuseKey(u)]; ok {
+					cand[v], dist[v], ing[v] = in.reuse.cand[j], in.reuse.dist[j], in.reuse.ing[j]
+					reused[v-lo] = true
+					ends[v-lo+1] = len(c)
+					continue
+				}
+			}
+			la := int(math.Floor(u.Lat / cell))
+			ucos := math.Cos(u.Lat * math.Pi / 180) // exactly as DistanceM
+			// the radius in longitude at the user's latitude, in cells:
+			// within 1% (as the pre-filter), plus one cell where it is not
+			// used (radii over 10 km, near the poles)
+			coslat := math.Max(ucos, 0.05)
+			span := int(math.Ceil(1.01 * cosRef / coslat))
+			if !approx {
+				span++
+			}
+			lc := int(math.Floor(u.Lon / lonCell))
+			at := len(c)
+			for a := la - 1; a <= la+1; a++ {
+				for b := lc - span; b <= lc+span; b++ {
+					for _, m := range grid[gkey{a, b}] {
+						s := &in.Servers[m]
+						if approx {
+							dy := (s.Lat - u.Lat) * rad * earthR
+							dx := (s.Lon - u.Lon) * rad * earthR * ucos
+							lim := s.RadiusM*1.01 + 1
+							if math.Abs(dy) > lim || dx*dx+dy*dy > lim*lim {
+								continue
+							}
+						}
+						if dm := distanceCos(u.Lat, u.Lon, ucos, s.Lat, s.Lon, scos[m]); dm <= s.RadiusM {
+							c = append(c, m)
+							d = append(d, dm)
 						}
 					}
-					if dm := distanceCos(u.Lat, u.Lon, ucos, s.Lat, s.Lon, scos[m]); dm <= s.RadiusM {
-						c = append(c, m)
-						d = append(d, dm)
+				}
+			}
+			if bs := (byServer{c[at:], d[at:]}); !sort.IsSorted(bs) {
+				sort.Sort(bs)
+			}
+			ends[v-lo+1] = len(c)
+		}
+		slabC, slabD := append([]int32(nil), c...), append([]float64(nil), d...)
+		slabI := make([]float64, len(c))
+		for v := lo; v < hi; v++ {
+			if reused[v-lo] {
+				continue
+			}
+			a, b := ends[v-lo], ends[v-lo+1]
+			cand[v], dist[v], ing[v] = slabC[a:b:b], slabD[a:b:b], slabI[a:b:b]
+			if mb := in.Users[v].Ingest; mb >= 0 {
+				sb := &in.Servers[mb]
+				for i, m := range cand[v] {
+					if int(m) != mb {
+						s := &in.Servers[m]
+						ing[v][i] = distanceCos(sb.Lat, sb.Lon, scos[mb], s.Lat, s.Lon, scos[m])
 					}
 				}
 			}
 		}
-		if !sort.IsSorted(byServer{c, d}) {
-			sort.Sort(byServer{c, d})
-		}
-		cand[v] = append([]int32(nil), c...)
-		dist[v] = append([]float64(nil), d...)
-	}
-	in.cand, in.candDist, in.candKey, in.srvCos = cand, dist, key, scos
+		scratch[w].c, scratch[w].d = c, d
+	})
+	in.cand, in.candDist, in.candIng, in.candKey, in.srvCos = cand, dist, ing, key, scos
 }
 
 type candKey struct {
@@ -450,64 +520,120 @@ func Evaluate(in *Instance, assign []Choice) (objective float64, feasible bool, 
 }
 
 // options is the flat table of every (v, m, k) a user may take; options that
-// can never fit a server (r_k > D_m or (R-r_k)H > C_m) are left out.
+// can never fit a server (r_k > D_m or (R-r_k)H > C_m) are left out. A
+// user's options are sorted by server, then rung.
 type options struct {
+	nk    int       // ladder rungs
 	start []int32   // per user, len n+1
 	srv   []int32   // server of each option
 	rung  []uint8   // ladder index
+	cix   []int32   // srv*nk + rung: the option's entry in per-(server, rung) tables
 	val   []float64 // Y*QoE
+	// val32 is, on a large instance (more than largeOptions options),
+	// every value as a float32 rounded up, for the dual's scan
+	// (evaluator): it reads 8 bytes an option instead of 12 (the scan is
+	// bound by memory), and a value rounded up can only raise the dual,
+	// which stays an upper bound (by at most 1e-7 of it).
+	val32 []float32
 	fb    []float64 // fallback value per user
 }
 
-func buildOptions(in *Instance) *options {
+// buildOptions computes the table on every core (users are independent);
+// the values are those of Value to the bit.
+func buildOptions(in *Instance) *options { return buildOptionsInto(in, nil) }
+
+// buildOptionsInto is buildOptions reusing old's arrays where they are
+// large enough (a Planner's previous period: 8.2 million options are 170
+// MB, and fresh memory costs page faults as well as the collector's work).
+func buildOptionsInto(in *Instance, old *options) *options {
 	in.candidates()
 	cand, cdist := in.cand, in.candDist
 	n, nk := len(in.Users), len(in.Ladder)
 	p := &in.Params
-	o := &options{start: make([]int32, n+1), fb: make([]float64, n)}
-	total := 0
-	for _, c := range cand {
-		total += len(c) * nk
+	if old == nil {
+		old = &options{}
 	}
-	if total > math.MaxInt32 {
-		panic("qoe: more than 2^31 options")
-	}
-	o.srv = make([]int32, 0, total)
-	o.rung = make([]uint8, 0, total)
-	o.val = make([]float64, 0, total)
-	U := make([]float64, nk)
-	E := make([]float64, nk)
-	for v := range in.Users {
-		o.start[v] = int32(len(o.srv))
-		o.fb[v] = in.Value(v, Fallback, p.FallbackRung)
-		w, I := in.Weight(v), in.Interaction(v)
+	o := &options{nk: nk, start: grow(old.start, n+1), fb: grow(old.fb, n)}
+	// fits[m*nk+k]: rung k can ever fit server m
+	fits := make([]bool, len(in.Servers)*nk)
+	for m, s := range in.Servers {
 		for k := range in.Ladder {
-			U[k], E[k] = in.quality(v, k), in.jitter(v, k)
-		}
-		for ci, m := range cand[v] {
-			s := &in.Servers[m]
-			var bb float64
-			switch u := &in.Users[v]; {
-			case u.Ingest < 0 || u.Ingest == int(m):
-				bb = in.backbone(v, int(m))
-			default: // as backbone, with the cached cosines
-				sb := &in.Servers[u.Ingest]
-				bb = p.BackboneBase + p.BackbonePerKm*distanceCos(sb.Lat, sb.Lon, in.srvCos[u.Ingest], s.Lat, s.Lon, in.srvCos[m])/1000
-			}
-			acc := p.AccessBase + p.AccessPerKm*cdist[v][ci]/1000
-			S := in.switchLoss(v, int(m))
-			for k := range in.Ladder {
-				if in.bwUse(k) > s.Bandwidth || in.cpuUse(k) > s.Compute {
-					continue
-				}
-				o.srv = append(o.srv, m)
-				o.rung = append(o.rung, uint8(k))
-				o.val = append(o.val, w*in.qoe(in.latency(bb, acc, k), I, U[k], E[k], S))
-			}
+			fits[m*nk+k] = in.bwUse(k) <= s.Bandwidth && in.cpuUse(k) <= s.Compute
 		}
 	}
-	o.start[n] = int32(len(o.srv))
+	total := 0
+	for v, c := range cand {
+		o.start[v] = int32(total)
+		for _, m := range c {
+			for k := 0; k < nk; k++ {
+				if fits[int(m)*nk+k] {
+					total++
+				}
+			}
+		}
+		if total > math.MaxInt32 {
+			panic("qoe: more than 2^31 options")
+		}
+	}
+	o.start[n] = int32(total)
+	o.srv = grow(old.srv, total)
+	o.rung = grow(old.rung, total)
+	o.cix = grow(old.cix, total)
+	o.val = grow(old.val, total)
+	if total > largeOptions {
+		o.val32 = grow(old.val32, total)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	scratch := make([]float64, 2*nk*workers)
+	newPool(n, 1024, workers).run(func(w, _, lo, hi int) {
+		U, E := scratch[2*nk*w:2*nk*w+nk], scratch[2*nk*w+nk:2*nk*(w+1)]
+		for v := lo; v < hi; v++ {
+			o.fb[v] = in.Value(v, Fallback, p.FallbackRung)
+			wt, I := in.Weight(v), in.Interaction(v)
+			for k := range in.Ladder {
+				U[k], E[k] = in.quality(v, k), in.jitter(v, k)
+			}
+			i := o.start[v]
+			for ci, m := range cand[v] {
+				var bb float64
+				switch u := &in.Users[v]; {
+				case u.Ingest < 0 || u.Ingest == int(m):
+					bb = in.backbone(v, int(m))
+				default: // as backbone, with the distance computed with the candidates
+					bb = p.BackboneBase + p.BackbonePerKm*in.candIng[v][ci]/1000
+				}
+				acc := p.AccessBase + p.AccessPerKm*cdist[v][ci]/1000
+				S := in.switchLoss(v, int(m))
+				for k := 0; k < nk; k++ {
+					if !fits[int(m)*nk+k] {
+						continue
+					}
+					o.srv[i] = m
+					o.rung[i] = uint8(k)
+					o.cix[i] = m*int32(nk) + int32(k)
+					o.val[i] = wt * in.qoe(in.latency(bb, acc, k), I, U[k], E[k], S)
+					if o.val32 != nil {
+						f := float32(o.val[i])
+						if float64(f) < o.val[i] {
+							f = math.Nextafter32(f, float32(math.Inf(1)))
+						}
+						o.val32[i] = f
+					}
+					i++
+				}
+			}
+		}
+	})
 	return o
+}
+
+// grow returns s resized to n, reusing its array when large enough (every
+// element is then overwritten by the caller).
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 // toChoices converts option indices (-1 = fallback) to Choices.

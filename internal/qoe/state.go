@@ -3,6 +3,7 @@ package qoe
 import (
 	"container/heap"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -408,4 +409,97 @@ func (st *state) bestAlt(u int) int32 {
 		}
 	}
 	return bj
+}
+
+// greedy assigns users at the prices behind cost (per option entry
+// o.cix): users in decreasing order of regret (best reduced value minus the
+// best on another server or the fallback) take their best option by
+// reduced value that fits. Users whose choice is clear go first; the
+// near-indifferent ones, which the relaxed choice piles onto the same
+// cheap servers, take what room is left. keep: only the users on the
+// fallback are placed, the others keep their choice; else every user is
+// placed afresh.
+func (st *state) greedy(cost []float64, keep bool) {
+	o := st.o
+	n := len(st.sel)
+	if !keep {
+		for v := 0; v < n; v++ {
+			st.move(v, -1)
+		}
+	}
+	// regrets on every core (users are independent), then the placement
+	// in order, which is sequential
+	var todo []int32 // keep: the users to place
+	if keep {
+		for v := 0; v < n; v++ {
+			if st.sel[v] < 0 {
+				todo = append(todo, int32(v))
+			}
+		}
+	}
+	nu := n
+	if keep {
+		nu = len(todo)
+	}
+	ord := make([]regret, nu)
+	newPool(nu, 4096, 0).run(func(_, _, lo, hi int) {
+		for x := lo; x < hi; x++ {
+			v := x
+			if keep {
+				v = int(todo[x])
+			}
+			b1, b2, m1, i1 := o.fb[v], math.Inf(-1), int32(-1), int32(-1)
+			for i := o.start[v]; i < o.start[v+1]; i++ {
+				rv := o.val[i] - cost[o.cix[i]]
+				if rv > b1 {
+					if o.srv[i] != m1 {
+						b2 = b1
+					}
+					b1, m1, i1 = rv, o.srv[i], i
+				} else if rv > b2 && o.srv[i] != m1 {
+					b2 = rv
+				}
+			}
+			if m1 >= 0 && o.fb[v] > b2 {
+				b2 = o.fb[v]
+			}
+			ord[x] = regret{b1 - b2, int32(v), i1}
+		}
+	})
+	slices.SortFunc(ord, func(a, b regret) int {
+		switch {
+		case a.r > b.r:
+			return -1
+		case a.r < b.r:
+			return 1
+		}
+		return int(a.v - b.v)
+	})
+	for _, x := range ord {
+		v := int(x.v)
+		if x.best < 0 || st.fits(x.best) {
+			st.move(v, x.best) // the best option still fits (or is the fallback)
+			continue
+		}
+		bv, bi := o.fb[v], int32(-1)
+		for i := o.start[v]; i < o.start[v+1]; i++ {
+			if rv := o.val[i] - cost[o.cix[i]]; rv > bv && st.fits(i) {
+				bv, bi = rv, i
+			}
+		}
+		st.move(v, bi)
+	}
+}
+
+// regret is a user's place in the greedy's order and its best option.
+type regret struct {
+	r    float64
+	v    int32
+	best int32
+}
+
+// fits reports whether option j fits its server as the loads stand.
+func (st *state) fits(j int32) bool {
+	m, k := st.o.srv[j], st.o.rung[j]
+	return st.bw[m]+st.rbw[k] <= st.bwCap[m] && st.cpu[m]+st.rcpu[k] <= st.cpuCap[m]
 }

@@ -1,0 +1,133 @@
+package qoe
+
+import "runtime"
+
+// evaluator computes the Lagrangian subproblem, every user's best option at
+// given prices, on every core. Its scratch is allocated once per solve, so
+// an iteration allocates nothing. Results do not depend on the number of
+// workers: loads are summed as integer counts per (server, rung) and the
+// dual as one partial sum per fixed chunk, added in chunk order.
+type evaluator struct {
+	in    *Instance
+	o     *options
+	p     *pool
+	cost  []float64 // per (server, rung): the option's priced use
+	count [][]int32 // per worker, per (server, rung): users choosing it
+	part  []float64 // per chunk: sum of the users' reduced values
+	sel   []int32   // output of the current eval
+	fn    func(w, c, lo, hi int)
+}
+
+// largeOptions: above this many options an instance is large: the dual
+// reads float32 values and the primal step runs greedies only (primal).
+const largeOptions = 1 << 20
+
+// evalChunk is the number of users per chunk: small enough to balance two
+// cores on a shared machine, large enough that a chunk's overhead is noise.
+const evalChunk = 2048
+
+// newEvaluator builds the evaluator, its workers waiting for eval until
+// close.
+func newEvaluator(in *Instance, o *options) *evaluator {
+	n, ns, nk := len(in.Users), len(in.Servers), len(in.Ladder)
+	e := &evaluator{in: in, o: o, p: newPool(n, evalChunk, runtime.GOMAXPROCS(0)), cost: make([]float64, ns*nk)}
+	e.count = make([][]int32, e.p.workers)
+	for w := range e.count {
+		e.count[w] = make([]int32, ns*nk)
+	}
+	e.part = make([]float64, e.p.chunks())
+	e.fn = e.chunk64
+	e.p.start()
+	if o.val32 != nil {
+		e.fn = e.chunk32
+	}
+	return e
+}
+
+// close ends the evaluator's workers.
+func (e *evaluator) close() { e.p.stop() }
+
+// eval sets sel[v] to user v's best option at prices pb, pc (per kbps, per
+// compute unit; -1 = fallback), the loads the choice puts on every server
+// into useB and useC, and returns sum_v of the best reduced values (the
+// dual value without the capacities' term).
+func (e *evaluator) eval(pb, pc []float64, sel []int32, useB, useC []float64) float64 {
+	in, nk := e.in, len(e.in.Ladder)
+	costAt(in, pb, pc, e.cost)
+	for _, c := range e.count {
+		clear(c)
+	}
+	e.sel = sel
+	e.p.run(e.fn)
+	dual := 0.0
+	for _, x := range e.part {
+		dual += x
+	}
+	for m := range in.Servers {
+		useB[m], useC[m] = 0, 0
+		for k := 0; k < nk; k++ {
+			c := 0
+			for _, cw := range e.count {
+				c += int(cw[m*nk+k])
+			}
+			useB[m] += float64(c) * in.bwUse(k)
+			useC[m] += float64(c) * in.cpuUse(k)
+		}
+	}
+	return dual
+}
+
+// chunk64 and chunk32 evaluate the users [lo, hi) of chunk c (one of
+// them is e.fn).
+func (e *evaluator) chunk64(w, c, lo, hi int) {
+	o, cost, cnt, sel := e.o, e.cost, e.count[w], e.sel
+	start, val, cix := o.start, o.val, o.cix
+	sum := 0.0
+	for v := lo; v < hi; v++ {
+		bv, bi := o.fb[v], int32(-1)
+		a, b := start[v], start[v+1]
+		for i := a; i < b; i++ {
+			if rv := val[i] - cost[cix[i]]; rv > bv {
+				bv, bi = rv, i
+			}
+		}
+		sel[v] = bi
+		sum += bv
+		if bi >= 0 {
+			cnt[cix[bi]]++
+		}
+	}
+	e.part[c] = sum
+}
+
+func (e *evaluator) chunk32(w, c, lo, hi int) {
+	o, cost, cnt, sel := e.o, e.cost, e.count[w], e.sel
+	start, val, cix := o.start, o.val32, o.cix
+	sum := 0.0
+	for v := lo; v < hi; v++ {
+		bv, bi := o.fb[v], int32(-1)
+		a, b := start[v], start[v+1]
+		for i := a; i < b; i++ {
+			if rv := float64(val[i]) - cost[cix[i]]; rv > bv {
+				bv, bi = rv, i
+			}
+		}
+		sel[v] = bi
+		sum += bv
+		if bi >= 0 {
+			cnt[cix[bi]]++
+		}
+	}
+	e.part[c] = sum
+}
+
+// costAt sets cost[m*nk+k] to what rung k on server m costs at prices pb,
+// pc (per kbps, per compute unit).
+func costAt(in *Instance, pb, pc, cost []float64) {
+	nk := len(in.Ladder)
+	for m := range in.Servers {
+		for k := 0; k < nk; k++ {
+			cost[m*nk+k] = pb[m]*in.bwUse(k) + pc[m]*in.cpuUse(k)
+		}
+	}
+}
