@@ -7,6 +7,7 @@
 //	lab up [--cities 2 | --file lab.yaml]  up, then wait for Ctrl-C and tear down
 //	lab load [--load 30s]       STB load from every city of a running lab, and what the STBs saw
 //	lab status                  routes, link delays and etcd members of a running lab
+//	lab chaos [--duration 3m --seed 1]  faults drawn from the seed under STB load, then the invariants
 //	lab down                    remove everything a lab (or a crashed one) left
 //
 // --etcd-cluster 3 (or etcd_cluster: 3 in the lab file) runs the province's
@@ -41,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/edge"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/stbload"
@@ -76,6 +78,8 @@ func run(args []string) error {
 	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, edge, ospf, etcd_cluster, qoe, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
 	qoe := fs.Bool("qoe", true, "the service selects by QoE allocation; STBs are viewers with signed tokens")
+	chaosFor := fs.Duration("duration", 3*time.Minute, "chaos: how long the faults and the STB load run")
+	seed := fs.Uint64("seed", 1, "chaos: the seed the fault schedule and the load are drawn from (the same seed replays a run)")
 	edgeServer := fs.String("edge", lab.EdgeLab, "what runs each media edge: lab (bin/lab edge, JSON load stats) or nginx (stub_status)")
 	var member lab.MemberOptions // etcd-member: one member of the lab's cluster (started by the lab itself)
 	fs.StringVar(&member.Name, "name", "", "etcd-member: member name")
@@ -155,6 +159,8 @@ func run(args []string) error {
 		return nil
 	case "demo":
 		return demo(o, *load, *drill)
+	case "chaos":
+		return chaosRun(o, *seed, *chaosFor)
 	case "load":
 		l := lab.Attach(o)
 		fmt.Printf("STB load from %d cities for %s; per second: requests, failures and who answered\n", len(o.Cities), *load)
@@ -449,6 +455,36 @@ func status(o lab.Options) error {
 		}
 		b, _ := exec.Command("birdc", "-s", sock, "show", "route", "for", lab.ServiceIP.String()).CombinedOutput()
 		fmt.Printf("router r%d (%s):\n%s", i+1, o.Cities[i], indent(string(b)))
+	}
+	return nil
+}
+
+// chaosRun brings up a province for a chaos run (a standby in the first
+// city, a 3-member etcd cluster, edges), runs it, tears it down and
+// prints the report; it fails when an invariant did.
+func chaosRun(o lab.Options, seed uint64, d time.Duration) error {
+	if len(o.Cities) < 2 {
+		return errors.New("chaos: at least 2 cities")
+	}
+	o.EtcdMembers, o.Edges = 3, true
+	if o.Standby == nil {
+		o.Standby = map[int]bool{0: true}
+	}
+	l, err := up(o)
+	if err != nil {
+		return err
+	}
+	step("chaos run: seed %d for %s (the same seed replays the schedule)", seed, d)
+	rep, err := l.RunChaos(context.Background(), lab.ChaosConfig{Seed: seed, Duration: d, Out: os.Stdout})
+	step("tearing the lab down")
+	l.Down()
+	if err != nil {
+		return err
+	}
+	rep.Invariants = append(rep.Invariants, chaos.Expect("nothing left behind (namespaces, interfaces, addresses, routes, processes)", 1, lab.Leftovers(o.Prefix, o.Dir)))
+	rep.Write(os.Stdout)
+	if !rep.Pass() {
+		return fmt.Errorf("chaos run with seed %d failed an invariant", seed)
 	}
 	return nil
 }
