@@ -31,12 +31,11 @@ type policy struct {
 	prev   map[string]bool      // server name -> available at the last rebuild
 	eject  *outlier.Detector    // nil: passive ejection off
 	over   *overflow.Controller
-	counts atomic.Pointer[overflow.Counters] // for the snapshot in counted
-	geo    *geoip.DB                         // nil: no geoip.database
+	counts atomic.Pointer[snapCounters] // the request counters of one snapshot
+	geo    *geoip.DB                    // nil: no geoip.database
 
 	edge     map[string][2]int64 // server name -> requests, errors the edge last reported (runPolicy only)
-	counted  atomic.Pointer[topology.Snapshot]
-	ejectFor *topology.Snapshot // the snapshot eject's server indices are of (under rebuildMu)
+	ejectFor *topology.Snapshot  // the snapshot eject's server indices are of (under rebuildMu)
 }
 
 // newPolicy builds the routing policy state from the configuration. On an
@@ -62,14 +61,26 @@ func (s *Scheduler) newPolicy() error {
 	return nil
 }
 
+// snapCounters are the per-node request counters of one snapshot.
+type snapCounters struct {
+	snap *topology.Snapshot
+	c    *overflow.Counters
+}
+
 // counters returns the per-node request counters for snap, new ones when
-// the snapshot changed.
+// the snapshot changed. Engine rebuilds and the evaluation ask
+// concurrently: the compare-and-swap keeps them on one set.
 func (p *policy) counters(snap *topology.Snapshot) *overflow.Counters {
-	if p.counted.Load() != snap {
-		p.counts.Store(overflow.NewCounters(len(snap.Services), len(snap.Nodes)))
-		p.counted.Store(snap)
+	for {
+		cur := p.counts.Load()
+		if cur != nil && cur.snap == snap {
+			return cur.c
+		}
+		next := &snapCounters{snap: snap, c: overflow.NewCounters(len(snap.Services), len(snap.Nodes))}
+		if p.counts.CompareAndSwap(cur, next) {
+			return next.c
+		}
 	}
-	return p.counts.Load()
 }
 
 // inputs adds the policy's parts to an engine build for snap with av (the
