@@ -78,31 +78,17 @@ func (e *evaluator) eval(pb, pc []float64, sel []int32, useB, useC []float64) fl
 }
 
 // chunk64 and chunk32 evaluate the users [lo, hi) of chunk c (one of
-// them is e.fn).
-func (e *evaluator) chunk64(w, c, lo, hi int) {
-	o, cost, cnt, sel := e.o, e.cost, e.count[w], e.sel
-	start, val, cix := o.start, o.val, o.cix
-	sum := 0.0
-	for v := lo; v < hi; v++ {
-		bv, bi := o.fb[v], int32(-1)
-		a, b := start[v], start[v+1]
-		for i := a; i < b; i++ {
-			if rv := val[i] - cost[cix[i]]; rv > bv {
-				bv, bi = rv, i
-			}
-		}
-		sel[v] = bi
-		sum += bv
-		if bi >= 0 {
-			cnt[cix[bi]]++
-		}
-	}
-	e.part[c] = sum
-}
+// them is e.fn) over the option values in float64 or float32.
+func (e *evaluator) chunk64(w, c, lo, hi int) { e.part[c] = bestOptions(e, e.o.val, w, lo, hi) }
+func (e *evaluator) chunk32(w, c, lo, hi int) { e.part[c] = bestOptions(e, e.o.val32, w, lo, hi) }
 
-func (e *evaluator) chunk32(w, c, lo, hi int) {
+// bestOptions picks each user's best option at the current costs (-1: the
+// fallback is better), counts the picks per option in worker w's counts
+// and returns the users' values summed. One body for both widths: the
+// compiler makes one copy per width, so neither pays for the other.
+func bestOptions[T float32 | float64](e *evaluator, val []T, w, lo, hi int) float64 {
 	o, cost, cnt, sel := e.o, e.cost, e.count[w], e.sel
-	start, val, cix := o.start, o.val32, o.cix
+	start, cix := o.start, o.cix
 	sum := 0.0
 	for v := lo; v < hi; v++ {
 		bv, bi := o.fb[v], int32(-1)
@@ -118,7 +104,7 @@ func (e *evaluator) chunk32(w, c, lo, hi int) {
 			cnt[cix[bi]]++
 		}
 	}
-	e.part[c] = sum
+	return sum
 }
 
 // costAt sets cost[m*nk+k] to what rung k on server m costs at prices pb,
