@@ -205,6 +205,11 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 		p.services[svc] = sp
 		st.Sessions += users
 	}
+	for name := range a.planners { // a service gone or no longer qoe: its warm start too
+		if i, ok := snap.Service(name); !ok || snap.Services[i].Selection != Selection {
+			delete(a.planners, name)
+		}
+	}
 	st.SolveTime = time.Since(start)
 	st.Peers = len(peers)
 	if safe {
