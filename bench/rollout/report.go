@@ -40,13 +40,7 @@ func table(r *Results) string {
 	b.WriteString("| city schedulers (report mode) | STB requests | failed | center share | center CPU under load | center CPU idle | city schedulers' CPU (sum) | load generator CPU | machine busy | RTT p50 | RTT p99 | p50 local / center | other labs' namespaces |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Modes {
-		local, center := "-", "-"
-		if m.Local > 0 {
-			local = ms(m.LocalP50)
-		}
-		if m.Center > 0 {
-			center = ms(m.CenterP50)
-		}
+		local, center := m.p50s()
 		fmt.Fprintf(&b, "| %d (%s) | %d | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.0f%% | %.0f%% | %s | %s | %s / %s | %d |\n",
 			m.K, reportMode(m.K), m.Requests, m.Failures, m.share(), m.CenterCPU, m.CenterIdle, m.CitiesCPU, m.GenCPU, m.MachineBusy,
 			ms(m.P50), ms(m.P99), local, center, m.ForeignNS)
@@ -441,4 +435,17 @@ func linkRange(links []lab.CityDelay) (lo, hi string) {
 	}
 	f := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 	return f(mn), f(mx)
+}
+
+// p50s are the median round trips of the STBs answered locally and by the
+// center, "-" for none.
+func (m Mode) p50s() (local, center string) {
+	local, center = "-", "-"
+	if m.Local > 0 {
+		local = ms(m.LocalP50)
+	}
+	if m.Center > 0 {
+		center = ms(m.CenterP50)
+	}
+	return local, center
 }

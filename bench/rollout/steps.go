@@ -270,13 +270,7 @@ func stepTable(r *Results) string {
 			check = fmt.Sprintf("%s %.1f s, %s, %s", okText(rc.OK), rc.Seconds, secs(rc.AnnouncedSeconds), secsOr(rc.LastCenterSeconds, "none"))
 			probe = fmt.Sprintf("%d / %d / %d", rc.ProbeCenter, rc.ProbeLocal, rc.ProbeFailed)
 		}
-		local, center := "-", "-"
-		if m.Local > 0 {
-			local = ms(m.LocalP50)
-		}
-		if m.Center > 0 {
-			center = ms(m.CenterP50)
-		}
+		local, center := m.p50s()
 		fmt.Fprintf(&b, "| %s | %d (%s) | %s | %s | %d | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.0f%% | %s | %s | %s / %s | %d |\n",
 			name, m.K, reportMode(m.K), check, probe, m.Requests, m.Failures, m.share(), m.CenterCPU, m.CenterIdle, m.CitiesCPU, m.MachineBusy,
 			ms(m.P50), ms(m.P99), local, center, m.ForeignNS)
