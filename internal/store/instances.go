@@ -27,6 +27,9 @@ type Instance struct {
 	Announces        string   `json:"announces,omitempty"`    // the prefix
 	Peers            []Peer   `json:"peers,omitempty"`
 	QoE              *QoEPlan `json:"qoe,omitempty"`
+	// Planning: the plans a center makes for cities whose schedulers are
+	// gone (their STBs reach it), one per region.
+	Planning []QoEPlan `json:"planning,omitempty"`
 	// Traffic: a central scheduler's answers by the STBs' region, so that
 	// a drill can count what every center answered, not only its own.
 	Traffic   []RegionTraffic `json:"traffic,omitempty"`
@@ -47,6 +50,7 @@ func (in Instance) Covers() bool {
 
 // QoEPlan summarises a regional scheduler's QoE allocation plan.
 type QoEPlan struct {
+	Region    string    `json:"region,omitempty"`
 	Sessions  int       `json:"sessions"`
 	Planned   int       `json:"planned"`
 	Fallback  int       `json:"fallback"`
@@ -54,6 +58,45 @@ type QoEPlan struct {
 	Gap       float64   `json:"gap"`
 	MadeAt    time.Time `json:"made_at"`
 	Peers     int       `json:"peers"`
+	// AtDesired is the share of the planned sessions on a server at or
+	// above the bitrate their viewer desires (the top rung for none).
+	AtDesired float64 `json:"at_desired"`
+	// Switches and Drops count the sessions this plan moved to another
+	// server, and put on a lower bitrate, than they had before it.
+	Switches int `json:"switches"`
+	Drops    int `json:"drops"`
+	// Starved: sessions a server covers sent to the fallback for lack of
+	// capacity.
+	Starved int `json:"starved"`
+	// SafeMode: the plan was made without reading the region's claims
+	// (etcd unreachable).
+	SafeMode bool `json:"safe_mode,omitempty"`
+	// Idle: the instance received no STB of its region lately and holds
+	// no capacity for it.
+	Idle bool `json:"idle,omitempty"`
+	// HeldKbps is the bandwidth this instance may use on the region's
+	// servers (its claims, or in safe mode what its rank allows);
+	// CapacityKbps the region's total.
+	HeldKbps     float64 `json:"held_kbps"`
+	CapacityKbps float64 `json:"capacity_kbps"`
+	// Drain forecasts, per server of the region, what a drain of that
+	// server would do to this instance's viewers at their next request.
+	Drain []DrainForecast `json:"drain,omitempty"`
+}
+
+// DrainForecast is what draining one server would do to the sessions an
+// instance's plan keeps there: each is priced again, as its next request
+// would be, without that server.
+type DrainForecast struct {
+	Server   string `json:"server"`
+	Sessions int    `json:"sessions"` // planned on the server
+	// Where they would go: another server at the same bitrate or a lower
+	// one, or the region's fallback.
+	SameRung   int `json:"same_rung"`
+	LowerRung  int `json:"lower_rung"`
+	ToFallback int `json:"to_fallback"`
+	// ObjectiveDelta is the change of the plan's QoE objective.
+	ObjectiveDelta float64 `json:"objective_delta"`
 }
 
 // RegionTraffic is what a scheduler answered to one region's STBs since it
