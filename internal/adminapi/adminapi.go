@@ -243,7 +243,7 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 			StartedAt: timestamppb.New(in.StartedAt), UpdatedAt: timestamppb.New(in.UpdatedAt),
 			SnapshotAgeSeconds: in.SnapshotAge, Hostname: in.Hostname, AdminAddress: in.AdminAddress,
 			Announced: in.Announced, AnnounceReason: in.AnnounceWhy, Announces: in.Announces, BgpPeers: peersPB(in.Peers),
-			Qoe: qoePB(in.QoE), Traffic: trafficPB(in.Traffic),
+			Qoe: qoePB(in.QoE), Traffic: trafficPB(in.Traffic), Planning: planningPB(in.Planning),
 		})
 	}
 	return resp, nil
@@ -260,6 +260,14 @@ func trafficPB(ts []store.RegionTraffic) []*pb.RegionTraffic {
 	return out
 }
 
+func planningPB(ps []store.QoEPlan) []*pb.QoEPlan {
+	var out []*pb.QoEPlan
+	for i := range ps {
+		out = append(out, qoePB(&ps[i]))
+	}
+	return out
+}
+
 func qoePB(q *store.QoEPlan) *pb.QoEPlan {
 	if q == nil {
 		return nil
@@ -267,6 +275,8 @@ func qoePB(q *store.QoEPlan) *pb.QoEPlan {
 	return &pb.QoEPlan{
 		Sessions: int64(q.Sessions), Planned: int64(q.Planned), Fallback: int64(q.Fallback),
 		Objective: q.Objective, Gap: q.Gap, AgeSeconds: time.Since(q.MadeAt).Seconds(), Peers: int32(q.Peers),
+		Region: q.Region, AtDesired: q.AtDesired, Switches: int64(q.Switches), Drops: int64(q.Drops),
+		Starved: int64(q.Starved), SafeMode: q.SafeMode, Idle: q.Idle, HeldKbps: q.HeldKbps, CapacityKbps: q.CapacityKbps,
 	}
 }
 

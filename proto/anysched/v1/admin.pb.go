@@ -1417,9 +1417,12 @@ func (x *DrillResponse) GetEtcdLeader() string {
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "server", "node" or "region".
-	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name   string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Change nothing: answer what the drain would do to the viewers of the
+	// QoE services (forecast).
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1473,6 +1476,13 @@ func (x *DrainRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *DrainRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 type UndrainRequest struct {
@@ -1532,7 +1542,10 @@ type DrainResponse struct {
 	// Servers the drain covers.
 	Servers int32 `protobuf:"varint,1,opt,name=servers,proto3" json:"servers,omitempty"`
 	// False when the target was already in the requested state.
-	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	// With dry_run: per instance planning the target's region and server,
+	// what the drain would do to its viewers.
+	Forecast      []*DrainForecast `protobuf:"bytes,3,rep,name=forecast,proto3" json:"forecast,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1579,6 +1592,13 @@ func (x *DrainResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *DrainResponse) GetForecast() []*DrainForecast {
+	if x != nil {
+		return x.Forecast
+	}
+	return nil
 }
 
 // RegionHealth counts one region's servers as the center sees them.
@@ -2768,7 +2788,10 @@ type Instance struct {
 	Qoe *QoEPlan `protobuf:"bytes,16,opt,name=qoe,proto3" json:"qoe,omitempty"`
 	// A central scheduler's answers by the STBs' region, as of its last
 	// registration (every 2 s).
-	Traffic       []*RegionTraffic `protobuf:"bytes,17,rep,name=traffic,proto3" json:"traffic,omitempty"`
+	Traffic []*RegionTraffic `protobuf:"bytes,17,rep,name=traffic,proto3" json:"traffic,omitempty"`
+	// The plans a central scheduler makes for cities whose schedulers are
+	// gone (their STBs reach it), one per region.
+	Planning      []*QoEPlan `protobuf:"bytes,18,rep,name=planning,proto3" json:"planning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2922,6 +2945,13 @@ func (x *Instance) GetTraffic() []*RegionTraffic {
 	return nil
 }
 
+func (x *Instance) GetPlanning() []*QoEPlan {
+	if x != nil {
+		return x.Planning
+	}
+	return nil
+}
+
 // QoEPlan summarises a regional scheduler's current allocation plan.
 type QoEPlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2936,7 +2966,25 @@ type QoEPlan struct {
 	// Seconds since the plan was made.
 	AgeSeconds float64 `protobuf:"fixed64,6,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
 	// Other instances of the region sharing its capacity.
-	Peers         int32 `protobuf:"varint,7,opt,name=peers,proto3" json:"peers,omitempty"`
+	Peers int32 `protobuf:"varint,7,opt,name=peers,proto3" json:"peers,omitempty"`
+	// The region planned (set in a center's planning list).
+	Region string `protobuf:"bytes,8,opt,name=region,proto3" json:"region,omitempty"`
+	// Share of the planned sessions on a server at or above the bitrate
+	// their viewer desires.
+	AtDesired float64 `protobuf:"fixed64,9,opt,name=at_desired,json=atDesired,proto3" json:"at_desired,omitempty"`
+	// Sessions this plan moved to another server, and to a lower bitrate,
+	// than they had before it.
+	Switches int64 `protobuf:"varint,10,opt,name=switches,proto3" json:"switches,omitempty"`
+	Drops    int64 `protobuf:"varint,11,opt,name=drops,proto3" json:"drops,omitempty"`
+	// Sessions a server covers that went to the fallback for lack of capacity.
+	Starved int64 `protobuf:"varint,12,opt,name=starved,proto3" json:"starved,omitempty"`
+	// Planned without reading the region's claims (etcd unreachable).
+	SafeMode bool `protobuf:"varint,13,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	// No STB of the region reached the instance lately: it holds no capacity.
+	Idle bool `protobuf:"varint,14,opt,name=idle,proto3" json:"idle,omitempty"`
+	// Bandwidth the instance may use on the region's servers, and their total.
+	HeldKbps      float64 `protobuf:"fixed64,15,opt,name=held_kbps,json=heldKbps,proto3" json:"held_kbps,omitempty"`
+	CapacityKbps  float64 `protobuf:"fixed64,16,opt,name=capacity_kbps,json=capacityKbps,proto3" json:"capacity_kbps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3020,6 +3068,184 @@ func (x *QoEPlan) GetPeers() int32 {
 	return 0
 }
 
+func (x *QoEPlan) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *QoEPlan) GetAtDesired() float64 {
+	if x != nil {
+		return x.AtDesired
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetSwitches() int64 {
+	if x != nil {
+		return x.Switches
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetDrops() int64 {
+	if x != nil {
+		return x.Drops
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetStarved() int64 {
+	if x != nil {
+		return x.Starved
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetSafeMode() bool {
+	if x != nil {
+		return x.SafeMode
+	}
+	return false
+}
+
+func (x *QoEPlan) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *QoEPlan) GetHeldKbps() float64 {
+	if x != nil {
+		return x.HeldKbps
+	}
+	return 0
+}
+
+func (x *QoEPlan) GetCapacityKbps() float64 {
+	if x != nil {
+		return x.CapacityKbps
+	}
+	return 0
+}
+
+// DrainForecast is what draining one server would do to the viewers one
+// instance's plan keeps there, each priced again as its next request would
+// be, without the server.
+type DrainForecast struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Region   string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Instance string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	Server   string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	// Sessions planned on the server.
+	Sessions int64 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Where they would go: another server at the same bitrate or a lower
+	// one, or the region's fallback.
+	SameRung   int64 `protobuf:"varint,5,opt,name=same_rung,json=sameRung,proto3" json:"same_rung,omitempty"`
+	LowerRung  int64 `protobuf:"varint,6,opt,name=lower_rung,json=lowerRung,proto3" json:"lower_rung,omitempty"`
+	ToFallback int64 `protobuf:"varint,7,opt,name=to_fallback,json=toFallback,proto3" json:"to_fallback,omitempty"`
+	// Change of the instance's QoE objective, and the objective before.
+	ObjectiveDelta float64 `protobuf:"fixed64,8,opt,name=objective_delta,json=objectiveDelta,proto3" json:"objective_delta,omitempty"`
+	Objective      float64 `protobuf:"fixed64,9,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DrainForecast) Reset() {
+	*x = DrainForecast{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainForecast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainForecast) ProtoMessage() {}
+
+func (x *DrainForecast) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainForecast.ProtoReflect.Descriptor instead.
+func (*DrainForecast) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DrainForecast) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *DrainForecast) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *DrainForecast) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *DrainForecast) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *DrainForecast) GetSameRung() int64 {
+	if x != nil {
+		return x.SameRung
+	}
+	return 0
+}
+
+func (x *DrainForecast) GetLowerRung() int64 {
+	if x != nil {
+		return x.LowerRung
+	}
+	return 0
+}
+
+func (x *DrainForecast) GetToFallback() int64 {
+	if x != nil {
+		return x.ToFallback
+	}
+	return 0
+}
+
+func (x *DrainForecast) GetObjectiveDelta() float64 {
+	if x != nil {
+		return x.ObjectiveDelta
+	}
+	return 0
+}
+
+func (x *DrainForecast) GetObjective() float64 {
+	if x != nil {
+		return x.Objective
+	}
+	return 0
+}
+
 type BGPPeer struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
@@ -3032,7 +3258,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3270,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3283,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -3187,17 +3413,19 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\vquorum_kept\x18\x05 \x01(\bR\n" +
 	"quorumKept\x12\x1f\n" +
 	"\vetcd_leader\x18\x06 \x01(\tR\n" +
-	"etcdLeader\"N\n" +
+	"etcdLeader\"g\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"8\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"8\n" +
 	"\x0eUndrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"C\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"{\n" +
 	"\rDrainResponse\x12\x18\n" +
 	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x18\n" +
-	"\achanged\x18\x02 \x01(\bR\achanged\"\xef\x01\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x126\n" +
+	"\bforecast\x18\x03 \x03(\v2\x1a.anysched.v1.DrainForecastR\bforecast\"\xef\x01\n" +
 	"\fRegionHealth\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
 	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
@@ -3297,7 +3525,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x127\n" +
 	"\trun_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brunStart\x12.\n" +
-	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\x82\x05\n" +
+	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xb4\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -3318,7 +3546,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tannounces\x18\x0e \x01(\tR\tannounces\x121\n" +
 	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\x12&\n" +
 	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\x124\n" +
-	"\atraffic\x18\x11 \x03(\v2\x1a.anysched.v1.RegionTrafficR\atraffic\"\xc2\x01\n" +
+	"\atraffic\x18\x11 \x03(\v2\x1a.anysched.v1.RegionTrafficR\atraffic\x120\n" +
+	"\bplanning\x18\x12 \x03(\v2\x14.anysched.v1.QoEPlanR\bplanning\"\xb8\x03\n" +
 	"\aQoEPlan\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x03R\bsessions\x12\x18\n" +
 	"\aplanned\x18\x02 \x01(\x03R\aplanned\x12\x1a\n" +
@@ -3327,7 +3556,30 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x03gap\x18\x05 \x01(\x01R\x03gap\x12\x1f\n" +
 	"\vage_seconds\x18\x06 \x01(\x01R\n" +
 	"ageSeconds\x12\x14\n" +
-	"\x05peers\x18\a \x01(\x05R\x05peers\"K\n" +
+	"\x05peers\x18\a \x01(\x05R\x05peers\x12\x16\n" +
+	"\x06region\x18\b \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"at_desired\x18\t \x01(\x01R\tatDesired\x12\x1a\n" +
+	"\bswitches\x18\n" +
+	" \x01(\x03R\bswitches\x12\x14\n" +
+	"\x05drops\x18\v \x01(\x03R\x05drops\x12\x18\n" +
+	"\astarved\x18\f \x01(\x03R\astarved\x12\x1b\n" +
+	"\tsafe_mode\x18\r \x01(\bR\bsafeMode\x12\x12\n" +
+	"\x04idle\x18\x0e \x01(\bR\x04idle\x12\x1b\n" +
+	"\theld_kbps\x18\x0f \x01(\x01R\bheldKbps\x12#\n" +
+	"\rcapacity_kbps\x18\x10 \x01(\x01R\fcapacityKbps\"\x9b\x02\n" +
+	"\rDrainForecast\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1a\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\x03R\bsessions\x12\x1b\n" +
+	"\tsame_rung\x18\x05 \x01(\x03R\bsameRung\x12\x1d\n" +
+	"\n" +
+	"lower_rung\x18\x06 \x01(\x03R\tlowerRung\x12\x1f\n" +
+	"\vto_fallback\x18\a \x01(\x03R\n" +
+	"toFallback\x12'\n" +
+	"\x0fobjective_delta\x18\b \x01(\x01R\x0eobjectiveDelta\x12\x1c\n" +
+	"\tobjective\x18\t \x01(\x01R\tobjective\"K\n" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -3363,7 +3615,7 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*GetBalanceRequest)(nil),     // 0: anysched.v1.GetBalanceRequest
 	(*SetBalanceRequest)(nil),     // 1: anysched.v1.SetBalanceRequest
@@ -3405,75 +3657,78 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*RegionTraffic)(nil),         // 37: anysched.v1.RegionTraffic
 	(*Instance)(nil),              // 38: anysched.v1.Instance
 	(*QoEPlan)(nil),               // 39: anysched.v1.QoEPlan
-	(*BGPPeer)(nil),               // 40: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*DrainForecast)(nil),         // 40: anysched.v1.DrainForecast
+	(*BGPPeer)(nil),               // 41: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
-	41, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	42, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
 	32, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
 	7,  // 3: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
 	12, // 4: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
 	13, // 5: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
 	14, // 6: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	41, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	41, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	42, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	42, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	16, // 9: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	41, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	41, // 11: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	41, // 12: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	29, // 13: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	32, // 14: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	12, // 15: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	32, // 16: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	41, // 17: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	38, // 18: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	24, // 19: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	25, // 20: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	26, // 21: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	37, // 22: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	41, // 23: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	41, // 24: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	41, // 25: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	41, // 26: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 27: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	39, // 28: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	37, // 29: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	30, // 30: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	33, // 31: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	35, // 32: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	27, // 33: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	21, // 34: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	22, // 35: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	19, // 36: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	18, // 37: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	6,  // 38: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	9,  // 39: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	11, // 40: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	15, // 41: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	4,  // 42: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	0,  // 43: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
-	1,  // 44: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	31, // 45: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	34, // 46: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	36, // 47: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	28, // 48: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	23, // 49: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	23, // 50: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	20, // 51: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	20, // 52: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	8,  // 53: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	10, // 54: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	31, // 55: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	17, // 56: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	5,  // 57: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 58: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 59: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	45, // [45:60] is the sub-list for method output_type
-	30, // [30:45] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	42, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	40, // 11: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
+	42, // 12: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	42, // 13: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	29, // 14: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	32, // 15: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	12, // 16: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	32, // 17: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	42, // 18: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	38, // 19: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	24, // 20: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	25, // 21: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	26, // 22: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	37, // 23: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	42, // 24: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	42, // 25: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	42, // 26: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	42, // 27: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 28: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	39, // 29: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	37, // 30: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	39, // 31: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
+	30, // 32: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	33, // 33: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	35, // 34: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	27, // 35: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	21, // 36: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	22, // 37: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	19, // 38: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	18, // 39: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	6,  // 40: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	9,  // 41: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	11, // 42: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	15, // 43: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	4,  // 44: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	0,  // 45: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	1,  // 46: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	31, // 47: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	34, // 48: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	36, // 49: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	28, // 50: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	23, // 51: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	23, // 52: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	20, // 53: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	20, // 54: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	8,  // 55: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	10, // 56: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	31, // 57: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	17, // 58: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	5,  // 59: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 60: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 61: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -3487,7 +3742,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
