@@ -64,6 +64,13 @@ type Config struct {
 	// before the next one; 0 leaves none (the configuration's default is 0.1).
 	ArrivalReserve float64
 	Params         qoe.Params
+	// Rank is this instance's place in the region's route preference: 0
+	// for the primary, 1 for the first standby, and so on (store.Claims).
+	Rank int
+	// IdleAfter: an instance that received no STB of its region for this
+	// long is idle: it plans nothing and gives its claims back but for
+	// the arrival reserve. Default 2 periods, at least 5 s.
+	IdleAfter time.Duration
 }
 
 // Defaults.
@@ -102,6 +109,9 @@ func (c Config) withDefaults() Config {
 	if c.Params == (qoe.Params{}) {
 		c.Params = qoe.DefaultParams()
 	}
+	if c.IdleAfter <= 0 {
+		c.IdleAfter = max(2*c.Period, 5*time.Second)
+	}
 	return c
 }
 
@@ -127,12 +137,16 @@ type Allocator struct {
 	figures  atomic.Pointer[figures] // the peers' claims last read
 	sessions *table
 	kick     chan struct{}
+	// lastSTB: when (unix nanoseconds) an STB of the region last reached
+	// this instance, to the nearest 100 ms; 0 for never.
+	lastSTB atomic.Int64
 
 	solveMu  sync.Mutex              // one Solve at a time; guards the fields below
 	gen      uint64                  // plans made
 	own      store.Claims            // the claims last committed
 	peers    int                     // peers at the last read of the claims
 	failing  bool                    // the claims cannot be read (said once)
+	idle     bool                    // the last solve found no STB lately (said once)
 	planners map[string]*qoe.Planner // by service name: warm starts across periods
 }
 
@@ -206,12 +220,16 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 	if d.ClientRegion != region || region < 0 {
 		return nil // another city's STB: not ours to plan
 	}
+	now := a.now().UnixNano()
+	if now-a.lastSTB.Load() > int64(100*time.Millisecond) { // one shared write per 100 ms
+		a.lastSTB.Store(now)
+	}
 	k.channel = eng.Channel(d.Service, req.Path, req.Query) // the service's pattern, as the redirect renders it
 	loc, zone := snap.Regions[region].Loc, int32(-1)
 	if d.Zone >= 0 {
 		loc, zone = snap.Zones[d.Zone].Loc, d.Zone
 	}
-	s, ended := a.sessions.touch(k, prof, loc, snap, a.now().UnixNano())
+	s, ended := a.sessions.touch(k, prof, loc, snap, now)
 	var sp *servicePlan
 	if p != nil && p.snap == snap {
 		sp = p.services[d.Service]
@@ -220,8 +238,12 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		}
 	}
 	if sp == nil {
-		// No plan for this snapshot yet: the steer decision stands, and the
-		// session is in the next solve.
+		// No plan for this snapshot yet, or the first STB after a quiet
+		// spell (plan now): the steer decision stands, and the session is
+		// in the next solve.
+		if p != nil && p.idle {
+			a.Kick()
+		}
 		a.met.decisions[kindUnplanned].Inc()
 		return nil
 	}
@@ -284,6 +306,18 @@ type Status struct {
 	SolveMS    float64 `json:"solve_ms"`
 	Peers      int     `json:"peers"`
 	SafeMode   bool    `json:"safe_mode,omitempty"`
+	Idle       bool    `json:"idle,omitempty"`
+	Rank       int     `json:"rank"`
+	// Quality and stability of the plan: sessions on a server at their
+	// desired bitrate, moved to another server and to a lower bitrate than
+	// before it, and sent to the fallback for lack of capacity.
+	AtDesired int `json:"at_desired_sessions"`
+	Switches  int `json:"switches"`
+	Drops     int `json:"drops"`
+	Starved   int `json:"starved_sessions"`
+	// Bandwidth this instance may use on the region's servers, and their total.
+	HeldKbps     float64 `json:"held_kbps"`
+	CapacityKbps float64 `json:"capacity_kbps"`
 	// Per server of the region: sessions planned, and bandwidth (kbps) and
 	// compute used by the plan, claimed by this instance and available to
 	// it after the peers' claims.
@@ -309,8 +343,12 @@ func (a *Allocator) Summary() *store.QoEPlan {
 	}
 	st := &p.stats
 	q := &store.QoEPlan{
-		Sessions: int(a.sessions.count.Load()), Planned: st.Sessions, Fallback: st.Fallback,
-		Objective: st.Objective, MadeAt: p.made, Peers: st.Peers,
+		Region: a.cfg.Region, Sessions: int(a.sessions.count.Load()), Planned: st.Sessions, Fallback: st.Fallback,
+		Objective: st.Objective, MadeAt: p.made, Peers: st.Peers, Switches: st.Switches, Drops: st.Drops,
+		Starved: st.Starved, SafeMode: st.SafeMode, Idle: p.idle, HeldKbps: st.HeldKbps, CapacityKbps: st.TotalKbps,
+	}
+	if placed := st.Sessions - st.Fallback; placed > 0 {
+		q.AtDesired = float64(st.AtDesired) / float64(placed)
 	}
 	if !math.IsNaN(st.Bound) && st.Bound != 0 {
 		q.Gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
@@ -329,6 +367,8 @@ func (a *Allocator) Status() Status {
 	st.Planned, st.Generation, st.MadeAt, st.Revision = true, p.gen, p.made.UTC().Format(time.RFC3339Nano), p.snap.Revision
 	st.PlannedN, st.Fallback, st.Objective, st.Bound = s.Sessions, s.Fallback, s.Objective, s.Bound
 	st.SolveMS, st.Peers, st.SafeMode = float64(s.SolveTime.Microseconds())/1000, s.Peers, s.SafeMode
+	st.Idle, st.Rank, st.AtDesired, st.Switches, st.Drops, st.Starved = p.idle, a.cfg.Rank, s.AtDesired, s.Switches, s.Drops, s.Starved
+	st.HeldKbps, st.CapacityKbps = s.HeldKbps, s.TotalKbps
 	for pos, si := range p.servers {
 		name := p.snap.Servers[si].Name
 		st.Servers = append(st.Servers, ServerStatus{

@@ -17,6 +17,8 @@ var kindNames = [kinds]string{"planned", "priced", "fallback", "unplanned"}
 
 type metrics struct {
 	objective, gap, planned, fallback, sessions, lastSolve prometheus.Gauge
+	starved, held, idle, safe, atDesired                   prometheus.Gauge
+	switches, drops                                        prometheus.Counter
 	solve                                                  prometheus.Histogram
 	serverUsers                                            *prometheus.GaugeVec
 	decisions                                              [kinds]prometheus.Counter
@@ -34,6 +36,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fallback:  g("fallback_sessions", "Sessions the current plan sends to the region's fallback."),
 		sessions:  g("sessions", "Live sessions (user, channel) in the table."),
 		lastSolve: g("last_solve_timestamp_seconds", "When the current plan was made (Unix time)."),
+		starved:   g("starved_sessions", "Sessions of the current plan sent to the fallback although a server covers them: capacity this instance could not get."),
+		held:      g("held_capacity_ratio", "Share of the region's server bandwidth this instance may use (its claims, or in safe mode what its rank allows)."),
+		idle:      g("idle", "1 when no STB of the region reached this instance lately: it plans nobody and holds only the arrival reserve."),
+		safe:      g("safe_mode", "1 when the current plan was made without reading the region's claims (etcd unreachable)."),
+		atDesired: g("at_desired_ratio", "Share of the sessions the current plan puts on a server that get their desired bitrate."),
+		switches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_switches_total", Help: "Sessions a new plan moved to another server than the one they had.",
+		}),
+		drops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_bitrate_drops_total", Help: "Sessions a new plan gave a lower bitrate than the one they had.",
+		}),
 		solve: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "anysched_alloc_solve_duration_seconds", Help: "Time to solve the region.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5},
@@ -55,7 +68,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.decisions[k] = dec.WithLabelValues(kindNames[k])
 	}
 	if reg != nil {
-		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors)
+		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors,
+			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops)
 	}
 	return m
 }

@@ -33,6 +33,9 @@ type plan struct {
 	// bandwidth in kbps, compute in thousandths of a unit.
 	bwLeft, cpuLeft []atomic.Int64
 	stats           planStats
+	// idle: no STB of the region reached the instance lately; the plan
+	// places nobody (services are all nil) and claims only the reserve.
+	idle bool
 }
 
 type servicePlan struct {
@@ -46,6 +49,9 @@ type servicePlan struct {
 type planStats struct {
 	Sessions, Fallback   int
 	Starved              int // fallback sessions a server covers (lack of capacity)
+	AtDesired            int // sessions on a server at or above their desired rung
+	Switches, Drops      int // moved to another server, to a lower rung, by this plan
+	HeldKbps, TotalKbps  float64
 	Objective, Bound     float64
 	SolveTime            time.Duration
 	UsersByServer        map[string]int

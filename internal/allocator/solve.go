@@ -61,6 +61,15 @@ func (a *Allocator) Solve(ctx context.Context) {
 		a.plan.Store(nil)
 		return
 	}
+	m := mode{idle: now.UnixNano()-a.lastSTB.Load() > int64(a.cfg.IdleAfter)}
+	if m.idle != a.idle {
+		a.idle = m.idle
+		if m.idle {
+			a.log.Info("no STB of the region lately: idle, giving the capacity claims back but for the arrival reserve", "after", a.cfg.IdleAfter)
+		} else {
+			a.log.Info("STBs of the region again: planning")
+		}
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
 		peers, rev, err := a.board.Peers(rctx)
@@ -68,15 +77,24 @@ func (a *Allocator) Solve(ctx context.Context) {
 		safe := err != nil
 		if safe {
 			a.met.claimErrors.Inc()
+			m.safe = true
+			// Routers send the region's STBs to the most preferred instance
+			// that announces: the one ranked before every peer it knows of
+			// may plan on the whole capacity (its peers receive no STBs, so
+			// they hand none out); the others stay within their claims.
+			m.whole = !m.idle && a.firstInRank()
 			if !a.failing { // said once per outage
 				a.failing = true
-				if a.own.Servers == nil {
+				switch {
+				case m.whole:
+					a.log.Warn("cannot read the region's capacity claims; ranked first among the region's instances, planning on its whole capacity until etcd answers", "err", err, "rank", a.cfg.Rank)
+				case a.own.Servers == nil:
 					a.log.Warn("cannot read the region's capacity claims and hold none; STBs get the steer decision until etcd answers", "err", err)
-				} else {
+				default:
 					a.log.Warn("cannot read the region's capacity claims; solving within the claims held until etcd answers", "err", err)
 				}
 			}
-			if a.own.Servers == nil {
+			if a.own.Servers == nil && !m.whole && !m.idle {
 				return
 			}
 		} else if a.failing {
@@ -86,7 +104,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 		if !safe {
 			a.figures.Store(&figures{peers: peers})
 		}
-		p, claims := a.build(ctx, eng, snap, region, live, peers, safe, now)
+		p, claims := a.build(ctx, eng, snap, region, live, peers, m, now)
 		if safe {
 			p.stats.SafeMode = true
 			a.publish(p)
@@ -104,6 +122,9 @@ func (a *Allocator) Solve(ctx context.Context) {
 		}
 		if !committed {
 			a.met.conflicts.Inc()
+			if m.idle {
+				return // nothing to give back that a peer could be waiting for
+			}
 			continue // a peer committed after our read: read again
 		}
 		a.own = claims
@@ -111,6 +132,28 @@ func (a *Allocator) Solve(ctx context.Context) {
 		return
 	}
 	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
+}
+
+// mode is how one solve may use the region's capacity.
+type mode struct {
+	safe  bool // the claims could not be read
+	whole bool // safe, and ranked first: the whole capacity
+	idle  bool // no STB lately: plan nobody, claim the reserve only
+}
+
+// firstInRank reports whether this instance was ranked before every peer
+// whose claims it last read (false before it read any).
+func (a *Allocator) firstInRank() bool {
+	f := a.figures.Load()
+	if f == nil {
+		return false
+	}
+	for _, pc := range f.peers {
+		if pc.Rank <= a.cfg.Rank {
+			return false
+		}
+	}
+	return true
 }
 
 // etcdTimeout bounds one claims read or commit: an etcd that does not
@@ -127,9 +170,9 @@ func hasQoE(snap *topology.Snapshot) bool {
 }
 
 // build solves the region and returns the plan and the claims it needs.
-func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology.Snapshot, region int32, live []*session, peers map[string]store.Claims, safe bool, now time.Time) (*plan, store.Claims) {
+func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology.Snapshot, region int32, live []*session, peers map[string]store.Claims, m mode, now time.Time) (*plan, store.Claims) {
 	a.gen++
-	p := &plan{gen: a.gen, made: now, snap: snap, region: region, assign: map[key]*assignment{}, pos: make([]int32, len(snap.Servers))}
+	p := &plan{gen: a.gen, made: now, snap: snap, region: region, assign: map[key]*assignment{}, pos: make([]int32, len(snap.Servers)), idle: m.idle}
 	for i := range p.pos {
 		p.pos[i] = -1
 	}
@@ -141,20 +184,25 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	}
 	n := len(p.servers)
 	share := fairShare(live, peers)
+	st := &p.stats
 	// Capacity left to this instance: the server's, less every peer's claim
-	// (or, in safe mode, exactly what this instance holds).
+	// (in safe mode, exactly what this instance holds, or all of it when
+	// it ranks first).
 	capBw, capCPU := make([]float64, n), make([]float64, n)
+	fullBw, fullCPU := make([]float64, n), make([]float64, n)
 	limited := make([]bool, n)
 	for pos, si := range p.servers {
 		sv := &snap.Servers[si]
 		capBw[pos], capCPU[pos] = unlimited, unlimited
 		if c := sv.Capacity.BandwidthMbps; c > 0 {
 			capBw[pos], limited[pos] = c*1000, true
+			st.TotalKbps += c * 1000
 		}
 		if c := sv.Capacity.TranscodeUnits; c > 0 {
 			capCPU[pos], limited[pos] = c, true
 		}
-		if safe {
+		fullBw[pos], fullCPU[pos] = capBw[pos], capCPU[pos]
+		if m.safe && !m.whole {
 			if limited[pos] { // unlimited servers are never claimed
 				own := a.own.Servers[sv.Name]
 				capBw[pos], capCPU[pos] = math.Min(capBw[pos], own.BandwidthKbps), math.Min(capCPU[pos], own.Compute)
@@ -165,6 +213,9 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 		// its capacity (balance slow_start), as nearest weighs it.
 		if f := eng.Ramp(si); f < 1 && limited[pos] {
 			capBw[pos], capCPU[pos] = capBw[pos]*f, capCPU[pos]*f
+		}
+		if m.safe {
+			continue // ranked first: the peers' claims (unreadable) aside
 		}
 		full := [2]float64{capBw[pos], capCPU[pos]}
 		for _, pc := range peers {
@@ -179,9 +230,73 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 			capCPU[pos] = math.Min(capCPU[pos], math.Max(full[1]*share, 0))
 		}
 	}
-	// Hold a share of each limited server out of the solve: the STBs that
-	// arrive before the next solve are priced into it (the plan itself would
-	// otherwise fill a server that demand exceeds to the last kbps).
+	useBw, useCPU := make([]float64, n), make([]float64, n)
+	p.services = make([]*servicePlan, len(snap.Services))
+	if m.idle {
+		// Nobody to plan: keep the arrival reserve of each server (of what
+		// the peers leave) for a failover's first STBs, and give the rest
+		// back to the instance the STBs reach.
+		for pos := range p.servers {
+			if limited[pos] {
+				capBw[pos] = math.Min(capBw[pos], fullBw[pos]*a.cfg.ArrivalReserve)
+				capCPU[pos] = math.Min(capCPU[pos], fullCPU[pos]*a.cfg.ArrivalReserve)
+			}
+		}
+	} else {
+		a.solveAll(ctx, snap, p, live, limited, capBw, capCPU, useBw, useCPU)
+	}
+	st.Peers = len(peers)
+	if m.safe {
+		st.Peers = a.peers // unknown without etcd: the last count read
+	} else {
+		a.peers = len(peers)
+	}
+
+	// Claims: the plan's use plus an equal share, among the region's
+	// instances that receive STBs, of what nobody holds, for sessions
+	// arriving before the next solve (an idle peer holds its reserve).
+	split := 1.0
+	for _, pc := range peers {
+		if !pc.Idle {
+			split++
+		}
+	}
+	claims := store.Claims{Sessions: st.Sessions, Starved: st.Starved > 0, Rank: a.cfg.Rank, Idle: m.idle, Servers: map[string]store.Claim{}}
+	p.bwLeft, p.cpuLeft = make([]atomic.Int64, n), make([]atomic.Int64, n)
+	st.UsageByServer, st.ClaimByServer, st.CapacityByServer = map[string][2]float64{}, map[string][2]float64{}, map[string][2]float64{}
+	for pos, si := range p.servers {
+		name := snap.Servers[si].Name
+		cb, cc := useBw[pos], useCPU[pos]
+		if !m.safe && !m.idle {
+			// capBw, capCPU: what the solve left unused
+			cb += capBw[pos] / split
+			cc += capCPU[pos] / split
+		} else {
+			cb, cc = capBw[pos]+useBw[pos], capCPU[pos]+useCPU[pos] // capXxx is what was left after the solve
+		}
+		if limited[pos] {
+			claims.Servers[name] = store.Claim{BandwidthKbps: cb, Compute: cc}
+			st.ClaimByServer[name] = [2]float64{cb, cc}
+			st.HeldKbps += math.Min(cb, fullBw[pos])
+		}
+		p.bwLeft[pos].Store(int64(math.Floor(math.Min(cb-useBw[pos], unlimited))))
+		p.cpuLeft[pos].Store(int64(math.Floor(math.Min(cc-useCPU[pos], unlimited) * 1000)))
+		st.UsageByServer[name] = [2]float64{useBw[pos], useCPU[pos]}
+		if limited[pos] {
+			st.CapacityByServer[name] = [2]float64{capBw[pos] + useBw[pos], capCPU[pos] + useCPU[pos]}
+		}
+	}
+	return p, claims
+}
+
+// solveAll solves every QoE service of the region in turn, each on what
+// the previous left. A share of each limited server is held out of the
+// solve: the STBs that arrive before the next solve are priced into it
+// (the plan itself would otherwise fill a server that demand exceeds to
+// the last kbps). On return capBw, capCPU are what the plan leaves unused
+// (the held share included).
+func (a *Allocator) solveAll(ctx context.Context, snap *topology.Snapshot, p *plan, live []*session, limited []bool, capBw, capCPU, useBw, useCPU []float64) {
+	n := len(p.servers)
 	heldBw, heldCPU := make([]float64, n), make([]float64, n)
 	for pos := range p.servers {
 		if limited[pos] {
@@ -190,10 +305,7 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 			capCPU[pos] -= heldCPU[pos]
 		}
 	}
-	p.cover, p.coverCentre = coverage(snap, region, p.servers)
-
-	useBw, useCPU := make([]float64, n), make([]float64, n)
-	p.services = make([]*servicePlan, len(snap.Services))
+	p.cover, p.coverCentre = coverage(snap, p.region, p.servers)
 	st := &p.stats
 	st.UsersByServer = map[string]int{}
 	start := time.Now()
@@ -211,46 +323,10 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 		}
 	}
 	st.SolveTime = time.Since(start)
-	st.Peers = len(peers)
-	if safe {
-		st.Peers = a.peers // unknown without etcd: the last count read
-	} else {
-		a.peers = len(peers)
-	}
 	for pos := range p.servers {
 		capBw[pos] += heldBw[pos]
 		capCPU[pos] += heldCPU[pos]
 	}
-
-	// Claims: the plan's use plus an equal share, among the region's
-	// instances, of what nobody holds, for sessions arriving before the
-	// next solve.
-	split := float64(len(peers) + 1)
-	claims := store.Claims{Sessions: st.Sessions, Starved: st.Starved > 0, Servers: map[string]store.Claim{}}
-	p.bwLeft, p.cpuLeft = make([]atomic.Int64, n), make([]atomic.Int64, n)
-	st.UsageByServer, st.ClaimByServer, st.CapacityByServer = map[string][2]float64{}, map[string][2]float64{}, map[string][2]float64{}
-	for pos, si := range p.servers {
-		name := snap.Servers[si].Name
-		cb, cc := useBw[pos], useCPU[pos]
-		if !safe {
-			// capBw, capCPU: what the solve left unused
-			cb += capBw[pos] / split
-			cc += capCPU[pos] / split
-		} else {
-			cb, cc = capBw[pos]+useBw[pos], capCPU[pos]+useCPU[pos] // capXxx is what was left after the solve
-		}
-		if limited[pos] {
-			claims.Servers[name] = store.Claim{BandwidthKbps: cb, Compute: cc}
-			st.ClaimByServer[name] = [2]float64{cb, cc}
-		}
-		p.bwLeft[pos].Store(int64(math.Floor(math.Min(cb-useBw[pos], unlimited))))
-		p.cpuLeft[pos].Store(int64(math.Floor(math.Min(cc-useCPU[pos], unlimited) * 1000)))
-		st.UsageByServer[name] = [2]float64{useBw[pos], useCPU[pos]}
-		if limited[pos] {
-			st.CapacityByServer[name] = [2]float64{capBw[pos] + useBw[pos], capCPU[pos] + useCPU[pos]}
-		}
-	}
-	return p, claims
 }
 
 // solveService solves one QoE service's sessions on the capacity left
@@ -287,10 +363,12 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		sp.rooms[ch] = x / float64(cnt[ch])
 	}
 	in.Users = make([]qoe.User, len(mine))
+	had := make([]bool, len(mine)) // on a server before this plan (it may be gone)
 	for v, s := range mine {
 		u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1}
 		if cur := s.cur.Load(); cur != nil {
 			u.PrevKbps = cur.kbps
+			had[v] = cur.server >= 0
 			if cur.server >= 0 {
 				si := cur.server
 				if cur.snap != snap {
@@ -328,10 +406,18 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	}
 	st := &p.stats
 	cand := in.Candidates()
+	top := in.Ladder[len(in.Ladder)-1]
 	for v, c := range res.Assign {
 		as := &assignment{snap: snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		u := &in.Users[v]
+		if had[v] && (u.PrevServer < 0 || c.Server != u.PrevServer) {
+			st.Switches++
+		}
 		if c.Server != qoe.Fallback {
 			as.server, as.rung, as.kbps = p.servers[c.Server], c.Rung, in.Ladder[c.Rung]
+			if want := u.Profile.DesiredKbps; as.kbps >= min(top, want) || want <= 0 {
+				st.AtDesired++
+			}
 			bw, cpu := in.Uses(c.Rung)
 			useBw[c.Server] += bw
 			useCPU[c.Server] += cpu
@@ -343,6 +429,9 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 			if len(cand[v]) > 0 {
 				st.Starved++ // a server covers it: it lacked capacity
 			}
+		}
+		if u.PrevKbps > 0 && as.kbps < u.PrevKbps {
+			st.Drops++
 		}
 		p.assign[mine[v].key] = as
 	}
@@ -391,6 +480,13 @@ func coverage(snap *topology.Snapshot, region int32, servers []int32) ([][]int32
 	return cover, covers(snap.Regions[region].Loc)
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // publish makes p the plan requests use and exports its figures.
 func (a *Allocator) publish(p *plan) {
 	first := a.plan.Load() == nil
@@ -402,6 +498,15 @@ func (a *Allocator) publish(p *plan) {
 	a.met.solve.Observe(st.SolveTime.Seconds())
 	a.met.planned.Set(float64(st.Sessions))
 	a.met.fallback.Set(float64(st.Fallback))
+	a.met.starved.Set(float64(st.Starved))
+	a.met.held.Set(st.HeldKbps / math.Max(st.TotalKbps, 1))
+	a.met.idle.Set(b2f(p.idle))
+	a.met.safe.Set(b2f(st.SafeMode))
+	if placed := st.Sessions - st.Fallback; placed > 0 {
+		a.met.atDesired.Set(float64(st.AtDesired) / float64(placed))
+	}
+	a.met.switches.Add(float64(st.Switches))
+	a.met.drops.Add(float64(st.Drops))
 	a.met.serverUsers.Reset()
 	for _, si := range p.servers {
 		name := p.snap.Servers[si].Name

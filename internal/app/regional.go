@@ -37,7 +37,7 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	if s.allocator, err = s.newAllocator(c.Alloc); err != nil {
+	if s.allocator, err = s.newAllocator(c.Alloc, allocRank(c.Alloc, c.Announce)); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
 	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
@@ -78,7 +78,7 @@ const tokenCache = 1 << 16
 // newAllocator builds the live QoE allocation of the scheduler's region:
 // token keys, the region's claim board in etcd, a re-solve on every new
 // snapshot and its status on the admin listener.
-func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
+func (s *Scheduler) newAllocator(c config.Alloc, rank int) (*allocator.Allocator, error) {
 	v, err := newVerifier(c.Viewers)
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 	a, err := allocator.New(allocator.Config{
 		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
 		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: c.ArrivalReserve, Params: ModelParams(c.Model),
-		Default: profile(c.DefaultProfile),
+		Default: profile(c.DefaultProfile), Rank: rank, IdleAfter: c.IdleAfter,
 	}, board, s.Engine, s.Registry, s.Logger)
 	if err != nil {
 		return nil, err
@@ -98,6 +98,18 @@ func (s *Scheduler) newAllocator(c config.Alloc) (*allocator.Allocator, error) {
 		_ = json.NewEncoder(w).Encode(a.Status())
 	})
 	return a, nil
+}
+
+// allocRank is the scheduler's place in its city's route preference:
+// alloc.rank, or by default the AS-path prepend a BGP standby announces.
+func allocRank(c config.Alloc, an config.Announce) int {
+	switch {
+	case c.Rank >= 0:
+		return c.Rank
+	case an.Mode == config.AnnounceBGP:
+		return an.BGP.ASPathPrepend
+	}
+	return 0
 }
 
 // newVerifier builds the viewer-token verifier; nil without keys.

@@ -23,6 +23,17 @@ type Alloc struct {
 	// ArrivalReserve: share of each server's capacity the solve leaves for
 	// STBs arriving before the next solve (0 to 0.5).
 	ArrivalReserve float64 `yaml:"arrival_reserve"`
+	// Rank is this scheduler's place in its city's route preference: 0
+	// for the primary, 1 for the first standby, and so on. Without etcd,
+	// the instance ranked before every other of the city plans on the
+	// city's whole capacity (routers send the STBs to it alone). Default
+	// -1: announce.bgp.as_path_prepend in bgp mode (a standby prepends),
+	// else 0 (give it explicitly to a standby in ospf mode).
+	Rank int `yaml:"rank"`
+	// IdleAfter: a scheduler that received no STB of its city for this
+	// long gives its capacity claims back but for the arrival reserve.
+	// Default 0: 2 periods, at least 5 s.
+	IdleAfter time.Duration `yaml:"idle_after"`
 	// Model overrides the QoE model's parameters (docs/design.md, "The QoE model"; defaults
 	// and their reasons in docs/design.md); a key left out keeps its default.
 	Model Model `yaml:"model"`
@@ -125,7 +136,7 @@ type Profile struct {
 func DefaultAlloc() Alloc {
 	return Alloc{
 		Period: 10 * time.Second, SessionTTL: 2 * time.Minute, MaxSessions: 1_000_000,
-		Viewers: DefaultViewers(), ArrivalReserve: 0.1,
+		Viewers: DefaultViewers(), ArrivalReserve: 0.1, Rank: -1,
 	}
 }
 
@@ -159,6 +170,12 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 	a.Model.validate(errs)
 	if a.ArrivalReserve < 0 || a.ArrivalReserve > 0.5 {
 		errs.Add("alloc.arrival_reserve", "%v is out of range [0, 0.5]", a.ArrivalReserve)
+	}
+	if a.Rank < -1 || a.Rank > 1000 {
+		errs.Add("alloc.rank", "%d is out of range [0, 1000] (-1: from announce.bgp.as_path_prepend)", a.Rank)
+	}
+	if a.IdleAfter < 0 || (a.IdleAfter > 0 && a.IdleAfter < a.Period) {
+		errs.Add("alloc.idle_after", "%s must be 0 (2 periods) or at least alloc.period %s", a.IdleAfter, a.Period)
 	}
 }
 

@@ -80,14 +80,47 @@ func peerList(ps []*pb.BGPPeer) string {
 }
 
 func qoeTable(st *pb.StatusResponse) *table {
-	t := newTable("QOE PLAN", "REGION", "SESSIONS", "PLANNED", "FALLBACK", "OBJECTIVE", "GAP", "AGE", "PEERS")
+	t := newTable("QOE PLAN", "REGION", "SESSIONS", "PLANNED", "FALLBACK", "STARVED", "AT_DESIRED", "OBJECTIVE", "GAP", "HELD", "AGE", "PEERS", "STATE")
+	row := func(id string, q *pb.QoEPlan) {
+		held := "-" // no capacity stated: nothing to hold
+		if c := q.GetCapacityKbps(); c > 0 {
+			held = fmt.Sprintf("%.0f%%", 100*q.GetHeldKbps()/c)
+		}
+		t.add(id, q.GetRegion(), q.GetSessions(), q.GetPlanned(), q.GetFallback(), q.GetStarved(), fmt.Sprintf("%.0f%%", 100*q.GetAtDesired()),
+			strconv.FormatFloat(q.GetObjective(), 'f', 1, 64), fmt.Sprintf("%.2f%%", 100*q.GetGap()), held, seconds(q.GetAgeSeconds()), q.GetPeers(), planState(q))
+	}
 	for _, in := range st.GetInstances() {
 		if q := in.GetQoe(); q != nil {
-			t.add(in.GetId(), in.GetRegion(), q.GetSessions(), q.GetPlanned(), q.GetFallback(),
-				strconv.FormatFloat(q.GetObjective(), 'f', 1, 64), fmt.Sprintf("%.2f%%", 100*q.GetGap()), seconds(q.GetAgeSeconds()), q.GetPeers())
+			if q.GetRegion() == "" {
+				q.Region = in.GetRegion()
+			}
+			row(in.GetId(), q)
+		}
+		for _, q := range in.GetPlanning() { // a center planning a fallen city
+			row(in.GetId(), q)
 		}
 	}
 	return t
+}
+
+// planState says what an operator must know of a plan: idle (holds only
+// the reserve), safe mode (etcd unreachable), starved (STBs a server
+// covers sent to the fallback: capacity held elsewhere).
+func planState(q *pb.QoEPlan) string {
+	var s []string
+	if q.GetIdle() {
+		s = append(s, "idle")
+	}
+	if q.GetSafeMode() {
+		s = append(s, "safe-mode")
+	}
+	if q.GetStarved() > 0 {
+		s = append(s, "starved")
+	}
+	if len(s) == 0 {
+		return "planning"
+	}
+	return strings.Join(s, ",")
 }
 
 func regionTable(st *pb.StatusResponse) *table {

@@ -32,6 +32,15 @@ type Claims struct {
 	Starved bool `json:"starved,omitempty"`
 	// Servers: the claims by server name.
 	Servers map[string]Claim `json:"servers"`
+	// Rank is the instance's place in its region's route preference (0:
+	// the primary, 1: the first standby; a center planning a fallen city
+	// ranks after every city scheduler). Without etcd, the one instance
+	// ranked before every peer may plan on the region's whole capacity,
+	// since routers send the region's STBs to it alone.
+	Rank int `json:"rank"`
+	// Idle: no STB of the region reached the instance lately; it keeps
+	// only a small share for a failover's first STBs.
+	Idle bool `json:"idle,omitempty"`
 }
 
 // ClaimBoard publishes one instance's claims on the servers of its region

@@ -1,0 +1,189 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
+)
+
+// TestCapacityFollowsTheSTBs plays an operator's worst minute in a city
+// with a primary (rank 0) and a standby (rank 1): the primary freezes and
+// the standby takes the STBs and the capacity; the primary comes back,
+// wins the route, and etcd loses quorum before the standby gave anything
+// back. The capacity must follow the STBs: an idle instance keeps only
+// its reserve, and without etcd the instance ranked first plans on the
+// whole city.
+func TestCapacityFollowsTheSTBs(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	clk := time.Now()
+	now := func() time.Time { return clk }
+	ra := newRig(t, e, eng, "hefei-1", Config{Rank: 0, ArrivalReserve: 0.1})
+	rb := newRig(t, e, eng, "hefei-2", Config{Rank: 1, ArrivalReserve: 0.1})
+	ra.a.now, rb.a.now = now, now
+	ctx := context.Background()
+	// Two viewers in the north zone (servers a and b, 10 Mbps each, 10%
+	// held for arrivals) wanting 5 Mbps: they fit on the city's servers.
+	ask := func(r *rig) {
+		t.Helper()
+		for i := range 2 {
+			if code, _, body := r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), ""); code != 302 {
+				t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
+			}
+		}
+	}
+	claimsOf := func(id string) store.Claims {
+		t.Helper()
+		peers, _, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei", Instance: "nobody"}).Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return peers[id]
+	}
+	served := func(r *rig, what string) Status {
+		t.Helper()
+		st := r.a.Status()
+		if st.PlannedN != 2 || st.Fallback != 0 || st.AtDesired != 2 || st.Starved != 0 {
+			t.Fatalf("%s: %s should plan its 2 viewers at 5 Mbps on the city's servers: %+v", what, r.a.cfg.Instance, st)
+		}
+		return st
+	}
+
+	// 1. The primary takes the STBs; the idle standby holds its reserve
+	// (10% of each server) and nothing else.
+	ask(ra)
+	ra.a.Solve(ctx)
+	rb.a.Solve(ctx)
+	ra.a.Solve(ctx)
+	served(ra, "normal")
+	if st := rb.a.Status(); !st.Idle || st.PlannedN != 0 {
+		t.Fatalf("the standby that saw no STB is not idle: %+v", st)
+	}
+	for name, c := range claimsOf("hefei-2").Servers {
+		if c.BandwidthKbps > 1000+1e-6 {
+			t.Errorf("the idle standby claims %.0f kbps of %s (reserve: 1000)", c.BandwidthKbps, name)
+		}
+	}
+	if c := claimsOf("hefei-2"); !c.Idle || c.Rank != 1 {
+		t.Errorf("the standby's claims say idle %t rank %d", c.Idle, c.Rank)
+	}
+	if held := ra.a.Status().HeldKbps; held < 27000-1e-6 {
+		t.Errorf("the primary holds %.0f kbps of 30000 beside an idle standby", held)
+	}
+
+	// 2. The primary freezes: the standby gets the STBs, and everything
+	// once the primary's lease is gone.
+	clk = clk.Add(30 * time.Second)
+	ask(rb)
+	if err := ra.a.board.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rb.a.Solve(ctx)
+	served(rb, "primary frozen")
+
+	// 3. The primary is back and wins the route; its first solve finds the
+	// standby holding the city: starved, and it says so.
+	clk = clk.Add(time.Second)
+	ask(ra)
+	ra.a.Solve(ctx)
+	if st := ra.a.Status(); st.Starved == 0 || st.HeldKbps > 10000 {
+		t.Fatalf("beside the standby holding the city the primary should be starved: %+v", st)
+	}
+	if s := ra.a.Summary(); s.Starved == 0 || s.CapacityKbps != 30000 || s.HeldKbps >= s.CapacityKbps/2 {
+		t.Fatalf("the registry summary does not show the stranded capacity: %+v", s)
+	}
+
+	// 4. etcd loses quorum. The primary ranks first: it plans on the
+	// whole city although its claims are small.
+	e.Stop()
+	ask(ra)
+	ra.a.Solve(ctx)
+	st := served(ra, "etcd lost, primary ranked first")
+	if !st.SafeMode || st.HeldKbps != 30000 {
+		t.Fatalf("without etcd the primary should plan in safe mode on all 30000 kbps: %+v", st)
+	}
+	// The standby, which no longer gets STBs, goes idle and hands out nothing.
+	clk = clk.Add(30 * time.Second)
+	ask(ra)
+	rb.a.Solve(ctx)
+	if st := rb.a.Status(); !st.Idle || !st.SafeMode || st.PlannedN != 0 {
+		t.Fatalf("the standby without STBs and etcd: %+v", st)
+	}
+	// Its first STB (a failover back to it) asks for a plan at once.
+	select {
+	case <-rb.a.kick:
+	default:
+	}
+	rb.get("100.64.1.50", "live.iptv.example", "/x/index.m3u8?token="+signed(t, "late", 5000), "")
+	if len(rb.a.kick) != 1 {
+		t.Error("an STB reaching an idle instance did not ask for a solve")
+	}
+
+	// 5. etcd is back: the standby gives its claims back and the primary,
+	// still taking the STBs, holds the city within its claims again.
+	e.Restart()
+	clk = clk.Add(30 * time.Second)
+	wait.ForErr(t, "claims follow the STBs after etcd came back", 20*time.Second, func() error {
+		ask(ra)
+		rb.a.Solve(ctx)
+		ra.a.Solve(ctx)
+		sa := ra.a.Status()
+		if sa.SafeMode || sa.PlannedN != 2 || sa.AtDesired != 2 {
+			return fmt.Errorf("primary %+v", sa)
+		}
+		if c := claimsOf("hefei-2"); !c.Idle {
+			return fmt.Errorf("standby claims %+v", c)
+		}
+		return nil
+	})
+	_, sum, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei"}).Totals(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range sum {
+		if c.BandwidthKbps > 10000*(1+1e-9) {
+			t.Fatalf("claims on %s add up to %v kbps", name, c.BandwidthKbps)
+		}
+	}
+}
+
+// A plan counts its moves against the one before: switches (another
+// server), drops (a lower bitrate), and the share at the desired bitrate.
+func TestPlanCountsSwitchesAndDrops(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	r := newRig(t, e, eng, "i1", Config{})
+	ctx := context.Background()
+	for i := range 4 {
+		r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), "")
+	}
+	r.a.Solve(ctx)
+	for i := range 4 { // sent where the plan says
+		r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 5000), "")
+	}
+	first := r.a.Status()
+	if first.PlannedN != 4 || first.Switches != 0 || first.Drops != 0 || first.AtDesired != 4 {
+		t.Fatalf("first plan: %+v", first)
+	}
+	// Server a goes: its viewers move to b, which cannot hold four at 5
+	// Mbps: someone switches, someone drops.
+	snap := eng.Snapshot()
+	ai, _ := snap.Server("a")
+	down := steer.New(snap, steer.Options{DefaultRegion: "hefei", Available: func(i int32) bool { return i != ai }})
+	r.a.engine = func() *steer.Engine { return down }
+	r.a.Solve(ctx)
+	st := r.a.Status()
+	if st.Switches == 0 || st.Drops == 0 || st.AtDesired == 4 {
+		t.Fatalf("after server a went: %+v", st)
+	}
+	if s := r.a.Summary(); s.Switches != st.Switches || s.Drops != st.Drops || math.Abs(s.AtDesired-float64(st.AtDesired)/float64(st.PlannedN-st.Fallback)) > 1e-9 {
+		t.Fatalf("summary %+v vs status %+v", s, st)
+	}
+}
