@@ -71,6 +71,18 @@ type Config struct {
 	// long is idle: it plans nothing and gives its claims back but for
 	// the arrival reserve. Default 2 periods, at least 5 s.
 	IdleAfter time.Duration
+	// Routed reports whether routers can bring the region's STBs to this
+	// instance (its route is announced); nil: always. Not routed is idle.
+	Routed func() bool
+	// States: where plans are published for, and read from, the region's
+	// other planners (nil: no handover). StateInterval: how often an
+	// active instance publishes (default max(Period, 30 s)); it also does
+	// when it goes idle and when it stops.
+	States        StateStore
+	StateInterval time.Duration
+	// Gate, if set, checks the viewer tokens (shared by a center's
+	// planners); nil: the allocator makes its own from Auth and Verifier.
+	Gate *Gate
 }
 
 // Defaults.
@@ -112,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.IdleAfter <= 0 {
 		c.IdleAfter = max(2*c.Period, 5*time.Second)
 	}
+	if c.StateInterval <= 0 {
+		c.StateInterval = max(c.Period, 30*time.Second)
+	}
 	return c
 }
 
@@ -141,13 +156,18 @@ type Allocator struct {
 	// this instance, to the nearest 100 ms; 0 for never.
 	lastSTB atomic.Int64
 
-	solveMu  sync.Mutex              // one Solve at a time; guards the fields below
-	gen      uint64                  // plans made
-	own      store.Claims            // the claims last committed
-	peers    int                     // peers at the last read of the claims
-	failing  bool                    // the claims cannot be read (said once)
-	idle     bool                    // the last solve found no STB lately (said once)
-	planners map[string]*qoe.Planner // by service name: warm starts across periods
+	solveMu sync.Mutex   // one Solve at a time; guards the fields below
+	gen     uint64       // plans made
+	own     store.Claims // the claims last committed
+	peers   int          // peers at the last read of the claims
+	failing bool         // the claims cannot be read (said once)
+	idle    bool         // the last solve found no STB lately (said once)
+	// statePublished: when this instance last published its state;
+	// activeUntil: when it last made a plan with STBs (a published state
+	// older than that is not news to it).
+	statePublished, activeUntil time.Time
+	adoptNext                   atomic.Bool             // a peer went idle: adopt its last state at the next solve
+	planners                    map[string]*qoe.Planner // by service name: warm starts across periods
 }
 
 // New builds an allocator. engine returns the scheduler's current routing
@@ -160,9 +180,12 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	case !(cfg.ArrivalReserve >= 0 && cfg.ArrivalReserve <= 0.9):
 		return nil, fmt.Errorf("allocator: arrival reserve %v is out of range [0, 0.9]", cfg.ArrivalReserve)
 	}
-	gate, err := NewGate(cfg.Auth, cfg.Verifier, cfg.Default, reg)
-	if err != nil {
-		return nil, err
+	gate := cfg.Gate
+	if gate == nil {
+		var err error
+		if gate, err = NewGate(cfg.Auth, cfg.Verifier, cfg.Default, reg); err != nil {
+			return nil, err
+		}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -170,7 +193,7 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	a := &Allocator{
 		cfg: cfg, board: board, engine: engine, log: log.With("component", "allocator"),
 		met: newMetrics(reg), gate: gate, now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
-		planners: map[string]*qoe.Planner{},
+		planners: map[string]*qoe.Planner{}, idle: true,
 	}
 	return a, nil
 }
@@ -286,6 +309,7 @@ func (a *Allocator) apply(eng *steer.Engine, d *steer.Decision, req steer.Reques
 	}
 	if s != nil {
 		s.cur.Store(as)
+		s.placed.Store(s.seen.Load()) // the request's time, taken by touch
 	}
 	a.met.decisions[kind].Inc()
 }

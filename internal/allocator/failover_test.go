@@ -88,16 +88,32 @@ func TestCapacityFollowsTheSTBs(t *testing.T) {
 	rb.a.Solve(ctx)
 	served(rb, "primary frozen")
 
-	// 3. The primary is back and wins the route; its first solve finds the
-	// standby holding the city: starved, and it says so.
+	// 3. The primary is back and wins the route: the standby's claims are
+	// not in its way (it ranks after the primary), and the standby yields
+	// at its next solve although its last STB is recent.
 	clk = clk.Add(time.Second)
 	ask(ra)
 	ra.a.Solve(ctx)
-	if st := ra.a.Status(); st.Starved == 0 || st.HeldKbps > 10000 {
-		t.Fatalf("beside the standby holding the city the primary should be starved: %+v", st)
+	served(ra, "primary back")
+	rb.a.Solve(ctx)
+	if st := rb.a.Status(); !st.Idle || st.PlannedN != 0 {
+		t.Fatalf("the standby did not yield to the primary: %+v", st)
 	}
-	if s := ra.a.Summary(); s.Starved == 0 || s.CapacityKbps != 30000 || s.HeldKbps >= s.CapacityKbps/2 {
-		t.Fatalf("the registry summary does not show the stranded capacity: %+v", s)
+	if c := claimsOf("hefei-2"); !c.Idle {
+		t.Fatalf("the yielding standby's claims: %+v", c)
+	}
+	// The standby ranked after the primary cannot take from it: had the
+	// primary held the city, a standby's STBs would be starved, and its
+	// summary says so.
+	rb2 := newRig(t, e, eng, "hefei-3", Config{Rank: 1, ArrivalReserve: 0.1})
+	rb2.a.now = now
+	ra.a.Solve(ctx) // the primary takes what the standby gave back
+	for i := range 2 {
+		rb2.get(fmt.Sprintf("100.64.1.%d", 100+i), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("x%d", i), 5000), "")
+	}
+	rb2.a.Solve(ctx)
+	if s := rb2.a.Summary(); !s.Idle {
+		t.Fatalf("a standby beside the active primary should yield: %+v", s)
 	}
 
 	// 4. etcd loses quorum. The primary ranks first: it plans on the
@@ -185,5 +201,14 @@ func TestPlanCountsSwitchesAndDrops(t *testing.T) {
 	}
 	if s := r.a.Summary(); s.Switches != st.Switches || s.Drops != st.Drops || math.Abs(s.AtDesired-float64(st.AtDesired)/float64(st.PlannedN-st.Fallback)) > 1e-9 {
 		t.Fatalf("summary %+v vs status %+v", s, st)
+	}
+	// More viewers than b can carry even at the lowest rung: the ones
+	// left over are starved, and the summary says so.
+	for i := range 10 {
+		r.get(fmt.Sprintf("100.64.1.%d", 50+i), "live.iptv.example", "/x/index.m3u8?token="+signed(t, fmt.Sprintf("m%d", i), 5000), "")
+	}
+	r.a.Solve(ctx)
+	if s := r.a.Summary(); s.Starved == 0 || s.Starved != s.Fallback || s.HeldKbps != 20000 || s.CapacityKbps != 20000 {
+		t.Fatalf("overloaded: %+v", s)
 	}
 }

@@ -18,7 +18,8 @@ var kindNames = [kinds]string{"planned", "priced", "fallback", "unplanned"}
 type metrics struct {
 	objective, gap, planned, fallback, sessions, lastSolve prometheus.Gauge
 	starved, held, idle, safe, atDesired                   prometheus.Gauge
-	switches, drops                                        prometheus.Counter
+	switches, drops, stateErrors                           prometheus.Counter
+	statePublished                                         prometheus.Gauge
 	solve                                                  prometheus.Histogram
 	serverUsers                                            *prometheus.GaugeVec
 	decisions                                              [kinds]prometheus.Counter
@@ -30,17 +31,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_alloc_" + name, Help: help})
 	}
 	m := &metrics{
-		objective: g("objective", "Weighted QoE (objective) of the current plan, summed over the region's QoE services."),
-		gap:       g("gap_ratio", "Certified optimality gap of the current plan: (bound - objective) / bound."),
-		planned:   g("planned_sessions", "Sessions the current plan places (on a server or the fallback)."),
-		fallback:  g("fallback_sessions", "Sessions the current plan sends to the region's fallback."),
-		sessions:  g("sessions", "Live sessions (user, channel) in the table."),
-		lastSolve: g("last_solve_timestamp_seconds", "When the current plan was made (Unix time)."),
-		starved:   g("starved_sessions", "Sessions of the current plan sent to the fallback although a server covers them: capacity this instance could not get."),
-		held:      g("held_capacity_ratio", "Share of the region's server bandwidth this instance may use (its claims, or in safe mode what its rank allows)."),
-		idle:      g("idle", "1 when no STB of the region reached this instance lately: it plans nobody and holds only the arrival reserve."),
-		safe:      g("safe_mode", "1 when the current plan was made without reading the region's claims (etcd unreachable)."),
-		atDesired: g("at_desired_ratio", "Share of the sessions the current plan puts on a server that get their desired bitrate."),
+		objective:      g("objective", "Weighted QoE (objective) of the current plan, summed over the region's QoE services."),
+		gap:            g("gap_ratio", "Certified optimality gap of the current plan: (bound - objective) / bound."),
+		planned:        g("planned_sessions", "Sessions the current plan places (on a server or the fallback)."),
+		fallback:       g("fallback_sessions", "Sessions the current plan sends to the region's fallback."),
+		sessions:       g("sessions", "Live sessions (user, channel) in the table."),
+		lastSolve:      g("last_solve_timestamp_seconds", "When the current plan was made (Unix time)."),
+		starved:        g("starved_sessions", "Sessions of the current plan sent to the fallback although a server covers them: capacity this instance could not get."),
+		held:           g("held_capacity_ratio", "Share of the region's server bandwidth this instance may use (its claims, or in safe mode what its rank allows)."),
+		idle:           g("idle", "1 when no STB of the region reached this instance lately: it plans nobody and holds only the arrival reserve."),
+		safe:           g("safe_mode", "1 when the current plan was made without reading the region's claims (etcd unreachable)."),
+		atDesired:      g("at_desired_ratio", "Share of the sessions the current plan puts on a server that get their desired bitrate."),
+		statePublished: g("state_sessions", "Sessions in the plan this instance last published for the region's next planner."),
+		stateErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_state_errors_total", Help: "Failed publications or reads of the region's plan state in etcd.",
+		}),
 		switches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_alloc_switches_total", Help: "Sessions a new plan moved to another server than the one they had.",
 		}),
@@ -69,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors,
-			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops)
+			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors)
 	}
 	return m
 }

@@ -50,6 +50,7 @@ type session struct {
 	snap    *topology.Snapshot // the one its service index refers to
 	seen    atomic.Int64       // unix nanoseconds of the last request
 	cur     atomic.Pointer[assignment]
+	placed  atomic.Int64 // unix nanoseconds cur was last given to the STB
 }
 
 const shards = 64
@@ -143,4 +144,46 @@ func (t *table) sweep(cutoff int64) []*session {
 		sh.mu.Unlock()
 	}
 	return out
+}
+
+// adopt puts a session another planner had (a published state) into the
+// table with the place it was sent to at seen, unless this table placed
+// or saw the viewer more recently. It returns whether it did.
+func (t *table) adopt(k key, prof qoe.Profile, loc topology.Location, snap *topology.Snapshot, seen int64, cur *assignment) bool {
+	sh := &t.shard[t.shardOf(&k)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	v := k.viewer()
+	if prev, ok := sh.playing[v]; ok {
+		old := sh.m[prev]
+		switch {
+		case old == nil:
+		case prev == k:
+			// Known here: the other planner's place wins if it is newer
+			// than where this table last sent the STB (its requests here
+			// since, if any, were unplanned).
+			if old.placed.Load() >= seen {
+				return false
+			}
+			old.cur.Store(cur)
+			old.placed.Store(seen)
+			return true
+		case old.seen.Load() >= seen:
+			return false // on another channel here since
+		default:
+			delete(sh.m, prev)
+			t.count.Add(-1)
+		}
+	}
+	if t.count.Load() >= t.max {
+		return false
+	}
+	s := &session{key: k, profile: prof, loc: loc, snap: snap}
+	s.cur.Store(cur)
+	s.seen.Store(seen)
+	s.placed.Store(seen)
+	sh.m[k] = s
+	sh.playing[v] = k
+	t.count.Add(1)
+	return true
 }

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"maps"
 	"math"
 	"sync/atomic"
 	"time"
@@ -24,20 +25,71 @@ const wholeRegionM = 2e7
 func (a *Allocator) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Period)
 	defer t.Stop()
+	if w, ok := a.board.(watcher); ok {
+		go a.watchPeers(ctx, w)
+	}
 	for {
 		a.Solve(ctx)
 		select {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
+			a.solveMu.Lock()
+			if p := a.plan.Load(); p != nil && !p.idle && !p.stats.SafeMode {
+				// The next planner of the region starts from here.
+				a.publishState(rctx, p, a.sessions.sweep(a.now().Add(-a.cfg.SessionTTL).UnixNano()), a.now())
+			}
+			a.solveMu.Unlock()
 			if err := a.board.Release(rctx); err != nil {
 				a.log.Warn("releasing capacity claims failed; they expire with their lease", "err", err)
 			}
 			return nil
 		case <-t.C:
 		case <-a.kick:
+			// Kicks come from STBs and peers: at most one solve per
+			// eighth of a period, so two instances cannot drive each other.
+			select {
+			case <-ctx.Done():
+			case <-time.After(a.cfg.Period / 8):
+			}
 		}
 	}
+}
+
+// watcher is a Board that reports its peers' changes (store.ClaimBoard).
+type watcher interface {
+	Watch(ctx context.Context, fn func(instance string, c *store.Claims)) error
+}
+
+// watchPeers solves at once when a peer of the region goes idle or
+// active, starts or stops, or is starved: capacity changes hands then,
+// and waiting for the next period would leave STBs without it.
+func (a *Allocator) watchPeers(ctx context.Context, w watcher) {
+	type flags struct {
+		idle, starved bool
+		rank          int
+	}
+	seen := map[string]flags{}
+	_ = w.Watch(ctx, func(id string, c *store.Claims) {
+		old, had := seen[id]
+		if c == nil {
+			delete(seen, id)
+			if had {
+				a.Kick()
+			}
+			return
+		}
+		f := flags{c.Idle, c.Starved, c.Rank}
+		seen[id] = f
+		if had && f.idle && !old.idle {
+			// It published its sessions as it went idle: take the ones it
+			// saw last (the STBs it had that have not asked here yet).
+			a.adoptNext.Store(true)
+		}
+		if !had || f != old {
+			a.Kick()
+		}
+	})
 }
 
 // Solve makes a new plan for the region now: read the peers' claims, solve
@@ -61,16 +113,10 @@ func (a *Allocator) Solve(ctx context.Context) {
 		a.plan.Store(nil)
 		return
 	}
-	m := mode{idle: now.UnixNano()-a.lastSTB.Load() > int64(a.cfg.IdleAfter)}
-	if m.idle != a.idle {
-		a.idle = m.idle
-		if m.idle {
-			a.log.Info("no STB of the region lately: idle, giving the capacity claims back but for the arrival reserve", "after", a.cfg.IdleAfter)
-		} else {
-			a.log.Info("STBs of the region again: planning")
-		}
-	}
+	quiet := now.UnixNano()-a.lastSTB.Load() > int64(a.cfg.IdleAfter)
+	unrouted := a.cfg.Routed != nil && !a.cfg.Routed()
 	for attempt := 0; attempt < 2; attempt++ {
+		m := mode{idle: quiet || unrouted}
 		rctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
 		peers, rev, err := a.board.Peers(rctx)
 		cancel()
@@ -94,15 +140,29 @@ func (a *Allocator) Solve(ctx context.Context) {
 					a.log.Warn("cannot read the region's capacity claims; solving within the claims held until etcd answers", "err", err)
 				}
 			}
-			if a.own.Servers == nil && !m.whole && !m.idle {
-				return
+		} else {
+			if a.failing {
+				a.failing = false
+				a.log.Info("reading the region's capacity claims again")
 			}
-		} else if a.failing {
-			a.failing = false
-			a.log.Info("reading the region's capacity claims again")
-		}
-		if !safe {
 			a.figures.Store(&figures{peers: peers})
+			// A better-ranked peer taking STBs has the route: yield to it
+			// (its STBs are no longer ours, whatever arrives meanwhile).
+			for _, pc := range peers {
+				if pc.Rank < a.cfg.Rank && !pc.Idle {
+					m.idle, m.yield = true, true
+				}
+			}
+		}
+		if attempt == 0 {
+			live = a.transition(ctx, snap, m, quiet, unrouted, live, now)
+			if !m.idle && !m.safe && a.adoptNext.Swap(false) {
+				a.adoptState(ctx, snap, now, true)
+				live = a.sessions.sweep(now.Add(-a.cfg.SessionTTL).UnixNano())
+			}
+		}
+		if safe && a.own.Servers == nil && !m.whole && !m.idle {
+			return
 		}
 		p, claims := a.build(ctx, eng, snap, region, live, peers, m, now)
 		if safe {
@@ -122,20 +182,53 @@ func (a *Allocator) Solve(ctx context.Context) {
 		}
 		if !committed {
 			a.met.conflicts.Inc()
-			if m.idle {
-				return // nothing to give back that a peer could be waiting for
-			}
 			continue // a peer committed after our read: read again
 		}
 		a.own = claims
 		a.publish(p)
+		if !p.idle && now.Sub(a.statePublished) >= a.cfg.StateInterval {
+			a.publishState(ctx, p, live, now)
+		}
 		return
 	}
 	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
 }
 
+// transition handles the instance going idle (it publishes the state of
+// its last active plan for the next planner) and becoming active again (it
+// adopts a fresher state another planner published); it returns the live
+// sessions, adopted ones included.
+func (a *Allocator) transition(ctx context.Context, snap *topology.Snapshot, m mode, quiet, unrouted bool, live []*session, now time.Time) []*session {
+	if m.idle == a.idle {
+		return live
+	}
+	a.idle = m.idle
+	if m.idle {
+		why := "no STB of the region lately"
+		switch {
+		case m.yield:
+			why = "a better-ranked instance of the region takes its STBs"
+		case unrouted:
+			why = "the route is not announced"
+		}
+		a.log.Info("idle: giving the capacity claims back but for the arrival reserve", "why", why, "idle_after", a.cfg.IdleAfter)
+		if p := a.plan.Load(); p != nil && !p.idle && !m.safe {
+			a.publishState(ctx, p, live, now)
+		}
+		return live
+	}
+	a.log.Info("STBs of the region: planning")
+	if m.safe {
+		return live
+	}
+	a.adoptNext.Store(false)
+	a.adoptState(ctx, snap, now, false)
+	return a.sessions.sweep(now.Add(-a.cfg.SessionTTL).UnixNano())
+}
+
 // mode is how one solve may use the region's capacity.
 type mode struct {
+	yield bool // idle: a better-ranked peer takes the STBs
 	safe  bool // the claims could not be read
 	whole bool // safe, and ranked first: the whole capacity
 	idle  bool // no STB lately: plan nobody, claim the reserve only
@@ -183,8 +276,16 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 		}
 	}
 	n := len(p.servers)
-	share := fairShare(live, peers)
 	st := &p.stats
+	st.Peers = len(peers)
+	// Peers ranked after this instance yield to it as soon as they see it
+	// take STBs (routers prefer it): their claims are not in its way, so
+	// that a handover to it does not start with its viewers starved.
+	// Claims of instances of equal rank never add up above a server's
+	// capacity.
+	peers = maps.Clone(peers)
+	maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool { return pc.Rank > a.cfg.Rank })
+	share := fairShare(live, peers)
 	// Capacity left to this instance: the server's, less every peer's claim
 	// (in safe mode, exactly what this instance holds, or all of it when
 	// it ranks first).
@@ -245,11 +346,10 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	} else {
 		a.solveAll(ctx, snap, p, live, limited, capBw, capCPU, useBw, useCPU)
 	}
-	st.Peers = len(peers)
 	if m.safe {
 		st.Peers = a.peers // unknown without etcd: the last count read
 	} else {
-		a.peers = len(peers)
+		a.peers = st.Peers
 	}
 
 	// Claims: the plan's use plus an equal share, among the region's
@@ -491,6 +591,9 @@ func b2f(b bool) float64 {
 func (a *Allocator) publish(p *plan) {
 	first := a.plan.Load() == nil
 	a.plan.Store(p)
+	if !p.idle {
+		a.activeUntil = p.made
+	}
 	st := &p.stats
 	a.met.objective.Set(st.Objective)
 	gap := a.Summary().Gap

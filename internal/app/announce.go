@@ -72,6 +72,9 @@ func (s *Scheduler) newAnnouncer(c config.Common) (*announcer, error) {
 			case s.kick <- struct{}{}:
 			default:
 			}
+			if s.allocator != nil { // routed or not: the claims follow at once
+				s.allocator.Kick()
+			}
 		},
 		Options: announce.ControllerOptions{
 			PrefixFunc: s.anycastPrefix, Attrs: attrs, Check: a.CheckInterval, Rise: a.Rise, Fall: a.Fall,

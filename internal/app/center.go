@@ -56,8 +56,14 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 	if s.announcer, err = s.newAnnouncer(c.Common); err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	if s.qoe, err = s.newGate(c.Alloc); err != nil {
+	gate, err := s.newGate(c.Alloc.Viewers)
+	if err != nil {
 		return &daemon.ConfigError{Err: err}
+	}
+	s.qoe = gate
+	if c.Alloc.PlanFallenCities {
+		s.planning = s.newRegions(c.Alloc.Alloc, gate)
+		s.qoe = s.planning
 	}
 	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
@@ -129,6 +135,9 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 		}
 	}
 	comps := append(s.components(), serveGRPC, con.Run)
+	if s.planning != nil {
+		comps = append(comps, s.planning.Run)
+	}
 	if emb != nil {
 		comps = append(comps, func(ctx context.Context) error {
 			for {
@@ -168,6 +177,20 @@ func provisionEmbedded(ctx context.Context, cli *clientv3.Client, c config.Etcd,
 	}
 	log.Info("embedded etcd: users and roles in place, auth on", "component", "etcdauth", "identities", len(ids)+1, "changes", len(changes))
 	return nil
+}
+
+// newRegions builds the center's planners of fallen cities: each shares
+// its city's capacity through the city's claims, ranked after the city's
+// own schedulers, and adopts the plan the city last published.
+func (s *Scheduler) newRegions(c config.Alloc, gate *allocator.Gate) *allocator.Regions {
+	boards := func(region string) allocator.Board {
+		return &store.ClaimBoard{Store: s.Store, Region: region, Instance: s.ID, TTL: max(3*c.Period, 10*time.Second)}
+	}
+	return allocator.NewRegions(allocator.Config{
+		Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout, MaxSessions: c.MaxSessions,
+		Auth: c.Auth, ArrivalReserve: c.ArrivalReserve, Params: ModelParams(c.Model), Default: profile(c.DefaultProfile),
+		IdleAfter: c.IdleAfter, States: s.Store, StateInterval: c.StateInterval, Gate: gate,
+	}, boards, s.Engine, s.Registry, s.Logger)
 }
 
 // newGate builds the center's viewer-token gate for QoE services.

@@ -88,6 +88,7 @@ func (s *Scheduler) newAllocator(c config.Alloc, rank int) (*allocator.Allocator
 		Region: s.Region, Instance: s.ID, Period: c.Period, SessionTTL: c.SessionTTL, SolveTimeout: c.SolveTimeout,
 		MaxSessions: c.MaxSessions, Auth: c.Auth, Verifier: v, ArrivalReserve: c.ArrivalReserve, Params: ModelParams(c.Model),
 		Default: profile(c.DefaultProfile), Rank: rank, IdleAfter: c.IdleAfter,
+		States: s.Store, StateInterval: c.StateInterval, Routed: s.routed,
 	}, board, s.Engine, s.Registry, s.Logger)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,16 @@ func (s *Scheduler) newAllocator(c config.Alloc, rank int) (*allocator.Allocator
 		_ = json.NewEncoder(w).Encode(a.Status())
 	})
 	return a, nil
+}
+
+// routed reports whether routers bring STBs here: the route is announced,
+// or routing is the host's business (announce.mode none).
+func (s *Scheduler) routed() bool {
+	if s.announcer == nil {
+		return true
+	}
+	announced, _ := s.announcer.ctrl.State()
+	return announced
 }
 
 // allocRank is the scheduler's place in its city's route preference:

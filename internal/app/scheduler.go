@@ -87,6 +87,7 @@ type Scheduler struct {
 	policy       *policy                    // ejections, slow start, overflow, GeoIP
 	kick         chan struct{}              // refresh the registration now
 	allocator    *allocator.Allocator       // regional schedulers only
+	planning     *allocator.Regions         // a center's planners of fallen cities
 	qoe          httpd.Allocator            // the allocator (city) or the token gate (center)
 	bound        bound                      // the sockets, bound before serving
 	listeners    Listeners                  // their addresses
@@ -238,6 +239,9 @@ func (s *Scheduler) instance() store.Instance {
 	}
 	if s.allocator != nil {
 		in.QoE = s.allocator.Summary()
+	}
+	if s.planning != nil {
+		in.Planning = s.planning.Summaries()
 	}
 	// What this scheduler answered, by the STBs' region: a center's is how
 	// drills and rollouts see it take a city over; a city's own, how the

@@ -34,6 +34,13 @@ type Alloc struct {
 	// long gives its capacity claims back but for the arrival reserve.
 	// Default 0: 2 periods, at least 5 s.
 	IdleAfter time.Duration `yaml:"idle_after"`
+	// StateInterval: how often a scheduler taking its city's STBs
+	// publishes its plan (sessions and where they were sent) in etcd for
+	// whoever plans the city next (the center when the city falls, the
+	// city when it returns); it also does when it goes idle and when it
+	// stops. Default 0: max(period, 30s). Each publication costs about 30
+	// bytes per session.
+	StateInterval time.Duration `yaml:"state_interval"`
 	// Model overrides the QoE model's parameters (docs/design.md, "The QoE model"; defaults
 	// and their reasons in docs/design.md); a key left out keeps its default.
 	Model Model `yaml:"model"`
@@ -132,6 +139,23 @@ type Profile struct {
 	Gift           float64 `yaml:"gift"`
 }
 
+// CenterAlloc is a central scheduler's alloc section: the viewer tokens,
+// and how it plans the QoE sessions of a city whose STBs reach it (its
+// schedulers are gone): as the city would, with the same model and
+// timings (rank is the center's: after every city scheduler).
+type CenterAlloc struct {
+	Alloc `yaml:",inline"`
+	// PlanFallenCities: plan a fallen city's viewers from its last
+	// published plan (default true); false: the viewers get their own
+	// rung on the nearest server, unplanned.
+	PlanFallenCities bool `yaml:"plan_fallen_cities"`
+}
+
+// DefaultCenterAlloc returns the center's allocation defaults.
+func DefaultCenterAlloc() CenterAlloc {
+	return CenterAlloc{Alloc: DefaultAlloc(), PlanFallenCities: true}
+}
+
 // DefaultAlloc returns the allocation defaults.
 func DefaultAlloc() Alloc {
 	return Alloc{
@@ -176,6 +200,9 @@ func (a Alloc) validate(errs *yamlstrict.Errors) {
 	}
 	if a.IdleAfter < 0 || (a.IdleAfter > 0 && a.IdleAfter < a.Period) {
 		errs.Add("alloc.idle_after", "%s must be 0 (2 periods) or at least alloc.period %s", a.IdleAfter, a.Period)
+	}
+	if a.StateInterval < 0 || (a.StateInterval > 0 && a.StateInterval < a.Period) {
+		errs.Add("alloc.state_interval", "%s must be 0 (max(period, 30s)) or at least alloc.period %s", a.StateInterval, a.Period)
 	}
 }
 

@@ -302,9 +302,8 @@ type Center struct {
 	// etcd.endpoints (the members' client URLs).
 	LabEtcdMembers []string `yaml:"lab_etcd_members"`
 	// Alloc: the viewer tokens of QoE services, checked as the cities'
-	// schedulers check them (the center plans no city: the rest of a
-	// regional alloc section does not apply).
-	Alloc Viewers `yaml:"alloc"`
+	// schedulers check them, and how the center plans a fallen city.
+	Alloc CenterAlloc `yaml:"alloc"`
 	// Audit: retention of the admin audit trail.
 	Audit Audit `yaml:"audit"`
 	// Drills: what the admin API allows of failover drills.
@@ -357,7 +356,7 @@ func defaultCommon(stateDir, adminListen string) Common {
 
 // DefaultCenter returns the central scheduler's defaults.
 func DefaultCenter() Center {
-	c := Center{Common: defaultCommon("/var/lib/anysched/center", "127.0.0.1:9100"), Alloc: DefaultViewers()}
+	c := Center{Common: defaultCommon("/var/lib/anysched/center", "127.0.0.1:9100"), Alloc: DefaultCenterAlloc()}
 	c.GRPC.Listen = "127.0.0.1:9090"
 	c.GRPC.LocalRole = "admin"
 	c.GRPC.MaxRequestBytes = DefaultMaxRequestBytes

@@ -207,9 +207,22 @@ func TestCenterViewerTokens(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "alloc.keys: at least one key") {
 		t.Fatalf("required without keys: %v", err)
 	}
+	// The center plans fallen cities with the cities' keys.
 	c = DefaultCenter()
-	if err := LoadFile(write(t, "alloc:\n  period: 5s\n"), &c); err == nil || !strings.Contains(err.Error(), "alloc.period: unknown field") {
-		t.Fatalf("a planning key on the center: %v", err)
+	if err := LoadFile(write(t, "alloc:\n  period: 5s\n  state_interval: 5s\n  plan_fallen_cities: false\n"), &c); err != nil || c.Alloc.Period != 5*time.Second || c.Alloc.PlanFallenCities {
+		t.Fatalf("planning keys on the center: %+v, %v", c.Alloc, err)
+	}
+	if !DefaultCenter().Alloc.PlanFallenCities {
+		t.Fatal("a center plans fallen cities by default")
+	}
+	c = DefaultCenter()
+	if err := LoadFile(write(t, "alloc:\n  plan_fallen: true\n"), &c); err == nil || !strings.Contains(err.Error(), "plan_fallen") {
+		t.Fatalf("an unknown key under the center's alloc: %v", err)
+	}
+	c = DefaultCenter()
+	c.Alloc.StateInterval = time.Second
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "alloc.state_interval") {
+		t.Fatalf("state_interval below the period: %v", err)
 	}
 }
 

@@ -39,8 +39,9 @@ func prefixPerm(key string, t clientv3.PermissionType) Perm {
 // Permissions is what id may do under the province prefix:
 //
 //	center    readwrite on the whole prefix
-//	regional  read on the whole prefix; write instances/<instance-id> and
-//	          alloc/claims/<region>/<instance-id>; with an embedded checker
+//	regional  read on the whole prefix; write instances/<instance-id>,
+//	          alloc/claims/<region>/<instance-id> and
+//	          alloc/state/<region>/<instance-id>/*; with an embedded checker
 //	          also what a checker of id <instance-id> writes
 //	checker   read on the whole prefix; write health/<checker-id>/* and
 //	          checkers/<checker-id>
@@ -58,7 +59,8 @@ func Permissions(prefix string, id Identity) []Perm {
 	if id.Kind == Regional {
 		ps = append(ps,
 			Perm{Key: prefix + opstate.PrefixInstances + id.Instance, Type: Write},
-			Perm{Key: prefix + opstate.PrefixAllocClaims + id.Region + "/" + id.Instance, Type: Write})
+			Perm{Key: prefix + opstate.PrefixAllocClaims + id.Region + "/" + id.Instance, Type: Write},
+			prefixPerm(prefix+opstate.PrefixAllocState+id.Region+"/"+id.Instance+"/", Write))
 	}
 	if id.CheckerID != "" {
 		ps = append(ps,

@@ -50,6 +50,12 @@ const (
 	// alloc/claims/<region>/<instance-id>, written by each regional
 	// scheduler of the region under its lease.
 	PrefixAllocClaims = "alloc/claims/"
+	// PrefixAllocState holds each QoE planner's last published plan:
+	// alloc/state/<region>/<instance-id>/<part, 4 digits>, gzipped JSON
+	// (store.AllocState), without a lease, so that it outlives the
+	// instance: whoever plans the region next (the center when the city
+	// falls, the city when it returns) starts from it.
+	PrefixAllocState = "alloc/state/"
 	// PrefixAudit holds the admin audit trail: audit/<unix nanos, 20
 	// digits>-<random>, one record per audited admin call (who, from where,
 	// what, outcome). Written by the central scheduler's admin API, trimmed
@@ -58,4 +64,4 @@ const (
 )
 
 // Keys lists every key and prefix above, for tests and tooling.
-var Keys = []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAudit}
+var Keys = []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAllocState, PrefixAudit}

@@ -165,3 +165,36 @@ func (b *ClaimBoard) Totals(ctx context.Context) (records int, total map[string]
 	}
 	return len(resp.Kvs), total, nil
 }
+
+// Watch calls fn with every change of a peer's claims in the region (nil
+// for a deletion) until ctx ends; the watch is re-established after an
+// error, so it returns only ctx's error.
+func (b *ClaimBoard) Watch(ctx context.Context, fn func(instance string, c *Claims)) error {
+	for ctx.Err() == nil {
+		wch := b.Store.cli.Watch(clientv3.WithRequireLeader(ctx), b.prefix(), clientv3.WithPrefix())
+		for resp := range wch {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				id := string(ev.Kv.Key[len(b.prefix()):])
+				if id == b.Instance {
+					continue
+				}
+				if ev.Type == clientv3.EventTypeDelete {
+					fn(id, nil)
+					continue
+				}
+				var c Claims
+				if json.Unmarshal(ev.Kv.Value, &c) == nil {
+					fn(id, &c)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // etcd away: try again
+		}
+	}
+	return ctx.Err()
+}

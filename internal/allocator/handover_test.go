@@ -1,0 +1,169 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/httpd"
+	"github.com/anysched/anysched/internal/steer"
+	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
+	"github.com/anysched/anysched/internal/token"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestHandoverToTheCenterAndBack: a city's scheduler plans its viewers
+// and publishes its plan; its route is withdrawn (a drill) and the STBs
+// reach the center, which plans them from the city's published plan; the
+// route comes back and the city plans them from the center's. Nobody
+// switches server or drops a rung at either handover, and the capacity
+// goes with the planning.
+func TestHandoverToTheCenterAndBack(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	var routed atomic.Bool
+	routed.Store(true)
+	clk := time.Now()
+	now := func() time.Time { return clk }
+	city := newRig(t, e, eng, "hefei-1", Config{ArrivalReserve: 0.1, States: e.Store(), StateInterval: time.Minute, Routed: routed.Load})
+	center := newRig(t, e, eng, "center-1", Config{ArrivalReserve: 0.1, States: e.Store(), Rank: CenterRank})
+	city.a.now, center.a.now = now, now
+	ctx := context.Background()
+	viewers := []string{"100.64.1.1", "100.64.1.2", "100.64.2.3"} // two in the north (a, b), one in the south (c)
+	placed := map[string]string{}
+	ask := func(r *rig) map[string]string {
+		t.Helper()
+		clk = clk.Add(100 * time.Millisecond)
+		got := map[string]string{}
+		for i, ip := range viewers {
+			code, loc, body := r.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
+			if code != 302 {
+				t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
+			}
+			got[ip] = loc
+		}
+		return got
+	}
+	noMoves := func(what string, r *rig) {
+		t.Helper()
+		st := r.a.Status()
+		if st.PlannedN != len(viewers) || st.Switches != 0 || st.Drops != 0 || st.AtDesired != len(viewers) || st.Starved != 0 {
+			t.Fatalf("%s: %s's plan moved viewers: %+v", what, r.a.cfg.Instance, st)
+		}
+		if got := ask(r); fmt.Sprint(got) != fmt.Sprint(placed) {
+			t.Fatalf("%s: viewers were sent to\n%v\nbefore to\n%v", what, got, placed)
+		}
+	}
+
+	// The city plans; its first active plan is published.
+	ask(city)
+	city.a.Solve(ctx)
+	placed = ask(city)
+	st, err := e.Store().AllocState(ctx, "hefei", "")
+	if err != nil || st == nil || st.Instance != "hefei-1" || len(st.Sessions) != len(viewers) {
+		t.Fatalf("the city's published state: %+v, %v", st, err)
+	}
+
+	// Drill: the route is withdrawn. The city goes idle at once (claims:
+	// the reserve), publishing where its viewers are.
+	routed.Store(false)
+	city.a.Solve(ctx)
+	if s := city.a.Status(); !s.Idle {
+		t.Fatalf("the withdrawn city is not idle: %+v", s)
+	}
+	// The STBs reach the center: its first answers are the steer
+	// decision's (no plan yet), then it plans from the city's state.
+	ask(center)
+	center.a.Solve(ctx)
+	noMoves("the center took over", center)
+	if s := center.a.Summary(); s.HeldKbps < 27000-1e-6 {
+		t.Fatalf("the center holds %.0f of 30000 kbps while the city is idle", s.HeldKbps)
+	}
+	center.a.Solve(ctx)
+	noMoves("the center's second plan", center)
+
+	// The route is back: the city's STBs return; it plans them from the
+	// center's state, and the center yields at its next solve.
+	routed.Store(true)
+	ask(city)
+	city.a.Solve(ctx)
+	noMoves("the city took them back", city)
+	center.a.Solve(ctx)
+	if s := center.a.Status(); !s.Idle {
+		t.Fatalf("the center did not yield to the city: %+v", s)
+	}
+	wait.ForErr(t, "the city holds its capacity again", 10*time.Second, func() error {
+		city.a.Solve(ctx)
+		if s := city.a.Summary(); s.HeldKbps < 27000-1e-6 {
+			return fmt.Errorf("held %.0f kbps", s.HeldKbps)
+		}
+		return nil
+	})
+	noMoves("the city's next plan", city)
+	peers, _, err := (&store.ClaimBoard{Store: e.Store(), Region: "hefei", Instance: "x"}).Peers(ctx)
+	if err != nil || !peers["center-1"].Idle || peers["center-1"].Rank != CenterRank {
+		t.Fatalf("the center's claims after the handback: %+v %v", peers["center-1"], err)
+	}
+}
+
+// The center's planners start with a city's first STB, plan from then on,
+// and stop once a city scheduler takes the STBs back.
+func TestRegionsStartAndStop(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	v, err := token.NewVerifier([]token.Key{key1, key2}, token.Options{Leeway: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := NewGate(AuthOptional, v, DefaultProfile(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boards := func(region string) Board {
+		return &store.ClaimBoard{Store: e.Store(), Region: region, Instance: "center-1", TTL: 10 * time.Second}
+	}
+	rs := NewRegions(Config{Instance: "center-1", Period: time.Second, Gate: gate, States: e.Store()}, boards, func() *steer.Engine { return eng }, prometheus.NewRegistry(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rs.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv := &rig{a: nil, eng: eng, srv: httpd.New(httpd.Config{Allocator: rs, InstanceID: "center-1"}, func() *steer.Engine { return eng }, nil, nil)}
+	ask := func() {
+		t.Helper()
+		for i := range 3 {
+			if code, _, body := srv.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", i, signed(t, fmt.Sprintf("u%d", i), 5000)), ""); code != 302 {
+				t.Fatalf("%d %s", code, body)
+			}
+		}
+	}
+	if len(rs.Summaries()) != 0 {
+		t.Fatal("a planner before any STB")
+	}
+	wait.ForErr(t, "the center plans hefei's viewers", 15*time.Second, func() error {
+		ask()
+		s := rs.Summaries()
+		if len(s) != 1 || s[0].Region != "hefei" || s[0].Planned != 3 || s[0].Idle {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	// hefei's scheduler takes the STBs: the center yields and stops.
+	city := newRig(t, e, eng, "hefei-1", Config{States: e.Store()})
+	wait.ForErr(t, "the center stops planning hefei", 15*time.Second, func() error {
+		for i := range 3 {
+			city.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
+		}
+		city.a.Solve(context.Background())
+		if s := rs.Summaries(); len(s) != 0 {
+			return fmt.Errorf("still planning: %+v", s)
+		}
+		return nil
+	})
+	if st := city.a.Status(); st.PlannedN != 3 || st.Switches != 0 {
+		t.Fatalf("the city's plan after the center: %+v", st)
+	}
+}
