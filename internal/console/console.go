@@ -65,6 +65,7 @@ type Console struct {
 	csrfKey []byte
 	pages   *pages
 	drills  *drills
+	qoe     *qoeHistory // each region's QoE lately, for the QoE page
 
 	regionsMu  sync.Mutex
 	regionsRev int64
@@ -84,7 +85,7 @@ func New(c Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	con := &Console{c: c, csrfKey: key, pages: p}
+	con := &Console{c: c, csrfKey: key, pages: p, qoe: newQoEHistory(qoeEvery, qoeWindow)}
 	con.drills = newDrills(con)
 	return con, nil
 }

@@ -37,9 +37,15 @@ type DrillRun struct {
 	State     string      `json:"state"` // running, returning, done, incomplete
 	Events    []DrillStep `json:"events"`
 	Report    string      `json:"report,omitempty"`
+	// QoE is the QoE of the city's viewers before, during and after (once
+	// a plan of them was seen); QoENote says why there is none.
+	QoE     []statusview.QoEPhase `json:"qoe,omitempty"`
+	QoENote string                `json:"qoe_note,omitempty"`
 
 	start, until time.Time
-	waitFor      []string // instances that announced before: their return is awaited
+	qoe          *statusview.QoEWatch // nil for a drill of the center
+	firstOut     time.Time            // the first withdrawal seen
+	waitFor      []string             // instances that announced before: their return is awaited
 	withdrawn    map[string]bool
 	back         map[string]bool
 	base         map[string]uint64 // centers' answers to the city's STBs at the start
@@ -94,10 +100,26 @@ func (d *drills) track(dr opstate.Drill, by string, instances []string, pre *pb.
 			return
 		}
 	}
+	r := newDrillRun(dr, by, instances, pre, c)
+	d.runs = append(d.runs, r)
+	if len(d.runs) > keepDrills {
+		d.runs = d.runs[len(d.runs)-keepDrills:]
+	}
+	select {
+	case d.kick <- r:
+	default: // the follower is behind: the run shows as started
+	}
+}
+
+// newDrillRun is a drill to follow, as started (pre: the status before).
+func newDrillRun(dr opstate.Drill, by string, instances []string, pre *pb.StatusResponse, c authz.Caller) *DrillRun {
 	r := &DrillRun{Target: dr.Target.String(), By: by, start: dr.Started, until: dr.Until, Started: dr.Started.UnixMilli(), Until: dr.Until.UnixMilli(),
 		Instances: instances, State: "running", withdrawn: map[string]bool{}, back: map[string]bool{}, base: map[string]uint64{}, caller: c}
 	if r.start.IsZero() {
 		r.start, r.Started = time.Now(), time.Now().UnixMilli()
+	}
+	if !dr.Target.Center {
+		r.qoe = statusview.NewQoEWatch(dr.Target.Region)
 	}
 	who := "by " + by
 	if by == "" {
@@ -116,15 +138,11 @@ func (d *drills) track(dr opstate.Drill, by string, instances []string, pre *pb.
 				}
 			}
 		}
+		if r.qoe != nil {
+			r.qoe.Observe(pre, r.start) // before: as it stood when the drill was started
+		}
 	} // else: learnt from the first status
-	d.runs = append(d.runs, r)
-	if len(d.runs) > keepDrills {
-		d.runs = d.runs[len(d.runs)-keepDrills:]
-	}
-	select {
-	case d.kick <- r:
-	default: // the follower is behind: the run shows as started
-	}
+	return r
 }
 
 func (r *DrillRun) step(at time.Time, text string) {
@@ -160,6 +178,9 @@ func (d *drills) follow(ctx context.Context, r *DrillRun) {
 			return err
 		})
 		now := time.Now()
+		if err == nil {
+			d.con.qoe.observe(st, now, d.con.knownRegion)
+		}
 		d.mu.Lock()
 		if err == nil {
 			if first && r.waitFor == nil {
@@ -169,7 +190,7 @@ func (d *drills) follow(ctx context.Context, r *DrillRun) {
 			r.observe(st, now)
 		}
 		over := r.settled(now)
-		if !over && now.After(r.until.Add(drillGrace)) {
+		if !over && now.After(r.until.Add(drillGrace)) && len(r.notBack()) > 0 {
 			r.State = "incomplete"
 			r.Report = "not every instance announced again within 60 s of the drill's end: " + fmt.Sprint(r.notBack())
 			over = true
@@ -215,6 +236,9 @@ func (r *DrillRun) observe(st *pb.StatusResponse, now time.Time) {
 		case !r.withdrawn[id] && !in.GetAnnounced():
 			r.withdrawn[id] = true
 			r.step(now, fmt.Sprintf("%s withdrew its route (%s)", id, in.GetAnnounceReason()))
+			if r.firstOut.IsZero() {
+				r.firstOut = now
+			}
 		case r.withdrawn[id] && !r.back[id] && in.GetAnnounced():
 			r.back[id] = true
 			r.step(now, id+" announces again")
@@ -228,6 +252,7 @@ func (r *DrillRun) observe(st *pb.StatusResponse, now time.Time) {
 	if target.Center {
 		return
 	}
+	r.observeQoE(st, now)
 	var answered, failed uint64
 	var last time.Time
 	for id, t := range statusview.CenterTraffic(st, target.Region) {
@@ -259,6 +284,26 @@ func (r *DrillRun) observe(st *pb.StatusResponse, now time.Time) {
 	}
 }
 
+// observeQoE hands a sample to the QoE watch, after the withdrawal and the
+// return it shows: a change of the viewers' planners is a step.
+func (r *DrillRun) observeQoE(st *pb.StatusResponse, now time.Time) {
+	if r.qoe == nil {
+		return
+	}
+	if !r.firstOut.IsZero() {
+		r.qoe.Withdrawn(r.firstOut)
+	}
+	if len(r.waitFor) > 0 && len(r.notBack()) == 0 {
+		r.qoe.Back(now)
+	}
+	if line := r.qoe.Observe(st, now); line != "" {
+		r.step(now, line)
+	}
+	if r.qoe.Planned() {
+		r.QoE = r.qoe.Phases() // a new slice: copies made by list stay as they were
+	}
+}
+
 func (r *DrillRun) notBack() []string {
 	var out []string
 	for _, id := range r.waitFor {
@@ -284,7 +329,13 @@ func (r *DrillRun) settled(now time.Time) bool {
 	if r.answered == 0 && now.Sub(r.allBack) < drillQuiet {
 		return false
 	}
+	if r.qoe != nil && r.qoe.Awaiting(now) {
+		return false // the city's first plan since its return is on its way
+	}
 	r.State = "done"
+	if r.qoe != nil && !r.qoe.Planned() {
+		r.QoENote = "no plan of " + r.Target + "'s viewers seen (no selection: qoe service there, or its schedulers report none)"
+	}
 	switch {
 	case len(r.waitFor) == 0:
 		r.Report = "none of the target's schedulers announced a route before the drill: nothing was withdrawn"

@@ -64,9 +64,30 @@ var funcs = template.FuncMap{
 		}
 		return time.UnixMilli(ms).Local().Format("2006-01-02 15:04:05")
 	},
-	"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" },
-	"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"lower": strings.ToLower,
+	"pct":  func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" },
+	"kbps": kbps,
+	// planRow is one row of the plans table: the city planned, who, why.
+	"planRow": func(city, id, note string, q QoE) planRow { return planRow{City: city, ID: id, Note: note, Q: q} },
+	"num":     func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"lower":   strings.ToLower,
+}
+
+type planRow struct {
+	City, ID, Note string
+	Q              QoE
+}
+
+// kbps is a bandwidth for people: "850 kb/s", "12.5 Mb/s", "3.20 Gb/s".
+func kbps(k float64) string {
+	switch {
+	case k <= 0:
+		return "-"
+	case k < 1000:
+		return strconv.FormatFloat(k, 'f', 0, 64) + " kb/s"
+	case k < 1e6:
+		return strconv.FormatFloat(k/1e3, 'f', 1, 64) + " Mb/s"
+	}
+	return strconv.FormatFloat(k/1e6, 'f', 2, 64) + " Gb/s"
 }
 
 func parsePages() (*pages, error) {
@@ -125,7 +146,7 @@ func (con *Console) page(path string) http.HandlerFunc {
 		}
 		switch name[0] {
 		case "province", "drills", "qoe", "rates":
-			d.Province, err = con.province(ctx, c)
+			d.Province, err = con.province(ctx, c, name[0] == "qoe")
 			note(err)
 		case "health":
 			d.Servers, err = con.servers(ctx, c)
@@ -171,7 +192,9 @@ func (con *Console) apiWhoAmI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (con *Console) apiProvince(w http.ResponseWriter, r *http.Request) {
-	con.read(w, r, func(ctx context.Context, c authz.Caller) (any, error) { return con.province(ctx, c) })
+	// ?qoe=history: with each region's QoE and its history (the QoE page).
+	withQoE := r.FormValue("qoe") == "history"
+	con.read(w, r, func(ctx context.Context, c authz.Caller) (any, error) { return con.province(ctx, c, withQoE) })
 }
 
 func (con *Console) apiHealth(w http.ResponseWriter, r *http.Request) {

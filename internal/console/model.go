@@ -57,6 +57,10 @@ type Province struct {
 	// CenterOutside: the centers' answers to STBs in no coverage zone.
 	CenterOutside       uint64 `json:"center_outside"`
 	CenterOutsideFailed uint64 `json:"center_outside_failed"`
+	// QoE is the QoE of each region's viewers, now and over the last ten
+	// minutes (api/province?qoe=history, the QoE page): every region with
+	// a plan now or lately.
+	QoE []RegionQoE `json:"qoe,omitempty"`
 }
 
 // City is one region.
@@ -103,10 +107,14 @@ type Sched struct {
 	Peers      string  `json:"peers,omitempty"`
 	QoE        *QoE    `json:"qoe,omitempty"`
 	Registered float64 `json:"registered_s"` // seconds since its record was written
+
+	// Planning: a center's plans for cities whose schedulers are gone.
+	Planning []QoE `json:"planning,omitempty"`
 }
 
-// QoE is a city scheduler's plan summary.
+// QoE is a plan summary: a city scheduler's, or a center's for a city.
 type QoE struct {
+	Region    string  `json:"region,omitempty"` // a center's plan: the city planned
 	Sessions  int64   `json:"sessions"`
 	Planned   int64   `json:"planned"`
 	Fallback  int64   `json:"fallback"`
@@ -114,6 +122,14 @@ type QoE struct {
 	Gap       float64 `json:"gap"`
 	AgeS      float64 `json:"age_s"`
 	Peers     int32   `json:"peers"`
+	AtDesired float64 `json:"at_desired"`
+	Switches  int64   `json:"switches"`
+	Drops     int64   `json:"drops"`
+	Starved   int64   `json:"starved"`
+	SafeMode  bool    `json:"safe_mode,omitempty"`
+	Idle      bool    `json:"idle,omitempty"`
+	HeldKbps  float64 `json:"held_kbps"`
+	CapKbps   float64 `json:"capacity_kbps"`
 }
 
 // Health is a region's server counts.
@@ -188,7 +204,9 @@ func (con *Console) places(ctx context.Context, c authz.Caller, rev int64) []reg
 	return out
 }
 
-func (con *Console) province(ctx context.Context, c authz.Caller) (*Province, error) {
+// province reads the province; withQoE adds each region's QoE with its
+// history (the QoE page's).
+func (con *Console) province(ctx context.Context, c authz.Caller, withQoE bool) (*Province, error) {
 	var st *pb.StatusResponse
 	var drills []opstate.Drill
 	err := con.call(ctx, c, pb.Admin_Status_FullMethodName, func(ctx context.Context) (err error) {
@@ -273,7 +291,23 @@ func (con *Console) province(ctx context.Context, c authz.Caller) (*Province, er
 		p.Drains = append(p.Drains, Drain{Kind: d.GetKind(), Name: d.GetName(), Reason: d.GetReason(), At: d.GetAt().AsTime().UnixMilli()})
 	}
 	p.Results = con.results()
+	con.qoe.observe(st, now, con.knownRegion)
+	if withQoE {
+		p.QoE = con.qoe.view(st, now, p.Cities)
+	}
 	return p, nil
+}
+
+// knownRegion reports whether the topology last read has region.
+func (con *Console) knownRegion(region string) bool {
+	con.regionsMu.Lock()
+	defer con.regionsMu.Unlock()
+	for _, r := range con.regions {
+		if r.Name == region {
+			return true
+		}
+	}
+	return false
 }
 
 // routeState says how the city's STBs are routed.
@@ -316,10 +350,19 @@ func sched(in *pb.Instance, now time.Time) Sched {
 		s.Peers += p.GetAddress() + "=" + p.GetState()
 	}
 	if q := in.GetQoe(); q != nil {
-		s.QoE = &QoE{Sessions: q.GetSessions(), Planned: q.GetPlanned(), Fallback: q.GetFallback(), Objective: q.GetObjective(),
-			Gap: q.GetGap(), AgeS: q.GetAgeSeconds(), Peers: q.GetPeers()}
+		v := qoeOf(q)
+		s.QoE = &v
+	}
+	for _, q := range in.GetPlanning() {
+		s.Planning = append(s.Planning, qoeOf(q))
 	}
 	return s
+}
+
+func qoeOf(q *pb.QoEPlan) QoE {
+	return QoE{Region: q.GetRegion(), Sessions: q.GetSessions(), Planned: q.GetPlanned(), Fallback: q.GetFallback(), Objective: q.GetObjective(),
+		Gap: q.GetGap(), AgeS: q.GetAgeSeconds(), Peers: q.GetPeers(), AtDesired: q.GetAtDesired(), Switches: q.GetSwitches(),
+		Drops: q.GetDrops(), Starved: q.GetStarved(), SafeMode: q.GetSafeMode(), Idle: q.GetIdle(), HeldKbps: q.GetHeldKbps(), CapKbps: q.GetCapacityKbps()}
 }
 
 // results sums this scheduler's anysched_requests_total by result.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -35,8 +36,9 @@ func drillCmd(ctx context.Context, e *env, args []string) error {
 }
 
 // failoverCmd starts a failover drill and, unless --no-watch, follows it:
-// when each of the region's schedulers withdrew and announced again, and
-// when the centers took the city's STBs over and gave them back.
+// when each of the region's schedulers withdrew and announced again, when
+// the centers took the city's STBs over and gave them back, and who planned
+// the city's viewers with what QoE, before, during and after.
 func failoverCmd(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("drill failover", flag.ContinueOnError)
 	region := fs.String("region", "", "the region whose schedulers withdraw (\"center\" for the center)")
@@ -80,19 +82,33 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	follow := &takeover{region: *region, start: start, base: base, out: e.out, clock: e.clock}
+	// The QoE of the city's viewers: who plans them, before, during and
+	// after (a center drill has no city's viewers to follow).
+	var qoe *statusview.QoEWatch
+	if *region != "center" {
+		qoe = statusview.NewQoEWatch(*region)
+		if pre != nil {
+			qoe.Observe(pre, start)
+		}
+	}
+	awaitingQoE := func() bool { return qoe != nil && qoe.Awaiting(e.clock.Now()) }
 	deadline := resp.GetUntil().AsTime().Add(60 * time.Second)
 	var allBack time.Time
-	for e.clock.Now().Before(deadline) && (!rs.allBack() || !follow.settled(allBack)) {
+	for e.clock.Now().Before(deadline) && (!rs.allBack() || !follow.settled(allBack) || awaitingQoE()) {
 		if st, err := e.admin.Status(ctx, &pb.StatusRequest{}); err == nil {
+			now := e.clock.Now()
 			if *region != "center" {
 				follow.observe(st)
 			}
-			rs.observe(st, e.clock.Now())
+			rs.observe(st, now)
 			if len(rs.ids) == 0 {
 				break // each announces nothing itself: there is nothing to follow
 			}
 			if allBack.IsZero() && rs.allBack() {
-				allBack = e.clock.Now()
+				allBack = now
+			}
+			if qoe != nil {
+				observeQoE(e.out, qoe, rs, allBack, st, now)
 			}
 		}
 		if err := e.clock.Sleep(ctx, pollEvery); err != nil {
@@ -100,6 +116,9 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if !rs.allBack() {
+		if qoe != nil {
+			_ = writeDrillQoE(e.out, *region, qoe)
+		}
 		return fmt.Errorf("not every instance announced again within 60 s of the drill's end: %s did not", list(rs.notBack(), "and"))
 	}
 	if len(rs.ids) == 0 {
@@ -110,7 +129,21 @@ func failoverCmd(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	follow.summary()
-	return nil
+	return writeDrillQoE(e.out, *region, qoe)
+}
+
+// observeQoE hands a sample to the QoE watch, after the withdrawal and the
+// return it shows, and prints a change of the viewers' planners.
+func observeQoE(out io.Writer, q *statusview.QoEWatch, rs *routes, allBack time.Time, st *pb.StatusResponse, now time.Time) {
+	if len(rs.withdrawn) > 0 {
+		q.Withdrawn(rs.start.Add(slices.Min(slices.Collect(maps.Values(rs.withdrawn)))))
+	}
+	if !allBack.IsZero() {
+		q.Back(allBack)
+	}
+	if line := q.Observe(st, now); line != "" {
+		fmt.Fprintf(out, "  +%5.1fs  %s\n", now.Sub(rs.start).Seconds(), line)
+	}
 }
 
 // routes follows the route state of a drill's instances: when each

@@ -53,6 +53,47 @@ func wuhuDrill(backAt time.Duration) func(now func() time.Time) map[string]handl
 	}
 }
 
+// wuhuQoE is wuhuDrill(3 s) with the QoE of wuhu's viewers: wuhu-1 plans
+// them (a plan made at -2 s) until it goes idle at +1.5 s; with
+// centerPlans, center-1 plans them from +1.5 s (plans made at +1.5 s and
+// +3.5 s) until +4.5 s; wuhu-1 plans them again from cityAgain (a plan
+// made then; < 0: never before the watch ends).
+func wuhuQoE(centerPlans bool, cityAgain float64) func(now func() time.Time) map[string]handler {
+	return func(now func() time.Time) map[string]handler {
+		h := wuhuDrill(3 * time.Second)(now)
+		inner := h["Status"]
+		h["Status"] = func(n int, req proto.Message) (proto.Message, error) {
+			m, err := inner(n, req)
+			st, ok := m.(*pb.StatusResponse)
+			if !ok {
+				return m, err
+			}
+			el := now().Sub(t0).Seconds()
+			age := func(made float64) float64 { return el - made }
+			wuhu := st.Instances[0]
+			switch {
+			case el < 1.5:
+				wuhu.Qoe = &pb.QoEPlan{Sessions: 400, Planned: 396, Fallback: 4, Starved: 1, Objective: 812.5, AtDesired: 0.95, Switches: 3, Drops: 1, AgeSeconds: age(-2)}
+			case cityAgain >= 0 && el >= cityAgain:
+				wuhu.Qoe = &pb.QoEPlan{Sessions: 402, Planned: 400, Fallback: 2, Objective: 805, AtDesired: 0.94, Switches: 350, Drops: 12, AgeSeconds: age(cityAgain)}
+			default:
+				wuhu.Qoe = &pb.QoEPlan{Idle: true, AgeSeconds: 0.5}
+			}
+			center := &pb.Instance{Id: "center-1", Role: "central", UpdatedAt: timestamppb.New(now())}
+			switch {
+			case !centerPlans || el < 1.5 || el >= 4.5:
+			case el < 3.5:
+				center.Planning = []*pb.QoEPlan{{Region: "wuhu", Sessions: 380, Planned: 370, Fallback: 10, Starved: 6, Objective: 610.25, AtDesired: 0.71, Switches: 380, Drops: 150, AgeSeconds: age(1.5)}}
+			default:
+				center.Planning = []*pb.QoEPlan{{Region: "wuhu", Sessions: 390, Planned: 385, Fallback: 5, Starved: 2, Objective: 640, AtDesired: 0.78, Switches: 20, Drops: 5, AgeSeconds: age(3.5)}}
+			}
+			st.Instances = append(st.Instances, center)
+			return st, nil
+		}
+		return h
+	}
+}
+
 // centerDrill: a drill of the center's, of the instances ids. center-1
 // withdraws from +0.5 s to +1.5 s; center-2's record predates the drill.
 // One Status call, at +0.75 s, fails (and is polled past).
@@ -76,6 +117,9 @@ func centerProvince(now func() time.Time, ids []string) map[string]handler {
 	return map[string]handler{"Status": status, "Drill": reply(&pb.DrillResponse{Until: at(1.5), Instances: ids})}
 }
 
+// noQoE is a drill's last line when the city's viewers have no plan.
+const noQoE = "qoe: no plan of wuhu's viewers seen (no selection: qoe service there, or its schedulers report none)\n"
+
 func TestDrillFailover(t *testing.T) {
 	started := func(req *pb.DrillRequest) []call {
 		return []call{{method: "Status", req: &pb.StatusRequest{}}, {method: "Drill", req: req}}
@@ -90,14 +134,68 @@ func TestDrillFailover(t *testing.T) {
 				"  +  3.0s  wuhu-1 announces again\n" +
 				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
 				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
-				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n" + noQoE,
+			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
+		},
+		{
+			name: "qoe: the center plans the city", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuQoE(true, 4),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" +
+				"  +  1.5s  qoe: wuhu-1 stopped planning; center-1 plans wuhu (380 sessions)\n" +
+				"  +  3.0s  wuhu-1 announces again\n" +
+				"  +  4.0s  qoe: wuhu-1 plans wuhu (402 sessions)\n" +
+				"  +  4.5s  qoe: center-1 stopped planning\n" +
+				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
+				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n" +
+				"qoe of wuhu's viewers (each phase's last plans; switches and drops summed over the plans made in it):\n" +
+				"  PHASE   SESSIONS  OBJECTIVE  AT_DESIRED  FALLBACK  STARVED  SWITCHES  DROPS  PLANS  PLANNED_BY\n" +
+				"  before  400       812.5      95.0%       4         1        3         1      1      wuhu-1\n" +
+				"  during  390       640.0      78.0%       5         2        400       155    2      wuhu-1 → center-1\n" +
+				"  after   402       805.0      94.0%       2         0        350       12     1      center-1 → wuhu-1\n",
+			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
+		},
+		{
+			name: "qoe: no center plan, the city plans again late", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuQoE(false, 10),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" +
+				"  +  1.5s  qoe: wuhu-1 stopped planning; center: no plan (viewers get their own rung)\n" +
+				"  +  3.0s  wuhu-1 announces again\n" +
+				"  + 10.0s  qoe: wuhu-1 plans wuhu (402 sessions)\n" +
+				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
+				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n" +
+				"qoe of wuhu's viewers (each phase's last plans; switches and drops summed over the plans made in it):\n" +
+				"  PHASE   SESSIONS  OBJECTIVE  AT_DESIRED  FALLBACK  STARVED  SWITCHES  DROPS  PLANS  PLANNED_BY\n" +
+				"  before  400       812.5      95.0%       4         1        3         1      1      wuhu-1\n" +
+				"  during  -         -          -           -         -        -         -      0      wuhu-1 → center: no plan (viewers get their own rung)\n" +
+				"  after   402       805.0      94.0%       2         0        350       12     1      wuhu-1\n",
+			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
+		},
+		{
+			name: "qoe: no plan since the return", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuQoE(false, -1),
+			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
+				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" +
+				"  +  1.5s  qoe: wuhu-1 stopped planning; center: no plan (viewers get their own rung)\n" +
+				"  +  3.0s  wuhu-1 announces again\n" +
+				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
+				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n" +
+				"qoe of wuhu's viewers (each phase's last plans; switches and drops summed over the plans made in it):\n" +
+				"  PHASE   SESSIONS  OBJECTIVE  AT_DESIRED  FALLBACK  STARVED  SWITCHES  DROPS  PLANS  PLANNED_BY\n" +
+				"  before  400       812.5      95.0%       4         1        3         1      1      wuhu-1\n" +
+				"  during  -         -          -           -         -        -         -      0      wuhu-1 → center: no plan (viewers get their own rung)\n" +
+				"  after   -         -          -           -         -        -         -      0      center: no plan (viewers get their own rung); no new plan of wuhu's schedulers since their return\n",
 			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
 		},
 		{
 			name: "never back", args: []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, rpcAt: wuhuDrill(-1),
 			want: "drill: wuhu's schedulers [wuhu-1] withdraw their route until " + clockTime(3) + "\n" +
 				"  +  1.0s  wuhu-1 withdrew its route (drill)\n" +
-				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n",
+				"  +  1.1s  the center (center-1) answered its first wuhu STB: it took the city over\n" + noQoE,
 			wantErr: "schedctl drill: not every instance announced again within 60 s of the drill's end: wuhu-1 did not",
 			sent:    started(wuhu), sentMore: true,
 		},
@@ -132,7 +230,7 @@ func TestDrillFailover(t *testing.T) {
 				"  +  3.0s  wuhu-1 announces again\n" +
 				"  +  3.4s  the last answer of a center to a wuhu STB: the city took its traffic back\n" +
 				"drill done: the center (center-1) answered 50 requests of wuhu's STBs from +1.1s to +3.4s, 1 of them with an error; " +
-				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n",
+				"requests lost in flight while routes changed are seen only by the STBs (bin/lab load counts them)\n" + noQoE,
 			sent: append(started(wuhu), call{method: "Status", req: &pb.StatusRequest{}}), sentMore: true,
 		},
 		{
@@ -167,6 +265,32 @@ func TestDrillFailover(t *testing.T) {
 		{name: "no kind", args: []string{"drill", "--region", "wuhu"}, wantErr: "schedctl drill: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]", usage: true},
 		{name: "unknown kind", args: []string{"drill", "bgp-loss"}, wantErr: "schedctl drill: drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]", usage: true},
 	})
+}
+
+// TestDrillWaitsForTheCityPlan: once the city is back, the watch goes on
+// until a plan the city made since is seen, for AfterWait at most; it
+// does not wait for one when the city's viewers had no plan at all.
+func TestDrillWaitsForTheCityPlan(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		province func(now func() time.Time) map[string]handler
+		endsAt   float64 // the clock's time when the watch ends, seconds after t0
+	}{
+		{"no QoE: as soon as the center is quiet", wuhuDrill(3 * time.Second), 6.25},
+		{"a plan soon after the return", wuhuQoE(true, 4), 6.25},
+		{"a plan late after the return", wuhuQoE(false, 10), 10.25},
+		{"no plan since the return", wuhuQoE(false, -1), 3 + statusview.AfterWait.Seconds()},
+	} {
+		f := &fakeAdmin{}
+		e := testEnv(f, &bytes.Buffer{}, &bytes.Buffer{})
+		f.handlers = tt.province(e.clock.Now)
+		if err := run(context.Background(), []string{"drill", "failover", "--region", "wuhu", "--duration", "2s"}, e); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := e.clock.Now().Sub(t0).Seconds(); got != tt.endsAt {
+			t.Errorf("%s: the watch ended at +%.2fs, want +%.2fs", tt.name, got, tt.endsAt)
+		}
+	}
 }
 
 // A drill being followed stops when schedctl is interrupted.

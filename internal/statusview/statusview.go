@@ -1,6 +1,7 @@
 // Package statusview reads who answered whom out of the admin API's Status:
 // the central schedulers' answer counts by the STBs' region, which drills,
-// rollouts, schedctl status and the console all follow.
+// rollouts, schedctl status and the console all follow; and who plans each
+// region's viewers, with what QoE, which drills and the console tell.
 package statusview
 
 import pb "github.com/anysched/anysched/proto/anysched/v1"

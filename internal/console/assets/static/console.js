@@ -214,6 +214,21 @@
   }
 
   // ---- drills ----------------------------------------------------------------
+  const pctOf = (f) => (100 * f).toFixed(2) + "%";
+  // qoePhases is a drill's QoE table: each phase's last plans, the
+  // switches and drops of the plans made in it, who planned.
+  function qoePhases(r) {
+    if (!r.qoe || !r.qoe.length) return r.qoe_note ? h("p", { class: "muted qoe-note" }, "qoe: " + r.qoe_note) : null;
+    const dash = (ok, v) => ok ? String(v) : "-";
+    return h("table", { class: "grid qoe-phases" },
+      h("thead", {}, h("tr", {}, ...["qoe of " + r.target + "'s viewers", "sessions", "objective", "at desired", "fallback", "starved", "switches", "drops", "plans", "planned by"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, r.qoe.map((p) => {
+        const s = p.state, on = p.seen && !p.no_plan;
+        return h("tr", { "data-phase": p.phase }, h("td", {}, p.phase), h("td", {}, dash(on, s.sessions)), h("td", {}, dash(on, s.objective.toFixed(1))),
+          h("td", {}, dash(on && s.planned > 0, pctOf(s.at_desired))), h("td", {}, dash(on, s.fallback)), h("td", {}, dash(on, s.starved)),
+          h("td", {}, dash(p.plans > 0, p.switches)), h("td", {}, dash(p.plans > 0, p.drops)), h("td", {}, dash(p.seen, p.plans)), h("td", {}, p.who));
+      })));
+  }
   function drills() {
     const form = $("drill-form");
     if (form && canDrill) form.addEventListener("submit", async (ev) => {
@@ -231,19 +246,39 @@
       $("runs").replaceChildren(...(v.runs && v.runs.length ? v.runs.map((r) => h("article", { class: "run state-" + r.state, "data-target": r.target },
         h("h2", {}, r.target + " ", h("span", { class: "tag" }, r.state), h("span", { class: "muted" }, " " + clock(r.started) + " → " + new Date(r.until).toLocaleTimeString() + (r.by ? " · by " + r.by : ""))),
         h("ol", { class: "timeline" }, (r.events || []).map((e) => h("li", {}, h("span", { class: "at" }, "+" + e.at_s.toFixed(1) + "s"), " " + e.text))),
-        r.report ? h("p", { class: "report" }, r.report) : null)) : [h("p", { class: "muted none" }, "No drill followed yet.")]));
+        r.report ? h("p", { class: "report" }, r.report) : null, qoePhases(r))) : [h("p", { class: "muted none" }, "No drill followed yet.")]));
     });
   }
 
   // ---- qoe and history ---------------------------------------------------------
+  const kbps = (k) => k <= 0 ? "-" : k < 1000 ? k.toFixed(0) + " kb/s" : k < 1e6 ? (k / 1e3).toFixed(1) + " Mb/s" : (k / 1e6).toFixed(2) + " Gb/s";
+  function planRow(city, id, note, q) {
+    return h("tr", {}, h("td", {}, city), h("td", {}, id), h("td", {}, q.sessions), h("td", {}, q.planned), h("td", {}, q.fallback), h("td", {}, q.starved),
+      h("td", {}, q.objective.toFixed(1)), h("td", {}, pctOf(q.at_desired)), h("td", {}, q.switches), h("td", {}, q.drops),
+      h("td", {}, pctOf(q.gap)), h("td", {}, secs(q.age_s)), h("td", {}, q.peers), h("td", {}, kbps(q.held_kbps) + " / " + kbps(q.capacity_kbps)),
+      h("td", {}, note + (q.safe_mode ? " safe mode" : "") + (q.idle ? " idle" : "")));
+  }
+  // spark is a sparkline the server drew (its path in a 160×32 box).
+  function spark(cls, d, title) {
+    return h("svg", { class: "spark " + cls, viewBox: "0 0 160 32", role: "img" }, h("title", {}, title), h("path", { d: d || "" }));
+  }
   function qoe() {
     poll(2000, async () => {
-      const p = await api("province");
+      const p = await api("province?qoe=history");
+      const regions = (p.qoe || []).map((r) => {
+        const s = r.state;
+        return h("tr", { "data-region": r.region, class: r.plan ? null : "no-plan" }, h("td", {}, r.region), h("td", {}, r.who), h("td", {}, r.plan ? s.sessions : "-"),
+          h("td", { class: "spark-cell" }, spark("obj", r.objective_path, "objective over the last 10 minutes, from " + r.objective_min.toFixed(1) + " (bottom) to " + r.objective_max.toFixed(1) + " (top)"),
+            " ", h("span", { class: "val" }, r.plan ? s.objective.toFixed(1) : "-")),
+          h("td", { class: "spark-cell" }, spark("desired", r.at_desired_path, "share at the desired bitrate over the last 10 minutes, 0 (bottom) to 100% (top)"),
+            " ", h("span", { class: "val" }, s.planned > 0 ? pctOf(s.at_desired) : "-")),
+          h("td", {}, r.plan ? s.switches + " / " + s.drops : "-"), h("td", {}, r.plan ? s.fallback + " / " + s.starved : "-"));
+      });
+      $("qoe-regions").tBodies[0].replaceChildren(...(regions.length ? regions : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "no region's viewers are planned (selection: qoe)"))]));
       const rows = [];
-      for (const c of p.cities) for (const i of c.instances || []) if (i.qoe) rows.push(h("tr", {}, h("td", {}, c.name), h("td", {}, i.id),
-        h("td", {}, i.qoe.sessions), h("td", {}, i.qoe.planned), h("td", {}, i.qoe.fallback), h("td", {}, i.qoe.objective.toFixed(1)),
-        h("td", {}, (100 * i.qoe.gap).toFixed(2) + "%"), h("td", {}, secs(i.qoe.age_s)), h("td", {}, i.qoe.peers)));
-      $("plans").tBodies[0].replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 9, class: "muted" }, "no city scheduler reports a QoE plan (selection: qoe)"))]));
+      for (const c of p.cities) for (const i of c.instances || []) if (i.qoe) rows.push(planRow(c.name, i.id, "", i.qoe));
+      for (const cn of p.centers || []) for (const q of cn.planning || []) rows.push(planRow(q.region, cn.id, "a center's plan for a city whose schedulers are gone", q));
+      $("plans").tBodies[0].replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 15, class: "muted" }, "no scheduler reports a QoE plan (selection: qoe)"))]));
     });
     let filled = false;
     poll(5000, async () => {
