@@ -81,8 +81,12 @@ type Service struct {
 	AllowProductionDrills bool
 }
 
-// Drain records an operator drain after checking the target exists.
+// Drain records an operator drain after checking the target exists; a dry
+// run changes nothing and forecasts what the drain would do (drainforecast.go).
 func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainResponse, error) {
+	if req.GetDryRun() {
+		return s.drainDryRun(ctx, req)
+	}
 	audit.Annotate(ctx, func(n *audit.Note) { n.Target = req.GetKind() + "/" + req.GetName(); n.Detail = req.GetReason() })
 	n, err := s.drainTarget(req.GetKind(), req.GetName())
 	if err != nil {

@@ -166,7 +166,8 @@ type Allocator struct {
 	// activeUntil: when it last made a plan with STBs (a published state
 	// older than that is not news to it).
 	statePublished, activeUntil time.Time
-	adoptNext                   atomic.Bool             // a peer went idle: adopt its last state at the next solve
+	adoptNext                   atomic.Bool // a peer went idle: adopt its last state at the next solve
+	drains                      atomic.Pointer[drainForecasts]
 	planners                    map[string]*qoe.Planner // by service name: warm starts across periods
 }
 
@@ -373,6 +374,9 @@ func (a *Allocator) Summary() *store.QoEPlan {
 	}
 	if placed := st.Sessions - st.Fallback; placed > 0 {
 		q.AtDesired = float64(st.AtDesired) / float64(placed)
+	}
+	if d := a.drains.Load(); d != nil && d.gen == p.gen {
+		q.Drain = d.list
 	}
 	if !math.IsNaN(st.Bound) && st.Bound != 0 {
 		q.Gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))

@@ -188,6 +188,22 @@ func TestPlanCountsSwitchesAndDrops(t *testing.T) {
 	if first.PlannedN != 4 || first.Switches != 0 || first.Drops != 0 || first.AtDesired != 4 {
 		t.Fatalf("first plan: %+v", first)
 	}
+	// The summary carries what draining each server and node would do.
+	onA := 0
+	for _, sv := range first.Servers {
+		if sv.Name == "a" {
+			onA = sv.Sessions
+		}
+	}
+	found := false
+	for _, f := range r.a.Summary().Drain {
+		if f.Kind == "server" && f.Name == "a" {
+			found = f.Sessions == onA && onA > 0
+		}
+	}
+	if !found {
+		t.Fatalf("no drain forecast of server a's %d sessions in %+v", onA, r.a.Summary().Drain)
+	}
 	// Server a goes: its viewers move to b, which cannot hold four at 5
 	// Mbps: someone switches, someone drops.
 	snap := eng.Snapshot()

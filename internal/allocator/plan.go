@@ -117,11 +117,7 @@ func (p *plan) release(s *session) {
 // with headroom left, or the fallback. The choice's capacity is reserved.
 func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof qoe.Profile, loc topology.Location, zone int32) *assignment {
 	in := sp.inst
-	room, ok := sp.rooms[channel]
-	if !ok {
-		room = sp.room0
-	}
-	u := qoe.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: room, Ingest: -1, PrevServer: -1}
+	u := qoe.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: sp.roomOf(channel), Ingest: -1, PrevServer: -1}
 	if s != nil {
 		if cur := s.cur.Load(); cur != nil && cur.snap == p.snap {
 			u.PrevKbps = cur.kbps
@@ -136,30 +132,11 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 	}
 	// The prices choose among the servers and rungs that fit (a cheaper rung
 	// on a scarce server, or another server); the fallback only when none
-	// fits or it would serve the viewer better than the best that does:
-	// capacity left between two solves is for arrivals, and idle otherwise.
-	fallback := in.ValueFor(&u, qoe.Fallback, 0)
+	// fits or it would serve the viewer better than the best that does.
 	for tries := 0; tries < 4; tries++ {
-		bestPos, bestK := int32(-1), 0
-		best, bestGross := math.Inf(-1), 0.0
-		for _, pos := range cover {
-			if !eng.AvailableFor(sp.svc, p.servers[pos]) {
-				continue
-			}
-			pr := sp.prices[pos]
-			for k := range in.Ladder {
-				bw, cpu := in.Uses(k)
-				if p.bwLeft[pos].Load() < int64(math.Ceil(bw)) || p.cpuLeft[pos].Load() < milli(cpu) {
-					continue
-				}
-				gross := in.ValueFor(&u, int(pos), k)
-				if v := gross - pr.Bandwidth*bw - pr.Compute*cpu; v > best {
-					best, bestGross, bestPos, bestK = v, gross, pos, k
-				}
-			}
-		}
-		if bestPos < 0 || bestGross <= fallback {
-			return &assignment{snap: p.snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+		bestPos, bestK, _ := choose(eng, sp, p.servers, cover, nil, p.bwLeft, p.cpuLeft, &u, nil)
+		if bestPos < 0 {
+			break
 		}
 		bw, cpu := in.Uses(bestK)
 		if p.take(bestPos, bw, cpu) {

@@ -186,6 +186,12 @@ func (a *Allocator) Solve(ctx context.Context) {
 		}
 		a.own = claims
 		a.publish(p)
+		if !p.idle {
+			// What a drain would do, for schedctl drain --dry-run: after
+			// the plan is out, on the solve goroutine (tens of ms per
+			// 10,000 sessions).
+			a.drains.Store(&drainForecasts{gen: p.gen, list: forecastDrains(p, eng, live)})
+		}
 		if !p.idle && now.Sub(a.statePublished) >= a.cfg.StateInterval {
 			a.publishState(ctx, p, live, now)
 		}
@@ -224,6 +230,12 @@ func (a *Allocator) transition(ctx context.Context, snap *topology.Snapshot, m m
 	a.adoptNext.Store(false)
 	a.adoptState(ctx, snap, now, false)
 	return a.sessions.sweep(now.Add(-a.cfg.SessionTTL).UnixNano())
+}
+
+// drainForecasts are the drain forecasts of plan generation gen.
+type drainForecasts struct {
+	gen  uint64
+	list []store.DrainForecast
 }
 
 // mode is how one solve may use the region's capacity.

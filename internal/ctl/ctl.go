@@ -64,7 +64,7 @@ func commands() []command {
 			"balance set -f FILE [--dry-run] [--yes] [-o table|json]",
 			"balance reset [--dry-run] [--yes] [-o table|json]   (no document: the defaults)",
 		}, run: balanceCmd},
-		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT]"}, run: drainCmd},
+		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT] [--dry-run]"}, run: drainCmd},
 		{name: "undrain", synopsis: []string{"undrain server|node|region NAME"}, run: undrainCmd},
 		{name: "drill", synopsis: []string{
 			"drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]",

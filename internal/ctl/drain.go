@@ -4,25 +4,102 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"strings"
 
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
 
 // drainCmd takes a server, node or region out of service for new STBs
-// until undrain; sessions already playing are not touched.
+// until undrain; sessions already playing are not touched. With --dry-run
+// it changes nothing and prints what the drain would do to the viewers of
+// the QoE services.
 func drainCmd(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
 	reason := fs.String("reason", "", "why, shown by status and explain")
+	dryRun := fs.Bool("dry-run", false, "change nothing: print what the drain would do to the viewers of the QoE services, per scheduler planning the region "+
+		"(how many would move at the same bitrate, at a lower one, to the fallback, and the change of the QoE objective)")
 	kind, name, err := drainTarget(e, fs, args)
 	if err != nil {
 		return err
 	}
-	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason})
+	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason, DryRun: *dryRun})
 	if err != nil {
 		return err
 	}
+	if *dryRun {
+		return printForecast(e, kind, name, resp)
+	}
 	return changed(e, resp, fmt.Sprintf("drained %s %s (%d servers): no new STBs go there", kind, name, resp.GetServers()), kind+" "+name+" was already drained")
+}
+
+// printForecast prints a dry run's answer: what the drain would change,
+// then per scheduler planning the region what it would do to its viewers,
+// and the total.
+func printForecast(e *env, kind, name string, resp *pb.DrainResponse) error {
+	var b strings.Builder
+	if resp.GetChanged() {
+		fmt.Fprintf(&b, "dry run, nothing changed: draining %s %s (%d servers) would send no new STBs there\n", kind, name, resp.GetServers())
+	} else {
+		fmt.Fprintf(&b, "dry run, nothing changed: %s %s is already drained\n", kind, name)
+	}
+	fcs := resp.GetForecast()
+	if len(fcs) == 0 {
+		b.WriteString("no QoE plan to forecast from: the region's services select servers by something other than qoe, or none of its schedulers has planned lately\n")
+		_, err := io.WriteString(e.out, b.String())
+		return err
+	}
+	where := "on " + name
+	switch kind {
+	case "node":
+		where = "on node " + name
+	case "region":
+		where = "in region " + name
+	}
+	var total pb.DrainForecast
+	for _, f := range fcs {
+		fmt.Fprintf(&b, "%s: %s\n", f.GetInstance(), forecastLine(kind, where, f))
+		total.Sessions += f.GetSessions()
+		total.SameRung += f.GetSameRung()
+		total.LowerRung += f.GetLowerRung()
+		total.ToFallback += f.GetToFallback()
+		total.ObjectiveDelta += f.GetObjectiveDelta()
+		total.Objective += f.GetObjective()
+	}
+	fmt.Fprintf(&b, "total: %s\n", forecastLine(kind, "", &total))
+	_, err := io.WriteString(e.out, b.String())
+	return err
+}
+
+// forecastLine is one forecast in words: where (e.g. "on edge-1", "" in
+// the total) the viewers are, where they would go, and the QoE change.
+func forecastLine(kind, where string, f *pb.DrainForecast) string {
+	if where != "" {
+		where = " " + where
+	}
+	n := f.GetSessions()
+	if n == 0 {
+		return "no viewers" + where
+	}
+	if kind == "region" {
+		// The schedulers do not price a region drain: the QoE it costs is
+		// not known.
+		return fmt.Sprintf("%s%s would go to the fallback; the change of the QoE objective is not forecast for a region", viewers(n), where)
+	}
+	s := fmt.Sprintf("%s%s would move: %d at the same bitrate, %d lower, %d to the fallback; QoE objective %+.1f",
+		viewers(n), where, f.GetSameRung(), f.GetLowerRung(), f.GetToFallback(), f.GetObjectiveDelta())
+	if obj := f.GetObjective(); obj != 0 {
+		s += fmt.Sprintf(" (%+.1f%% of %.1f)", 100*f.GetObjectiveDelta()/math.Abs(obj), obj)
+	}
+	return s
+}
+
+func viewers(n int64) string {
+	if n == 1 {
+		return "1 viewer"
+	}
+	return fmt.Sprintf("%d viewers", n)
 }
 
 // undrainCmd puts a drained target back in service.

@@ -79,23 +79,27 @@ type QoEPlan struct {
 	// CapacityKbps the region's total.
 	HeldKbps     float64 `json:"held_kbps"`
 	CapacityKbps float64 `json:"capacity_kbps"`
-	// Drain forecasts, per server of the region, what a drain of that
-	// server would do to this instance's viewers at their next request.
+	// Drain forecasts, per server and per node of the region, what a
+	// drain of it would do to this instance's viewers at their next
+	// request.
 	Drain []DrainForecast `json:"drain,omitempty"`
 }
 
-// DrainForecast is what draining one server would do to the sessions an
-// instance's plan keeps there: each is priced again, as its next request
-// would be, without that server.
+// DrainForecast is what draining one server, or one node (all its servers
+// at once), would do to the sessions an instance's plan keeps there: each
+// is priced again, as its next request would be, without them.
 type DrainForecast struct {
-	Server   string `json:"server"`
-	Sessions int    `json:"sessions"` // planned on the server
-	// Where they would go: another server at the same bitrate or a lower
-	// one, or the region's fallback.
+	Kind     opstate.DrainKind `json:"kind"` // server or node
+	Name     string            `json:"name"`
+	Sessions int               `json:"sessions"` // planned there
+	// Where they would go: another server at the same bitrate (or a higher
+	// one) or a lower one, or the region's fallback.
 	SameRung   int `json:"same_rung"`
 	LowerRung  int `json:"lower_rung"`
 	ToFallback int `json:"to_fallback"`
-	// ObjectiveDelta is the change of the plan's QoE objective.
+	// ObjectiveDelta is the change of the plan's QoE objective: the moved
+	// sessions' values after less before, switch and bitrate-drop losses
+	// included.
 	ObjectiveDelta float64 `json:"objective_delta"`
 }
 
