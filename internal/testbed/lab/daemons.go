@@ -106,7 +106,8 @@ access_log:
 		if err != nil {
 			return err
 		}
-		body += fmt.Sprintf("alloc:\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+		// The cities' timings: the center plans a fallen city as it would.
+		body += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
 	}
 	if l.o.Outlier {
 		body += OutlierConfig
