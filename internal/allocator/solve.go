@@ -147,9 +147,12 @@ func (a *Allocator) Solve(ctx context.Context) {
 			}
 			a.figures.Store(&figures{peers: peers})
 			// A better-ranked peer taking STBs has the route: yield to it
-			// (its STBs are no longer ours, whatever arrives meanwhile).
+			// (its STBs are no longer ours, whatever arrives meanwhile);
+			// not to one whose claims stay old (frozen, cut off: it hands
+			// nothing out).
+			me := store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
 			for _, pc := range peers {
-				if pc.Rank < a.cfg.Rank && !pc.Idle {
+				if me.Yielding(pc, a.freshClaims()) {
 					m.idle, m.yield = true, true
 				}
 			}
@@ -261,6 +264,10 @@ func (a *Allocator) firstInRank() bool {
 	return true
 }
 
+// freshClaims is how old a peer's claims may be for it to count as
+// planning: two periods and a second (clocks differ a little).
+func (a *Allocator) freshClaims() time.Duration { return 2*a.cfg.Period + time.Second }
+
 // etcdTimeout bounds one claims read or commit: an etcd that does not
 // answer must not hold the loop for a whole period.
 func (a *Allocator) etcdTimeout() time.Duration { return min(a.cfg.Period/4, 2*time.Second) }
@@ -290,13 +297,17 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	n := len(p.servers)
 	st := &p.stats
 	st.Peers = len(peers)
-	// Peers ranked after this instance yield to it as soon as they see it
-	// take STBs (routers prefer it): their claims are not in its way, so
-	// that a handover to it does not start with its viewers starved.
-	// Claims of instances of equal rank never add up above a server's
-	// capacity.
+	// Peers ranked after this instance and taking STBs yield to it as soon
+	// as they see it take STBs (routers prefer it): their claims are not in
+	// its way, so that a handover to it does not start with its viewers
+	// starved. Idle peers' reserves are respected: the claims of the
+	// instances taking STBs of the best rank and of the idle ones never add
+	// up above a server's capacity.
 	peers = maps.Clone(peers)
-	maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool { return pc.Rank > a.cfg.Rank })
+	if !m.idle {
+		me := store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
+		maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool { return pc.Yielding(me, a.freshClaims()) })
+	}
 	share := fairShare(live, peers)
 	// Capacity left to this instance: the server's, less every peer's claim
 	// (in safe mode, exactly what this instance holds, or all of it when
@@ -373,7 +384,7 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 			split++
 		}
 	}
-	claims := store.Claims{Sessions: st.Sessions, Starved: st.Starved > 0, Rank: a.cfg.Rank, Idle: m.idle, Servers: map[string]store.Claim{}}
+	claims := store.Claims{Sessions: st.Sessions, Starved: st.Starved > 0, Rank: a.cfg.Rank, Idle: m.idle, Made: now.UnixMilli(), Servers: map[string]store.Claim{}}
 	p.bwLeft, p.cpuLeft = make([]atomic.Int64, n), make([]atomic.Int64, n)
 	st.UsageByServer, st.ClaimByServer, st.CapacityByServer = map[string][2]float64{}, map[string][2]float64{}, map[string][2]float64{}
 	for pos, si := range p.servers {

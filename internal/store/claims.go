@@ -41,6 +41,17 @@ type Claims struct {
 	// Idle: no STB of the region reached the instance lately; it keeps
 	// only a small share for a failover's first STBs.
 	Idle bool `json:"idle,omitempty"`
+	// Made is when the claims were computed (unix milliseconds): a peer
+	// whose claims stay old is frozen or cut off, and hands nothing out.
+	Made int64 `json:"made,omitempty"`
+}
+
+// Yielding reports whether claims c, of an instance that takes STBs,
+// give way to better's: better ranks before it, takes STBs too and
+// claimed within fresh of c. Routers send the region's STBs to the
+// better-ranked instance, so c's instance yields at its next solve.
+func (c Claims) Yielding(better Claims, fresh time.Duration) bool {
+	return !c.Idle && !better.Idle && better.Rank < c.Rank && better.Made >= c.Made-fresh.Milliseconds()
 }
 
 // ClaimBoard publishes one instance's claims on the servers of its region

@@ -175,6 +175,11 @@ func TestCheckClaimsReplaysRevisions(t *testing.T) {
 	cl := func(kbps float64) *store.Claims {
 		return &store.Claims{Servers: map[string]store.Claim{"hefei-1-a": {BandwidthKbps: kbps, Compute: 1}}}
 	}
+	rk := func(kbps float64, rank int, idle bool, made int64) *store.Claims {
+		c := cl(kbps)
+		c.Rank, c.Idle, c.Made = rank, idle, made
+		return c
+	}
 	capa := map[string]Capacity{"hefei-1-a": CapacityOf(90, 60)}
 	for _, tt := range []struct {
 		name string
@@ -184,9 +189,18 @@ func TestCheckClaimsReplaysRevisions(t *testing.T) {
 		{"two instances within capacity", []ClaimChange{{1, "c/hefei/hefei-1", cl(50000)}, {2, "c/hefei/hefei-2", cl(40000)}}, 0},
 		{"over capacity at one revision", []ClaimChange{{1, "c/hefei/hefei-1", cl(50000)}, {2, "c/hefei/hefei-2", cl(45000)}, {3, "c/hefei/hefei-1", cl(10000)}}, 1},
 		{"a deleted claim frees its share", []ClaimChange{{1, "c/hefei/hefei-1", cl(50000)}, {2, "c/hefei/hefei-1", nil}, {2, "c/hefei/hefei-2", cl(80000)}}, 0},
+		// hefei-2 (rank 1) had the STBs; hefei-1 (rank 0) takes them back
+		// over its claims, and hefei-2 yields at its next commit.
+		{"a better-ranked instance over a yielding one", []ClaimChange{{1, "c/hefei/hefei-2", rk(80000, 1, false, 1000)}, {2, "c/hefei/hefei-1", rk(81000, 0, false, 2000)},
+			{3, "c/hefei/hefei-2", rk(9000, 1, true, 2500)}}, 0},
+		{"a standby that does not yield", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(30000, 1, false, 1500)}}, 1},
+		{"a frozen primary's old claims are not yielded to", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(40000, 1, false, 9000)}}, 0},
+		{"... but they still count", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(45000, 1, false, 9000)}}, 1},
+		{"an idle reserve counts beside a better-ranked instance", []ClaimChange{{1, "c/hefei/hefei-2", rk(9000, 1, true, 1000)}, {2, "c/hefei/hefei-1", rk(85000, 0, false, 1000)}}, 1},
+		{"another region's better rank is no reason to yield", []ClaimChange{{1, "c/wuhu/wuhu-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(30000, 1, false, 1000)}}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if v := CheckClaims(tt.ch, capa); v.Bad != tt.bad {
+			if v := CheckClaims(tt.ch, capa, 5*time.Second); v.Bad != tt.bad {
 				t.Errorf("bad %d, want %d: %v", v.Bad, tt.bad, v.Examples)
 			}
 		})

@@ -222,24 +222,50 @@ func CheckRevisions(samples []Sample, applied map[int64]bool) Invariant {
 
 // CheckClaims replays the claims' changes in revision order and checks,
 // at every revision, that no server's claims add up to more than its
-// capacity.
-func CheckClaims(changes []ClaimChange, capacity map[string]Capacity) Invariant {
+// capacity: the claims of the instances of a region that take STBs with
+// the best rank among them, and the idle instances' reserves. An instance
+// ranked after one that takes STBs yields (store.Claims.Yielding, with
+// fresh): its claims are left out while it does, and a commit of claims
+// that should have yielded to a peer it had read is a failure.
+func CheckClaims(changes []ClaimChange, capacity map[string]Capacity, fresh time.Duration) Invariant {
 	v := Invariant{Name: "capacity claims never exceeded a server's capacity at any revision"}
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].Revision < changes[j].Revision })
 	cur := map[string]store.Claims{}
+	region := func(key string) string {
+		k := key[:strings.LastIndexByte(key, '/')]
+		return k[strings.LastIndexByte(k, '/')+1:]
+	}
+	yielding := func(key string, c store.Claims) (string, bool) {
+		for k, o := range cur {
+			if k != key && region(k) == region(key) && c.Yielding(o, fresh) {
+				return k, true
+			}
+		}
+		return "", false
+	}
+	excluded := 0
 	for i := 0; i < len(changes); {
 		rev := changes[i].Revision
 		for ; i < len(changes) && changes[i].Revision == rev; i++ {
 			c := changes[i]
 			if c.Claims == nil {
 				delete(cur, c.Key)
-			} else {
-				cur[c.Key] = *c.Claims
+				continue
 			}
+			// The commit read every peer's claims: one it yields to must
+			// have made it idle.
+			if k, ok := yielding(c.Key, *c.Claims); ok {
+				v.fail("revision %d: %s committed claims while %s, ranked before it, takes STBs", rev, c.Key, k)
+			}
+			cur[c.Key] = *c.Claims
 		}
 		v.Checked++
 		sum := map[string]Capacity{}
-		for _, cl := range cur {
+		for key, cl := range cur {
+			if _, ok := yielding(key, cl); ok {
+				excluded++
+				continue
+			}
 			for srv, c := range cl.Servers {
 				s := sum[srv]
 				s.Kbps += c.BandwidthKbps
@@ -255,7 +281,7 @@ func CheckClaims(changes []ClaimChange, capacity map[string]Capacity) Invariant 
 			}
 		}
 	}
-	v.Notes = append(v.Notes, fmt.Sprintf("%d claim changes replayed", len(changes)))
+	v.Notes = append(v.Notes, fmt.Sprintf("%d claim changes replayed; a yielding instance's claims left out at %d (instance, revision) pairs", len(changes), excluded))
 	return v
 }
 

@@ -1,0 +1,144 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/testbed/chaos"
+	"github.com/anysched/anysched/internal/testbed/lab"
+	"github.com/anysched/anysched/internal/testbed/stbload"
+	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/topology/topogen"
+)
+
+// qoeRow is one phase of a drill report's QoE table.
+type qoeRow struct {
+	phase                               string
+	sessions, fallback, switches, drops int
+	plans                               int
+	objective, atDesired                float64
+	plannedBy                           string
+	seen                                bool
+}
+
+// qoeTable reads the QoE table a failover drill prints at its end.
+func qoeTable(report string) map[string]qoeRow {
+	rows := map[string]qoeRow{}
+	in := false
+	for _, line := range splitLines(report) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "PHASE":
+			in = true
+		case in && len(f) >= 10:
+			r := qoeRow{phase: f[0], plannedBy: strings.Join(f[9:], " ")}
+			if f[1] != "-" {
+				r.seen = true
+				r.sessions, _ = strconv.Atoi(f[1])
+				r.objective, _ = strconv.ParseFloat(f[2], 64)
+				r.atDesired, _ = strconv.ParseFloat(strings.TrimSuffix(f[3], "%"), 64)
+				r.fallback, _ = strconv.Atoi(f[4])
+				r.switches, _ = strconv.Atoi(f[6])
+				r.drops, _ = strconv.Atoi(f[7])
+				r.plans, _ = strconv.Atoi(f[8])
+			}
+			rows[r.phase] = r
+		}
+	}
+	return rows
+}
+
+// TestPrivilegedQoEDrill: a failover drill of a city whose viewers are
+// planned by QoE, under zapping STBs. While the route is withdrawn the
+// center plans the city's viewers from the city's last published plan
+// (on the city's own servers, not the fallback), and hands them back;
+// neither handover moves more viewers than a normal period does.
+func TestPrivilegedQoEDrill(t *testing.T) {
+	cities := []string{"hefei", "wuhu"}
+	l := provinceWith(t, "asq", lab.Options{Cities: cities, Edges: true, QoE: true})
+	for i, c := range cities {
+		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+	}
+	path, err := l.TokenKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := token.ReadSecret(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runFor = 45 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), runFor+30*time.Second)
+	defer cancel()
+	var reqs []chaos.Request
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		reqs = chaos.RunLoad(ctx, chaos.LoadOptions{
+			Cities: cities, Dial: func(i int) func(context.Context, string, string) (net.Conn, error) {
+				return l.DialIn(fmt.Sprintf("c%d", i+1))
+			},
+			Target: lab.ServiceIP.String() + ":80", Host: topogen.Hostname,
+			Token:   stbload.Tokens(token.Key{ID: lab.TokenKeyID, Secret: secret}, time.Hour, 1),
+			Viewers: lab.QoEViewers, Steady: 3, Pause: 150 * time.Millisecond, Duration: runFor, Channels: 20, Seed: 1,
+			MaxRequests: 100_000,
+		})
+	}()
+	// Plans settle for a few periods, then the drill.
+	time.Sleep(10 * time.Second)
+	start := time.Now()
+	var out bytesBuf
+	if err := runCtl(l, &out, "drill", "failover", "--region", "hefei", "--duration", "12s"); err != nil {
+		t.Fatalf("drill: %v\n%s", err, out.String())
+	}
+	<-loadDone
+	t.Logf("drill report:\n%s", out.String())
+
+	rows := qoeTable(out.String())
+	before, during, after := rows["before"], rows["during"], rows["after"]
+	if !before.seen || !during.seen || !after.seen {
+		t.Fatalf("the drill report has no QoE figures for every phase: %+v", rows)
+	}
+	if !strings.Contains(during.plannedBy, lab.CenterID) || !strings.Contains(after.plannedBy, lab.PrimaryID("hefei")) {
+		t.Fatalf("planned by: during %q, after %q", during.plannedBy, after.plannedBy)
+	}
+	// The STBs' side: hefei's requests the center answered went to hefei's
+	// own servers as planned, not to the fallback city.
+	var byCenter, centerFallback, cityAnswers, failed int
+	for _, r := range reqs {
+		if r.City != 0 || r.Start.Before(start) {
+			continue
+		}
+		switch {
+		case !r.OK():
+			failed++
+		case r.Instance == lab.CenterID:
+			byCenter++
+			if r.Result == "FALLBACK" {
+				centerFallback++
+			}
+		default:
+			cityAnswers++
+		}
+	}
+	t.Logf("hefei's STBs from the drill on: %d answered by the center (%d FALLBACK), %d by the city, %d failed", byCenter, centerFallback, cityAnswers, failed)
+	if byCenter == 0 || cityAnswers == 0 {
+		t.Fatalf("the center answered %d, the city %d", byCenter, cityAnswers)
+	}
+	if centerFallback*20 > byCenter {
+		t.Errorf("the center sent %d of %d hefei STBs to the fallback city", centerFallback, byCenter)
+	}
+	// Switches per plan across the handovers against a normal period's.
+	perPlan := func(r qoeRow) float64 { return float64(r.switches) / float64(max(r.plans, 1)) }
+	normal := max(perPlan(before), 0.1*float64(before.sessions))
+	t.Logf("switches per plan: before %.1f, during %.1f, after %.1f (sessions %d/%d/%d, at desired %.0f%%/%.0f%%/%.0f%%)",
+		perPlan(before), perPlan(during), perPlan(after), before.sessions, during.sessions, after.sessions, before.atDesired, during.atDesired, after.atDesired)
+	if perPlan(during) > normal || perPlan(after) > normal {
+		t.Errorf("the handovers moved more viewers than a normal period: per plan %.1f during, %.1f after, normal %.1f", perPlan(during), perPlan(after), normal)
+	}
+}
