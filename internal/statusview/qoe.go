@@ -171,6 +171,7 @@ type phaseSum struct {
 	seen            bool
 	order           []string // planners, in the order first seen
 	last            QoEState
+	central         bool // a center planned in last
 	switches, drops int64
 	plans           int
 }
@@ -208,7 +209,13 @@ func (w *QoEWatch) Observe(st *pb.StatusResponse, now time.Time) string {
 	if ph == PhaseBefore {
 		*sum = phaseSum{} // before is the last sample only
 	}
-	sum.seen, sum.last = true, state
+	sum.seen = true
+	// During: the gap between the center yielding and the city's first
+	// plan is not the phase's state: the center's last plans are.
+	central := slices.ContainsFunc(plans, func(p Plan) bool { return p.Central })
+	if ph != PhaseDuring || len(plans) > 0 || !sum.central {
+		sum.last, sum.central = state, central
+	}
 	for _, p := range plans {
 		if !slices.Contains(sum.order, p.Planner) {
 			sum.order = append(sum.order, p.Planner)

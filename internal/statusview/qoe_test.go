@@ -302,3 +302,23 @@ func TestQoEWatchMarksOnce(t *testing.T) {
 		t.Error("NaN share")
 	}
 }
+
+// The center yields to the returning city a moment before the city's
+// first plan: the during phase keeps the center's last plans, not that
+// moment without any.
+func TestQoEWatchDuringKeepsTheCentersLastPlans(t *testing.T) {
+	w := NewQoEWatch("wuhu")
+	w.Observe(status(0, plan{by: "wuhu-1", made: 0, sess: 400, obj: 400, desired: 0.95}), at(0))
+	w.Withdrawn(at(1))
+	w.Observe(status(2, plan{by: "center-1", made: 2, sess: 390, obj: 380, desired: 0.9, sw: 2}), at(2))
+	w.Back(at(5))
+	w.Observe(status(5.5), at(5.5)) // the center yielded; the city has no plan yet
+	w.Observe(status(7, plan{by: "wuhu-1", made: 6.5, sess: 401, obj: 398, desired: 0.94}), at(7))
+	ph := w.Phases()
+	if d := ph[PhaseDuring]; d.NoPlan || d.State.Sessions != 390 || !slices.Contains(d.State.Planners, "center-1") || d.Switches != 2 {
+		t.Fatalf("during: %+v", d)
+	}
+	if a := ph[PhaseAfter]; a.State.Sessions != 401 || a.Stale {
+		t.Fatalf("after: %+v", a)
+	}
+}
