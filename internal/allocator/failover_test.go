@@ -78,15 +78,16 @@ func TestCapacityFollowsTheSTBs(t *testing.T) {
 		t.Errorf("the primary holds %.0f kbps of 30000 beside an idle standby", held)
 	}
 
-	// 2. The primary freezes: the standby gets the STBs, and everything
-	// once the primary's lease is gone.
+	// 2. The primary freezes: the standby gets the STBs, and the
+	// capacity once the primary's claims are older than two periods and
+	// a second (its lease has not expired yet).
 	clk = clk.Add(30 * time.Second)
 	ask(rb)
-	if err := ra.a.board.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
 	rb.a.Solve(ctx)
 	served(rb, "primary frozen")
+	if c := claimsOf("hefei-1"); c.Servers == nil {
+		t.Fatal("the frozen primary's claims are gone: the test no longer shows they are passed over")
+	}
 
 	// 3. The primary is back and wins the route: the standby's claims are
 	// not in its way (it ranks after the primary), and the standby yields

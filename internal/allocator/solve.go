@@ -298,15 +298,18 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	st := &p.stats
 	st.Peers = len(peers)
 	// Peers ranked after this instance and taking STBs yield to it as soon
-	// as they see it take STBs (routers prefer it): their claims are not in
-	// its way, so that a handover to it does not start with its viewers
-	// starved. Idle peers' reserves are respected: the claims of the
-	// instances taking STBs of the best rank and of the idle ones never add
-	// up above a server's capacity.
+	// as they see it take STBs (routers prefer it), and better-ranked peers
+	// whose claims stay old receive none (they would if they announced):
+	// neither's claims are in its way, so that a handover to it does not
+	// start with its viewers starved. Idle peers' reserves are respected:
+	// the claims that count (store.Claims.Yielding, Outdated) never add up
+	// above a server's capacity.
 	peers = maps.Clone(peers)
 	if !m.idle {
 		me := store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
-		maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool { return pc.Yielding(me, a.freshClaims()) })
+		maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool {
+			return pc.Yielding(me, a.freshClaims()) || pc.Outdated(me, a.freshClaims())
+		})
 	}
 	share := fairShare(live, peers)
 	// Capacity left to this instance: the server's, less every peer's claim

@@ -54,6 +54,15 @@ func (c Claims) Yielding(better Claims, fresh time.Duration) bool {
 	return !c.Idle && !better.Idle && better.Rank < c.Rank && better.Made >= c.Made-fresh.Milliseconds()
 }
 
+// Outdated reports whether claims c, of an instance ranked before taker,
+// which takes STBs, are older than fresh at taker's: routers would send
+// the STBs to c's instance if it announced, so it is frozen, gone or cut
+// off, and hands nothing out; its claims (kept until its lease expires)
+// are not in taker's way.
+func (c Claims) Outdated(taker Claims, fresh time.Duration) bool {
+	return !taker.Idle && c.Rank < taker.Rank && c.Made < taker.Made-fresh.Milliseconds()
+}
+
 // ClaimBoard publishes one instance's claims on the servers of its region
 // and reads its peers'. Claims live under a lease, so a dead instance's
 // capacity returns to the others after TTL. A commit succeeds only if no

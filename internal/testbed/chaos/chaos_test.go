@@ -194,8 +194,8 @@ func TestCheckClaimsReplaysRevisions(t *testing.T) {
 		{"a better-ranked instance over a yielding one", []ClaimChange{{1, "c/hefei/hefei-2", rk(80000, 1, false, 1000)}, {2, "c/hefei/hefei-1", rk(81000, 0, false, 2000)},
 			{3, "c/hefei/hefei-2", rk(9000, 1, true, 2500)}}, 0},
 		{"a standby that does not yield", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(30000, 1, false, 1500)}}, 1},
-		{"a frozen primary's old claims are not yielded to", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(40000, 1, false, 9000)}}, 0},
-		{"... but they still count", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(45000, 1, false, 9000)}}, 1},
+		{"a frozen primary's old claims are not yielded to, nor in the way", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(85000, 1, false, 9000)}}, 0},
+		{"a primary's claims count while fresh", []ClaimChange{{1, "c/hefei/hefei-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(45000, 1, true, 5000)}}, 1},
 		{"an idle reserve counts beside a better-ranked instance", []ClaimChange{{1, "c/hefei/hefei-2", rk(9000, 1, true, 1000)}, {2, "c/hefei/hefei-1", rk(85000, 0, false, 1000)}}, 1},
 		{"another region's better rank is no reason to yield", []ClaimChange{{1, "c/wuhu/wuhu-1", rk(50000, 0, false, 1000)}, {2, "c/hefei/hefei-2", rk(30000, 1, false, 1000)}}, 0},
 	} {

@@ -226,7 +226,9 @@ func CheckRevisions(samples []Sample, applied map[int64]bool) Invariant {
 // the best rank among them, and the idle instances' reserves. An instance
 // ranked after one that takes STBs yields (store.Claims.Yielding, with
 // fresh): its claims are left out while it does, and a commit of claims
-// that should have yielded to a peer it had read is a failure.
+// that should have yielded to a peer it had read is a failure. Old claims
+// of an instance ranked before one taking STBs are left out too
+// (store.Claims.Outdated: it is frozen or gone).
 func CheckClaims(changes []ClaimChange, capacity map[string]Capacity, fresh time.Duration) Invariant {
 	v := Invariant{Name: "capacity claims never exceeded a server's capacity at any revision"}
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].Revision < changes[j].Revision })
@@ -242,6 +244,14 @@ func CheckClaims(changes []ClaimChange, capacity map[string]Capacity, fresh time
 			}
 		}
 		return "", false
+	}
+	outdated := func(key string, c store.Claims) bool {
+		for k, o := range cur {
+			if k != key && region(k) == region(key) && c.Outdated(o, fresh) {
+				return true
+			}
+		}
+		return false
 	}
 	excluded := 0
 	for i := 0; i < len(changes); {
@@ -262,7 +272,7 @@ func CheckClaims(changes []ClaimChange, capacity map[string]Capacity, fresh time
 		v.Checked++
 		sum := map[string]Capacity{}
 		for key, cl := range cur {
-			if _, ok := yielding(key, cl); ok {
+			if _, ok := yielding(key, cl); ok || outdated(key, cl) {
 				excluded++
 				continue
 			}
@@ -281,7 +291,7 @@ func CheckClaims(changes []ClaimChange, capacity map[string]Capacity, fresh time
 			}
 		}
 	}
-	v.Notes = append(v.Notes, fmt.Sprintf("%d claim changes replayed; a yielding instance's claims left out at %d (instance, revision) pairs", len(changes), excluded))
+	v.Notes = append(v.Notes, fmt.Sprintf("%d claim changes replayed; a yielding instance's or old claims left out at %d (instance, revision) pairs", len(changes), excluded))
 	return v
 }
 
