@@ -2,7 +2,11 @@
 // al. 2023) on the EUA data: it prints the coverage histogram, then runs the
 // main solver ("qoe") and the baselines over several periods with churn and
 // movement and reports, per algorithm, objective, bound/gap, time, latency,
-// bitrate, share at the desired bitrate, switches, jitter and fallback users.
+// bitrate, share at the desired bitrate, switches, jitter, fallback users
+// and origin pulls (a user's channel is its room). A second table runs the
+// same periods with the shared origin cost (--origin-cost per pull) on: qoe
+// with it, qoe's plan without it (cost-blind) and the baselines, all
+// scored net of their pulls.
 package main
 
 import (
@@ -88,6 +92,7 @@ func main() {
 	cbcDir := flag.String("cbc", "", "compare qoe with CBC on the period-1 LP export of seeds 1..--seeds: LP files, CBC logs and solutions go to (and are reused from) this directory; prints a markdown table")
 	cbcSec := flag.Int("cbc-sec", 300, "CBC's limit in CPU seconds per seed (--cbc)")
 	runs := flag.Int("runs", 5, "qoe solves per seed for the median time (--cbc)")
+	originCost := flag.Float64("origin-cost", 2, "the shared origin cost per (server, channel) pull of the second table (0: no second table); the first table and the other modes run without it")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
 
@@ -114,8 +119,19 @@ func main() {
 		return
 	}
 	cov, rows, first := experiment(cfg, srvPts, usrPts)
+	var costRows []row
+	if *originCost > 0 {
+		c := cfg
+		c.params.OriginCost = *originCost
+		c.lpOut = ""
+		_, costRows, _ = experiment(c, srvPts, usrPts)
+	}
 	if *format == "json" {
 		out := map[string]any{"coverage": cov, "algorithms": rows}
+		if costRows != nil {
+			out["origin_cost"] = *originCost
+			out["algorithms_with_origin_cost"] = costRows
+		}
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		check(enc.Encode(out))
@@ -125,17 +141,33 @@ func main() {
 		*radius, len(first.Users), len(first.Servers), 100*cov.Under10, 100*cov.From10To20, 100*cov.Over20)
 	fmt.Printf("periods %d, seed %d; objective/bound/gap are period 1's (comparable with --lp-out); the rest aggregate all periods\n\n", *periods, *seed)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tcpu ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\t")
+	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tcpu ms\tlatency ms\tbitrate kbps\tat desired\tswitches\tjitter\tfallback\torigin pulls\torigin Mbps\t")
 	for _, r := range rows {
-		b, g := "-", "-"
-		if r.Bound != nil {
-			b = fmt.Sprintf("%.2f", *r.Bound)
-			g = fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t\n", r.Name, r.Objective, b, g,
-			r.ObjectiveAll, r.TimeMS, r.CPUMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback)
+		b, g := bound(r)
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%d\t%d\t%.1f\t%.0f\t\n", r.Name, r.Objective, b, g,
+			r.ObjectiveAll, r.TimeMS, r.CPUMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Switches, r.Jitter, r.Fallback, r.OriginPulls, r.OriginMbps)
 	}
 	tw.Flush()
+	if costRows == nil {
+		return
+	}
+	fmt.Printf("\nshared origin cost %g per (server, channel) pull, channel = room (%d rooms); objectives net of the pulls; origin pulls and Mbps are means per period\n\n", *originCost, rooms)
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "algorithm\tobjective\tbound\tgap%\tall periods\ttime ms\tlatency ms\tbitrate kbps\tat desired\tfallback\torigin pulls\torigin Mbps\t")
+	for _, r := range costRows {
+		b, g := bound(r)
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\t%.1f\t%.0f\t\n", r.Name, r.Objective, b, g,
+			r.ObjectiveAll, r.TimeMS, r.MeanLatencyMS, r.MeanBitrate, r.AtDesired, r.Fallback, r.OriginPulls, r.OriginMbps)
+	}
+	tw.Flush()
+}
+
+// bound formats a row's bound and gap ("-" without a bound).
+func bound(r row) (b, gap string) {
+	if r.Bound == nil {
+		return "-", "-"
+	}
+	return fmt.Sprintf("%.2f", *r.Bound), fmt.Sprintf("%.2f", 100*(*r.Bound-r.Objective)/math.Abs(*r.Bound))
 }
 
 // synth draws the population of every period and returns it with the
@@ -202,7 +234,7 @@ func synth(cfg config, srvPts, usrPts [][2]float64) ([][]person, func([]person, 
 		in := &qoe.Instance{Params: params, Ladder: ladder, Servers: servers}
 		for _, p := range people {
 			u := qoe.User{Lat: p.lat, Lon: p.lon, Profile: p.prof, RoomMean: roomMean[p.room],
-				Ingest: roomIngest[p.room], PrevServer: -1}
+				Ingest: roomIngest[p.room], PrevServer: -1, Channel: int32(p.room)}
 			if c, ok := prev[p.id]; ok {
 				u.PrevServer = c.Server // -1 after fallback
 				u.PrevKbps = ladder[c.Rung]
@@ -227,12 +259,32 @@ func experiment(cfg config, srvPts, usrPts [][2]float64) (covHist, []row, *qoe.I
 		check(qoe.WriteLP(f, first))
 		check(f.Close())
 	}
-	solvers := append([]qoe.Solver{qoe.Lagrangian{}}, qoe.Baselines(cfg.seed)...)
+	solvers := []qoe.Solver{qoe.Lagrangian{}}
+	if cfg.params.OriginCost > 0 {
+		solvers = append(solvers, costBlind{qoe.Lagrangian{}})
+	}
+	solvers = append(solvers, qoe.Baselines(cfg.seed)...)
 	var rows []row
 	for _, s := range solvers {
 		rows = append(rows, run(s, seq, build))
 	}
 	return cov, rows, first
+}
+
+// costBlind solves without the origin cost (the plan a solver blind to it
+// makes); run scores the plan with it.
+type costBlind struct{ s qoe.Solver }
+
+func (b costBlind) Name() string { return b.s.Name() + " (cost-blind)" }
+func (b costBlind) Solve(ctx context.Context, in *qoe.Instance) (*qoe.Result, error) {
+	p := in.Params
+	p.OriginCost = 0
+	res, err := b.s.Solve(ctx, &qoe.Instance{Params: p, Ladder: in.Ladder, Servers: in.Servers, Users: in.Users})
+	if err != nil {
+		return nil, err
+	}
+	res.Bound = math.NaN() // a bound of the problem without the cost
+	return res, nil
 }
 
 type covHist struct {
@@ -274,6 +326,8 @@ type row struct {
 	Jitter        int      `json:"jitter"`
 	JitterKbps    float64  `json:"jitter_kbps"`
 	Fallback      int      `json:"fallback_users"`
+	OriginPulls   float64  `json:"origin_pulls"` // per period: (server, channel) pairs with a viewer
+	OriginMbps    float64  `json:"origin_mbps"`  // per period: the pulls' traffic from the origin
 	// For the distributions of --plot, over the users on an edge server
 	// (Fallback counts the others) in every period: their latencies (ms)
 	// and their number at each ladder rung.
@@ -311,6 +365,9 @@ func run(s qoe.Solver, seq [][]person, build func([]person, map[int]qoe.Choice) 
 			}
 		}
 		r.ObjectiveAll += obj
+		pulls, kbps := qoe.OriginPulls(in, res.Assign)
+		r.OriginPulls += float64(pulls)
+		r.OriginMbps += kbps / 1000
 		next := map[int]qoe.Choice{}
 		for v, c := range res.Assign {
 			u := in.Users[v]
@@ -341,6 +398,8 @@ func run(s qoe.Solver, seq [][]person, build func([]person, map[int]qoe.Choice) 
 	}
 	r.TimeMS /= float64(len(seq))
 	r.CPUMS /= float64(len(seq))
+	r.OriginPulls /= float64(len(seq))
+	r.OriginMbps /= float64(len(seq))
 	r.MeanLatencyMS /= cnt
 	r.MeanBitrate /= cnt
 	r.AtDesired /= cnt

@@ -29,7 +29,8 @@ func smallConfig() config {
 }
 
 // TestExperimentRows: every algorithm runs (experiment exits on an
-// infeasible result), qoe first with a bound at least its objective.
+// infeasible result), qoe first with a bound at least its objective; and
+// with the origin cost (checkOriginRows).
 func TestExperimentRows(t *testing.T) {
 	srv, usr := euaPoints(t)
 	cov, rows, first := experiment(smallConfig(), srv, usr)
@@ -42,6 +43,7 @@ func TestExperimentRows(t *testing.T) {
 	if s := cov.Under10 + cov.From10To20 + cov.Over20; s < 0.999 || s > 1.001 {
 		t.Fatalf("coverage shares sum to %v", s)
 	}
+	checkOriginRows(t, srv, usr, rows)
 }
 
 // TestSensitivityAndSweeps: the --sensitivity table has one row per
@@ -200,5 +202,38 @@ Time (Wallclock seconds):       360.18
 	}
 	if _, err := parseCBCLog(strings.NewReader("Result - Stopped on time limit\n")); err == nil {
 		t.Fatal("a log without a solution parsed")
+	}
+}
+
+// checkOriginRows: with the origin cost on, the rows are qoe, qoe's
+// cost-blind plan and the baselines, each scored net of its pulls; qoe
+// pulls less than the cost-blind plan and scores more, within its bound;
+// a pull streams R (5 Mbps); without the cost every row still counts its
+// pulls.
+func checkOriginRows(t *testing.T, srv, usr [][2]float64, plain []row) {
+	t.Helper()
+	cfg := smallConfig()
+	cfg.params.OriginCost = 2
+	_, rows, _ := experiment(cfg, srv, usr)
+	if len(rows) != 7 || rows[0].Name != "qoe" || rows[1].Name != "qoe (cost-blind)" || rows[1].Bound != nil {
+		t.Fatalf("%d rows, %q %q", len(rows), rows[0].Name, rows[1].Name)
+	}
+	q, blind := rows[0], rows[1]
+	if q.Bound == nil || *q.Bound < q.Objective-1e-6 {
+		t.Fatalf("qoe bound %v objective %v", q.Bound, q.Objective)
+	}
+	if q.OriginPulls >= blind.OriginPulls || q.ObjectiveAll <= blind.ObjectiveAll {
+		t.Fatalf("qoe: %.1f pulls, objective %.2f; cost-blind: %.1f pulls, %.2f", q.OriginPulls, q.ObjectiveAll, blind.OriginPulls, blind.ObjectiveAll)
+	}
+	if blind.OriginPulls != plain[0].OriginPulls {
+		t.Fatalf("cost-blind plan pulls %.1f, qoe without the cost %.1f", blind.OriginPulls, plain[0].OriginPulls)
+	}
+	for i, r := range rows {
+		if r.OriginPulls <= 0 || math.Abs(r.OriginMbps-5*r.OriginPulls) > 1e-9 {
+			t.Fatalf("%s: %.1f pulls, %.1f Mbps", r.Name, r.OriginPulls, r.OriginMbps)
+		}
+		if i >= 2 && r.OriginPulls != plain[i-1].OriginPulls {
+			t.Fatalf("%s: %.1f pulls with the cost, %.1f without (baselines ignore it)", r.Name, r.OriginPulls, plain[i-1].OriginPulls)
+		}
 	}
 }

@@ -41,7 +41,8 @@ func randInstance(rng *rand.Rand, nu, ns int) *Instance {
 	return in
 }
 
-// bruteForce enumerates every assignment (tiny instances only).
+// bruteForce enumerates every assignment (tiny instances only); the
+// objective is net of the origin pulls with an origin cost.
 func bruteForce(in *Instance) float64 {
 	o := buildOptions(in)
 	n := len(in.Users)
@@ -54,6 +55,9 @@ func bruteForce(in *Instance) float64 {
 	var rec func(v int, acc float64)
 	rec = func(v int, acc float64) {
 		if v == n {
+			if st.pcnt != nil {
+				acc -= st.oc * float64(st.open)
+			}
 			if acc > best {
 				best = acc
 			}

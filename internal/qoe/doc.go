@@ -94,6 +94,24 @@
 // (keyed on its Users and Servers slices): build a new Instance rather than
 // editing users or servers in place after a solve.
 //
+// # Shared origin cost
+//
+// With Params.OriginCost = c > 0 a server pulls each channel (User.Channel)
+// from the origin once for all its viewers, and the objective is net of
+// c per (server, channel) pair with a viewer (OriginPulls counts them and
+// their traffic, one source stream of R each). At fixed prices the
+// subproblem is then per channel, an uncapacitated facility location; its
+// bound is the smallest of the LP dual that dual descent (Erlenkotter)
+// finds and two bounds that charge the pull per kbps or per compute unit of
+// the server's capacity (one pair can carry no more than the server), each
+// valid whatever the prices (the argument is in origin.go and tested
+// against enumeration). The relaxed choice puts each viewer on its best
+// pulled server; repair and the local search count the pulls a move opens
+// or empties, the greedy charges a pair's amortised share, and two moves
+// close a pair with few viewers or gather a channel's viewers onto one
+// server. With c = 0 none of this runs, and results are those without it,
+// bit for bit.
+//
 // Baselines: Nearest, Random, LowestLatency, HighestBitrate and LaiGreedy
 // (after Lai et al., ICSOC 2018). WriteLP exports the exact model in CPLEX
 // LP format for CBC and GLPK; Evaluate checks and scores any assignment.

@@ -16,6 +16,7 @@ type evaluator struct {
 	part  []float64 // per chunk: sum of the users' reduced values
 	sel   []int32   // output of the current eval
 	fn    func(w, c, lo, hi int)
+	org   *originScratch // with an origin cost: the per-channel subproblems' scratch
 }
 
 // largeOptions: above this many options an instance is large: the dual
@@ -31,16 +32,22 @@ const evalChunk = 2048
 func newEvaluator(in *Instance, o *options) *evaluator {
 	n, ns, nk := len(in.Users), len(in.Servers), len(in.Ladder)
 	e := &evaluator{in: in, o: o, p: newPool(n, evalChunk, runtime.GOMAXPROCS(0)), cost: make([]float64, ns*nk)}
+	e.fn = e.chunk64
+	if o.val32 != nil {
+		e.fn = e.chunk32
+	}
+	if o.org != nil {
+		// the subproblem is per channel: chunks of whole channels
+		e.p = newPool(len(o.org.groups)-1, 1, runtime.GOMAXPROCS(0))
+		e.org = newOriginScratch(in, o.org)
+		e.fn = e.chunkOrigin
+	}
 	e.count = make([][]int32, e.p.workers)
 	for w := range e.count {
 		e.count[w] = make([]int32, ns*nk)
 	}
 	e.part = make([]float64, e.p.chunks())
-	e.fn = e.chunk64
 	e.p.start()
-	if o.val32 != nil {
-		e.fn = e.chunk32
-	}
 	return e
 }
 
@@ -50,7 +57,8 @@ func (e *evaluator) close() { e.p.stop() }
 // eval sets sel[v] to user v's best option at prices pb, pc (per kbps, per
 // compute unit; -1 = fallback), the loads the choice puts on every server
 // into useB and useC, and returns sum_v of the best reduced values (the
-// dual value without the capacities' term).
+// dual value without the capacities' term). With an origin cost the choice
+// and the value are the per-channel subproblems' (chunkOrigin).
 func (e *evaluator) eval(pb, pc []float64, sel []int32, useB, useC []float64) float64 {
 	in, nk := e.in, len(e.in.Ladder)
 	costAt(in, pb, pc, e.cost)

@@ -369,7 +369,9 @@ func (r *run) solve(w *Warm) (*Result, error) {
 		}
 		if gnorm == 0 {
 			iter++
-			break // relaxed choice feasible and complementary: optimal
+			// relaxed choice feasible and complementary: optimal (with
+			// an origin cost, the prices are at least where they stay)
+			break
 		}
 		if norm == 0 {
 			continue // the deflected direction only pushes prices below 0

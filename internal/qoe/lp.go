@@ -12,8 +12,10 @@ import (
 // WriteLP writes the instance as a CPLEX LP file: binary x_v_m_k (user v on
 // server m at ladder rung k) and y_v (fallback), maximise sum of Y*QoE,
 // one choice per user, bandwidth and compute per server. Options that can
-// never fit a server are omitted (as in the solvers). CBC and glpsol --lp
-// read it; its optimum is directly comparable with Result.Objective.
+// never fit a server are omitted (as in the solvers). With an origin cost
+// c, binary z_m_h (server m pulls channel h) costs c in the objective and
+// x_v_m_k <= z_m_h, summed over k, for each viewer v of h. CBC and glpsol
+// --lp read it; its optimum is directly comparable with Result.Objective.
 func WriteLP(w io.Writer, in *Instance) error {
 	if err := in.Validate(); err != nil {
 		return err
@@ -50,6 +52,19 @@ func WriteLP(w io.Writer, in *Instance) error {
 			emit(term(false, o.val[i], xname(v, i)))
 		}
 	}
+	// pulls: z per pair, named by server and channel
+	var zs []string
+	if g := o.org; g != nil {
+		zs = make([]string, g.npairs())
+		for v := range in.Users {
+			for i := o.start[v]; i < o.start[v+1]; i++ {
+				if p := g.pair[i]; p >= 0 && zs[p] == "" {
+					zs[p] = fmt.Sprintf("z_%d_%d", o.srv[i], in.Users[v].Channel)
+					emit(term(false, -g.cost, zs[p]))
+				}
+			}
+		}
+	}
 	bw.WriteString("\nSubject To\n")
 	for v := range in.Users {
 		line = 0
@@ -58,6 +73,22 @@ func WriteLP(w io.Writer, in *Instance) error {
 			emit(" + " + xname(v, i))
 		}
 		bw.WriteString(" = 1\n")
+	}
+	if g := o.org; g != nil {
+		for v := range in.Users {
+			for s := g.slotStart[v]; s < g.slotStart[v+1]; s++ {
+				a, b := g.slotOpt[s], g.slotOpt[s+1]
+				if g.pair[a] < 0 {
+					continue
+				}
+				line = 0
+				fmt.Fprintf(bw, " pull_%d_%d:", v, o.srv[a])
+				for i := a; i < b; i++ {
+					emit(" + " + xname(v, i))
+				}
+				fmt.Fprintf(bw, " - %s <= 0\n", zs[g.pair[a]])
+			}
+		}
 	}
 	byServer := make([][]int32, len(in.Servers))
 	owner := make([]int32, len(o.srv))
@@ -100,6 +131,9 @@ func WriteLP(w io.Writer, in *Instance) error {
 		}
 	}
 	bw.WriteString("Binary\n")
+	for _, z := range zs {
+		fmt.Fprintf(bw, " %s\n", z)
+	}
 	for v := range in.Users {
 		fmt.Fprintf(bw, " y_%d\n", v)
 		for i := o.start[v]; i < o.start[v+1]; i++ {

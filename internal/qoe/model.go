@@ -33,6 +33,12 @@ type Params struct {
 	H               float64 // H: transcoding compute per kbps reduced (units/kbps)
 	FallbackLatency float64 // end-to-end latency of the regional fallback (s)
 	FallbackRung    int     // ladder index the fallback serves
+
+	// OriginCost is the shared origin cost: objective units per pull, one
+	// pull per (server, channel) with at least one viewer on that server
+	// (User.Channel). 0 (the default) turns it off: User.Channel is then
+	// not read and every solver behaves as without it.
+	OriginCost float64
 }
 
 // DefaultParams returns the documented defaults (docs/design.md, "Model
@@ -67,6 +73,14 @@ type User struct {
 	Ingest     int     // m_b: server index of the broadcaster's edge, -1 = origin
 	PrevServer int     // server last period, -1 = none or fallback
 	PrevKbps   float64 // R_prev, 0 = none (new session)
+	// Channel is the channel watched: with Params.OriginCost > 0 the
+	// viewers of one channel on one server share one origin pull. Any
+	// value >= 0 names a channel (they need not be dense); negative: none
+	// (the user pays no share of any pull). Read only when OriginCost > 0,
+	// so callers that never set it keep the model without the cost; when
+	// setting OriginCost, set Channel for every user (its zero value is
+	// channel 0).
+	Channel int32
 }
 
 // Server is one edge server.
@@ -174,6 +188,11 @@ func (in *Instance) Validate() error {
 	if in.Params.FallbackRung < 0 || in.Params.FallbackRung >= len(in.Ladder) {
 		return fmt.Errorf("qoe: fallback rung out of range")
 	}
+	// A negative cost would reward pulls: the bound's argument (the cost
+	// only lowers the objective of an assignment) needs it >= 0.
+	if in.Params.OriginCost < 0 {
+		return fmt.Errorf("qoe: origin cost %v is negative", in.Params.OriginCost)
+	}
 	// Every number must be finite: one Inf or NaN (a capacity of 1e308
 	// times 1000, say) spreads through prices and objective and every
 	// period would fail. Values that are finite but huge are the callers'
@@ -195,7 +214,7 @@ func (in *Instance) Validate() error {
 func (in *Instance) checkFinite() error {
 	p := in.Params
 	for _, x := range []float64{p.A, p.B, p.C, p.D, p.Theta, p.Lambda, p.B1, p.K, p.S, p.Omega, p.TIngest, p.BackboneBase,
-		p.BackbonePerKm, p.BackboneOrigin, p.AccessBase, p.AccessPerKm, p.G, p.H, p.FallbackLatency} {
+		p.BackbonePerKm, p.BackboneOrigin, p.AccessBase, p.AccessPerKm, p.G, p.H, p.FallbackLatency, p.OriginCost} {
 		if !finite(x) {
 			return fmt.Errorf("qoe: a model parameter is %v, not a finite number", x)
 		}
@@ -486,6 +505,8 @@ const capTol = 1e-9
 
 // Evaluate computes the objective of an assignment and checks it: one choice
 // per user, a covering server (or fallback), and both capacities per server.
+// With Params.OriginCost > 0 the objective is net of the origin pulls
+// (OriginPulls) at that cost each.
 func Evaluate(in *Instance, assign []Choice) (objective float64, feasible bool, violations []string) {
 	if len(assign) != len(in.Users) {
 		return math.Inf(-1), false, []string{fmt.Sprintf("assignment has %d entries for %d users", len(assign), len(in.Users))}
@@ -507,6 +528,10 @@ func Evaluate(in *Instance, assign []Choice) (objective float64, feasible bool, 
 		bw[c.Server] += in.bwUse(c.Rung)
 		cpu[c.Server] += in.cpuUse(c.Rung)
 		objective += in.Value(v, c.Server, c.Rung)
+	}
+	if in.Params.OriginCost > 0 {
+		pulls, _ := OriginPulls(in, assign)
+		objective -= in.Params.OriginCost * float64(pulls)
 	}
 	for m, s := range in.Servers {
 		if bw[m] > s.Bandwidth*(1+capTol)+1e-9 {
@@ -536,6 +561,7 @@ type options struct {
 	// which stays an upper bound (by at most 1e-7 of it).
 	val32 []float32
 	fb    []float64 // fallback value per user
+	org   *origin   // the shared origin cost's pairs; nil when OriginCost is 0
 }
 
 // buildOptions computes the table on every core (users are independent);
@@ -624,6 +650,9 @@ func buildOptionsInto(in *Instance, old *options) *options {
 			}
 		}
 	})
+	if p.OriginCost > 0 {
+		o.org = buildOrigin(in, o)
+	}
 	return o
 }
 

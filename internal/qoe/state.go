@@ -22,6 +22,13 @@ type state struct {
 	users  [][]int32 // users per server
 	pos    []int32   // position of a user in users[server]
 	alt    []int32   // eject's per-user best alternative (scratch)
+	// with an origin cost (nil, 0 without): viewers per (server, channel)
+	// pair, the pairs pulled, the cost per pull, and o's view of the pairs
+	pcnt []int32
+	open int
+	oc   float64
+	pair []int32
+	org  *origin
 }
 
 func newState(in *Instance, o *options, sel []int32) *state {
@@ -38,6 +45,10 @@ func newState(in *Instance, o *options, sel []int32) *state {
 		st.bwCap[m] = s.Bandwidth * (1 + capTol)
 		st.cpuCap[m] = s.Compute * (1 + capTol)
 	}
+	if o.org != nil {
+		st.org, st.pair, st.oc = o.org, o.org.pair, o.org.cost
+		st.pcnt = make([]int32, o.org.npairs())
+	}
 	for v, i := range st.sel {
 		if i >= 0 {
 			m := o.srv[i]
@@ -45,15 +56,22 @@ func newState(in *Instance, o *options, sel []int32) *state {
 			st.cpu[m] += st.rcpu[o.rung[i]]
 			st.pos[v] = int32(len(st.users[m]))
 			st.users[m] = append(st.users[m], int32(v))
+			if st.pcnt != nil {
+				st.movePair(-1, i)
+			}
 		}
 	}
 	return st
 }
 
+// objective is the assignment's objective, net of its origin pulls.
 func (st *state) objective() float64 {
 	var s float64
 	for v, i := range st.sel {
 		s += st.o.value(v, i)
+	}
+	if st.pcnt != nil {
+		s -= st.oc * float64(st.open)
 	}
 	return s
 }
@@ -71,6 +89,9 @@ func (st *state) move(v int, j int32) {
 		l[p] = last
 		st.pos[last] = p
 		st.users[m] = l[:len(l)-1]
+	}
+	if st.pcnt != nil {
+		st.movePair(st.sel[v], j)
 	}
 	st.sel[v] = j
 	if j >= 0 {
@@ -114,7 +135,10 @@ func (st *state) fitsAfter(cur, j int32) bool {
 // room, or fallback) with the least loss of weighted QoE per unit of
 // normalised excess removed. Candidates sit in a lazy min-heap: a user's
 // ratio only grows as the excess shrinks and other servers fill, so a stale
-// key is a lower bound and is refreshed when popped.
+// key is a lower bound and is refreshed when popped. (With an origin cost
+// the loss counts the pulls a change opens or empties, and a key may also
+// fall as pairs open; a popped key is refreshed all the same, so only the
+// order suffers.)
 func (st *state) repair() {
 	o := st.o
 	// bestFor returns user v's best change for server m at the current state.
@@ -129,7 +153,11 @@ func (st *state) repair() {
 			if red <= 1e-15 {
 				return
 			}
-			if r := (cv - o.value(v, j)) / red; r < bestRatio {
+			loss := cv - o.value(v, j)
+			if st.pcnt != nil {
+				loss -= st.pullDelta(cur, j)
+			}
+			if r := loss / red; r < bestRatio {
 				bestRatio, bestJ = r, j
 			}
 		}
@@ -233,7 +261,9 @@ func (b *budget) spend(w int64) bool {
 // improve runs local search (single moves including bitrate up/down, then
 // ejection moves: v takes a blocked option after one user there moves
 // elsewhere, changes rung or falls back) until no improvement or the budget
-// is spent.
+// is spent. With an origin cost every move counts the pulls it opens or
+// empties, and closing and gathering pairs (closePairs, gatherPairs) come
+// before the ejections.
 func (st *state) improve(b *budget, ejections bool) {
 	o := st.o
 	n := len(st.sel)
@@ -246,22 +276,36 @@ func (st *state) improve(b *budget, ejections bool) {
 			}
 			cur := st.sel[v]
 			cv := o.value(v, cur)
-			best, bj := cv+eps, int32(-2)
-			if o.fb[v] > best {
-				best, bj = o.fb[v], -1
-			}
-			for j := o.start[v]; j < o.start[v+1]; j++ {
-				if j != cur && o.val[j] > best && st.fitsAfter(cur, j) {
-					best, bj = o.val[j], j
+			var bj int32
+			if st.pcnt == nil {
+				best := cv + eps
+				bj = -2
+				if o.fb[v] > best {
+					best, bj = o.fb[v], -1
 				}
+				for j := o.start[v]; j < o.start[v+1]; j++ {
+					if j != cur && o.val[j] > best && st.fitsAfter(cur, j) {
+						best, bj = o.val[j], j
+					}
+				}
+			} else {
+				bj = st.bestMove(v, cur, cv)
 			}
 			if bj != -2 {
 				st.move(v, bj)
 				improved = true
 			}
 		}
+		if !improved && st.pcnt != nil {
+			c := st.closePairs(b)
+			improved = st.gatherPairs(b) || c
+		}
 		if !improved && ejections {
-			improved = st.eject(b)
+			if st.pcnt != nil {
+				improved = st.ejectOrigin(b)
+			} else {
+				improved = st.eject(b)
+			}
 		}
 		if !improved {
 			return
@@ -420,6 +464,10 @@ func (st *state) bestAlt(u int) int32 {
 // fallback are placed, the others keep their choice; else every user is
 // placed afresh.
 func (st *state) greedy(cost []float64, keep bool) {
+	if st.pcnt != nil {
+		st.greedyOrigin(cost, keep)
+		return
+	}
 	o := st.o
 	n := len(st.sel)
 	if !keep {
@@ -466,15 +514,7 @@ func (st *state) greedy(cost []float64, keep bool) {
 			ord[x] = regret{b1 - b2, int32(v), i1}
 		}
 	})
-	slices.SortFunc(ord, func(a, b regret) int {
-		switch {
-		case a.r > b.r:
-			return -1
-		case a.r < b.r:
-			return 1
-		}
-		return int(a.v - b.v)
-	})
+	sortRegrets(ord)
 	for _, x := range ord {
 		v := int(x.v)
 		if x.best < 0 || st.fits(x.best) {
@@ -489,6 +529,19 @@ func (st *state) greedy(cost []float64, keep bool) {
 		}
 		st.move(v, bi)
 	}
+}
+
+// sortRegrets sorts the greedy's order: decreasing regret, then user.
+func sortRegrets(ord []regret) {
+	slices.SortFunc(ord, func(a, b regret) int {
+		switch {
+		case a.r > b.r:
+			return -1
+		case a.r < b.r:
+			return 1
+		}
+		return int(a.v - b.v)
+	})
 }
 
 // regret is a user's place in the greedy's order and its best option.
