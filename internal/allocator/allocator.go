@@ -343,6 +343,10 @@ type Status struct {
 	// Bandwidth this instance may use on the region's servers, and their total.
 	HeldKbps     float64 `json:"held_kbps"`
 	CapacityKbps float64 `json:"capacity_kbps"`
+	// Origin pulls: (server, channel) pairs with a viewer, and what they
+	// stream from the origin.
+	OriginPulls int     `json:"origin_pulls"`
+	OriginKbps  float64 `json:"origin_kbps"`
 	// Per server of the region: sessions planned, and bandwidth (kbps) and
 	// compute used by the plan, claimed by this instance and available to
 	// it after the peers' claims.
@@ -397,6 +401,7 @@ func (a *Allocator) Status() Status {
 	st.SolveMS, st.Peers, st.SafeMode = float64(s.SolveTime.Microseconds())/1000, s.Peers, s.SafeMode
 	st.Idle, st.Rank, st.AtDesired, st.Switches, st.Drops, st.Starved = p.idle, a.cfg.Rank, s.AtDesired, s.Switches, s.Drops, s.Starved
 	st.HeldKbps, st.CapacityKbps = s.HeldKbps, s.TotalKbps
+	st.OriginPulls, st.OriginKbps = s.OriginPulls, s.OriginKbps
 	for pos, si := range p.servers {
 		name := p.snap.Servers[si].Name
 		st.Servers = append(st.Servers, ServerStatus{

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
@@ -227,5 +228,57 @@ func TestPlanCountsSwitchesAndDrops(t *testing.T) {
 	r.a.Solve(ctx)
 	if s := r.a.Summary(); s.Starved == 0 || s.Starved != s.Fallback || s.HeldKbps != 20000 || s.CapacityKbps != 20000 {
 		t.Fatalf("overloaded: %+v", s)
+	}
+}
+
+// With the model's origin cost, a channel's viewers are grouped on the
+// server that pulls it, and a new viewer priced onto a server that does
+// not pull its channel pays the cost.
+func TestOriginCostGroupsAChannel(t *testing.T) {
+	for _, cost := range []float64{0, 1} {
+		t.Run(fmt.Sprint("cost ", cost), func(t *testing.T) {
+			e := etcdtest.Start(t)
+			params := qoe.DefaultParams()
+			params.OriginCost = cost
+			eng := engine(t)
+			r := newRig(t, e, eng, "i1", Config{Params: params})
+			for i := range 3 {
+				r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", "/news/index.m3u8?token="+signed(t, fmt.Sprintf("u%d", i), 2500), "")
+			}
+			r.a.Solve(context.Background())
+			st := r.a.Status()
+			if st.PlannedN != 3 || st.Fallback != 0 || st.OriginPulls < 1 || st.OriginPulls > 2 || st.OriginKbps != float64(st.OriginPulls)*5000 {
+				t.Fatalf("plan: %d planned, %d fallback, %d pulls (%.0f kbps)", st.PlannedN, st.Fallback, st.OriginPulls, st.OriginKbps)
+			}
+			if cost > 0 && st.OriginPulls != 1 {
+				t.Fatalf("with the origin cost the channel's viewers are on %d servers", st.OriginPulls)
+			}
+			// Price a fourth viewer of the channel on each covering server.
+			p := r.a.plan.Load()
+			var sp *servicePlan
+			for _, x := range p.services {
+				if x != nil {
+					sp = x
+				}
+			}
+			u := qoe.User{Lat: 31.8605, Lon: 117.2805, Profile: qoe.Profile{DesiredKbps: 2500, Danmaku: 1}, RoomMean: sp.roomOf("/news"), Ingest: -1, PrevServer: -1, Channel: sp.channelOf(eng.Channel(sp.svc, "/news/index.m3u8", ""))}
+			if u.Channel < 0 {
+				t.Fatal("the plan does not know the channel its viewers watch")
+			}
+			for pos := range p.servers {
+				only := []int32{int32(pos)}
+				got, k, v := choose(eng, sp, p.servers, only, nil, p.bwLeft, p.cpuLeft, &u, nil)
+				if got < 0 {
+					continue // full
+				}
+				want := sp.inst.ValueFor(&u, pos, k)
+				if cost > 0 && !sp.pulls[pull{int32(pos), u.Channel}] {
+					want -= cost
+				}
+				if math.Abs(v-want) > 1e-9 {
+					t.Errorf("server %s: value %v, want %v (pulled: %t)", p.snap.Servers[p.servers[pos]].Name, v, want, sp.pulls[pull{int32(pos), u.Channel}])
+				}
+			}
+		})
 	}
 }

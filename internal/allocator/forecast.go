@@ -47,6 +47,9 @@ func choose(eng *steer.Engine, sp *servicePlan, servers, cover []int32, excluded
 				continue
 			}
 			gross := valueOf(in, u, memo, pos, k)
+			if c := in.Params.OriginCost; c > 0 && !sp.pulls[pull{pos, u.Channel}] {
+				gross -= c // this viewer would make the server pull the channel
+			}
 			if v := gross - pr.Bandwidth*bw - pr.Compute*cpu; v > best {
 				best, bestGross, bestPos, bestK = v, gross, pos, k
 			}
@@ -220,7 +223,7 @@ func (f *forecaster) drain(kind opstate.DrainKind, name string, positions []int3
 			in := sp.inst
 			// As plan.price builds it for the session's next request: last
 			// on the drained server at the planned bitrate.
-			u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: pl.room, Ingest: -1, PrevServer: int(from), PrevKbps: as.kbps}
+			u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: pl.room, Ingest: -1, PrevServer: int(from), PrevKbps: as.kbps, Channel: sp.channelOf(s.key.channel)}
 			memo := f.values[pl.memo : pl.memo+len(p.servers)*len(in.Ladder)+1]
 			before := valueOf(in, &u, memo, from, as.rung)
 			to, k, after := choose(f.eng, sp, p.servers, f.cover(s.loc, in), f.excluded, f.bwLeft, f.cpuLeft, &u, memo)

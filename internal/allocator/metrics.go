@@ -18,6 +18,7 @@ var kindNames = [kinds]string{"planned", "priced", "fallback", "unplanned"}
 type metrics struct {
 	objective, gap, planned, fallback, sessions, lastSolve prometheus.Gauge
 	starved, held, idle, safe, atDesired                   prometheus.Gauge
+	originPulls, originKbps                                prometheus.Gauge
 	switches, drops, stateErrors                           prometheus.Counter
 	statePublished                                         prometheus.Gauge
 	solve                                                  prometheus.Histogram
@@ -42,6 +43,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		idle:           g("idle", "1 when no STB of the region reached this instance lately: it plans nobody and holds only the arrival reserve."),
 		safe:           g("safe_mode", "1 when the current plan was made without reading the region's claims (etcd unreachable)."),
 		atDesired:      g("at_desired_ratio", "Share of the sessions the current plan puts on a server that get their desired bitrate."),
+		originPulls:    g("origin_pulls", "(Server, channel) pairs of the current plan with a viewer: each pulls the channel from the origin once."),
+		originKbps:     g("origin_kbps", "What the current plan's origin pulls stream from the origin (each at the channel's top rung)."),
 		statePublished: g("state_sessions", "Sessions in the plan this instance last published for the region's next planner."),
 		stateErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_alloc_state_errors_total", Help: "Failed publications or reads of the region's plan state in etcd.",
@@ -74,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors,
-			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors)
+			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors, m.originPulls, m.originKbps)
 	}
 	return m
 }

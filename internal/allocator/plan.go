@@ -38,7 +38,16 @@ type plan struct {
 	idle bool
 }
 
+// pull is a (server position, channel) pair the plan streams from the
+// origin.
+type pull struct{ pos, channel int32 }
+
 type servicePlan struct {
+	// With the model's origin cost on: the plan's channels (qoe.User's
+	// Channel) and the pairs it pulls; a session priced onto a server
+	// that does not pull its channel pays the cost.
+	chans  map[string]int32
+	pulls  map[pull]bool
 	svc    int32              // the service (snapshot index)
 	inst   *qoe.Instance      // Servers, Params, Ladder (read-only after the solve)
 	prices []qoe.Price        // per position
@@ -52,6 +61,8 @@ type planStats struct {
 	AtDesired            int // sessions on a server at or above their desired rung
 	Switches, Drops      int // moved to another server, to a lower rung, by this plan
 	HeldKbps, TotalKbps  float64
+	OriginPulls          int     // (server, channel) pairs with a viewer
+	OriginKbps           float64 // what they stream from the origin
 	Objective, Bound     float64
 	SolveTime            time.Duration
 	UsersByServer        map[string]int
@@ -117,7 +128,7 @@ func (p *plan) release(s *session) {
 // with headroom left, or the fallback. The choice's capacity is reserved.
 func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel string, prof qoe.Profile, loc topology.Location, zone int32) *assignment {
 	in := sp.inst
-	u := qoe.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: sp.roomOf(channel), Ingest: -1, PrevServer: -1}
+	u := qoe.User{Lat: loc.Lat, Lon: loc.Lon, Profile: prof, RoomMean: sp.roomOf(channel), Ingest: -1, PrevServer: -1, Channel: sp.channelOf(channel)}
 	if s != nil {
 		if cur := s.cur.Load(); cur != nil && cur.snap == p.snap {
 			u.PrevKbps = cur.kbps
@@ -145,4 +156,13 @@ func (p *plan) price(eng *steer.Engine, sp *servicePlan, s *session, channel str
 		// Another request took the headroom meanwhile: look again.
 	}
 	return &assignment{snap: p.snap, gen: p.gen, server: qoe.Fallback, rung: in.Params.FallbackRung, kbps: in.Ladder[in.Params.FallbackRung]}
+}
+
+// channelOf is the plan's index of channel (qoe.User's Channel); -1 for
+// one the plan has no viewer of.
+func (sp *servicePlan) channelOf(channel string) int32 {
+	if ch, ok := sp.chans[channel]; ok {
+		return ch
+	}
+	return -1
 }

@@ -484,14 +484,21 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 			cnt[s.key.channel]++
 		}
 	}
-	sp := &servicePlan{svc: svc, inst: in, rooms: make(map[string]float64, len(sum)), room0: a.cfg.RoomMean}
+	sp := &servicePlan{svc: svc, inst: in, rooms: make(map[string]float64, len(sum)), room0: a.cfg.RoomMean, chans: map[string]int32{}, pulls: map[pull]bool{}}
 	for ch, x := range sum {
 		sp.rooms[ch] = x / float64(cnt[ch])
 	}
 	in.Users = make([]qoe.User, len(mine))
 	had := make([]bool, len(mine)) // on a server before this plan (it may be gone)
 	for v, s := range mine {
-		u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1}
+		// Channels are numbered per solve: the origin pulls are counted
+		// (and, with the model's origin cost, charged) by them.
+		ch, ok := sp.chans[s.key.channel]
+		if !ok {
+			ch = int32(len(sp.chans))
+			sp.chans[s.key.channel] = ch
+		}
+		u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: sp.rooms[s.key.channel], Ingest: -1, PrevServer: -1, Channel: ch}
 		if cur := s.cur.Load(); cur != nil {
 			u.PrevKbps = cur.kbps
 			had[v] = cur.server >= 0
@@ -541,6 +548,9 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		}
 		if c.Server != qoe.Fallback {
 			as.server, as.rung, as.kbps = p.servers[c.Server], c.Rung, in.Ladder[c.Rung]
+			if in.Params.OriginCost > 0 {
+				sp.pulls[pull{int32(c.Server), u.Channel}] = true
+			}
 			if want := u.Profile.DesiredKbps; as.kbps >= min(top, want) || want <= 0 {
 				st.AtDesired++
 			}
@@ -563,6 +573,9 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	}
 	st.Objective += res.Objective
 	st.Bound += res.Bound
+	pulls, kbps := qoe.OriginPulls(in, res.Assign)
+	st.OriginPulls += pulls
+	st.OriginKbps += kbps
 	return sp, len(mine)
 }
 
@@ -628,6 +641,8 @@ func (a *Allocator) publish(p *plan) {
 	a.met.planned.Set(float64(st.Sessions))
 	a.met.fallback.Set(float64(st.Fallback))
 	a.met.starved.Set(float64(st.Starved))
+	a.met.originPulls.Set(float64(st.OriginPulls))
+	a.met.originKbps.Set(st.OriginKbps)
 	a.met.held.Set(st.HeldKbps / math.Max(st.TotalKbps, 1))
 	a.met.idle.Set(b2f(p.idle))
 	a.met.safe.Set(b2f(st.SafeMode))

@@ -153,7 +153,7 @@ func ModelParams(m config.Model) qoe.Params {
 		{m.B1, &p.B1}, {m.K, &p.K}, {m.S, &p.S}, {m.Omega, &p.Omega}, {m.TIngest, &p.TIngest},
 		{m.BackboneBase, &p.BackboneBase}, {m.BackbonePerKm, &p.BackbonePerKm}, {m.BackboneOrigin, &p.BackboneOrigin},
 		{m.AccessBase, &p.AccessBase}, {m.AccessPerKm, &p.AccessPerKm}, {m.G, &p.G}, {m.H, &p.H},
-		{m.FallbackLatency, &p.FallbackLatency},
+		{m.FallbackLatency, &p.FallbackLatency}, {m.OriginCost, &p.OriginCost},
 	} {
 		if o.from != nil {
 			*o.to = *o.from

@@ -95,6 +95,10 @@ type Model struct {
 	G               *float64 `yaml:"transcode_s_per_kbps"`
 	H               *float64 `yaml:"transcode_units_per_kbps"`
 	FallbackLatency *float64 `yaml:"fallback_latency_s"`
+	// OriginCost is charged once per (server, channel) with a viewer: the
+	// server pulls the channel from the origin once, so the plan groups a
+	// channel's viewers where capacity allows. Default 0 (off).
+	OriginCost *float64 `yaml:"origin_cost"`
 }
 
 // MaxModelValue bounds every QoE model override: far above any meaningful
@@ -115,6 +119,7 @@ func (m Model) validate(errs *yamlstrict.Errors) {
 		{"origin_s", m.BackboneOrigin, false}, {"access_base_s", m.AccessBase, false},
 		{"access_s_per_km", m.AccessPerKm, false}, {"transcode_s_per_kbps", m.G, false},
 		{"transcode_units_per_kbps", m.H, false}, {"fallback_latency_s", m.FallbackLatency, false},
+		{"origin_cost", m.OriginCost, false},
 	} {
 		switch {
 		case f.v == nil:
