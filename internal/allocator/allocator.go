@@ -83,6 +83,10 @@ type Config struct {
 	// Gate, if set, checks the viewer tokens (shared by a center's
 	// planners); nil: the allocator makes its own from Auth and Verifier.
 	Gate *Gate
+	// IdleNoReserve: idle, claim nothing, not even the arrival reserve (a
+	// center's planner: its first STBs of a city get the gate's answer
+	// until it plans, so a reserve would only take from the city).
+	IdleNoReserve bool
 }
 
 // Defaults.

@@ -108,6 +108,15 @@ func TestHandoverToTheCenterAndBack(t *testing.T) {
 	if err != nil || !peers["center-1"].Idle || peers["center-1"].Rank != CenterRank {
 		t.Fatalf("the center's claims after the handback: %+v %v", peers["center-1"], err)
 	}
+	// A center's planner (NewRegions sets it) claims nothing while idle.
+	center.a.cfg.IdleNoReserve = true
+	center.a.Solve(ctx)
+	peers, _, err = (&store.ClaimBoard{Store: e.Store(), Region: "hefei", Instance: "x"}).Peers(ctx)
+	for name, c := range peers["center-1"].Servers {
+		if err != nil || c.BandwidthKbps != 0 {
+			t.Fatalf("the idle center claims %.0f kbps of %s (%v)", c.BandwidthKbps, name, err)
+		}
+	}
 }
 
 // The center's planners start with a city's first STB, plan from then on,

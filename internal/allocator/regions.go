@@ -53,7 +53,7 @@ func NewRegions(cfg Config, boardFor func(region string) Board, engine func() *s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg.Rank = CenterRank
+	cfg.Rank, cfg.IdleNoReserve = CenterRank, true
 	r := &Regions{tmpl: cfg.withDefaults(), boardFor: boardFor, engine: engine, reg: reg, log: log,
 		want: make(chan string, 64), all: map[string]*regionPlanner{}}
 	r.active.Store(&map[string]*Allocator{})

@@ -363,10 +363,14 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 		// Nobody to plan: keep the arrival reserve of each server (of what
 		// the peers leave) for a failover's first STBs, and give the rest
 		// back to the instance the STBs reach.
+		reserve := a.cfg.ArrivalReserve
+		if a.cfg.IdleNoReserve {
+			reserve = 0
+		}
 		for pos := range p.servers {
 			if limited[pos] {
-				capBw[pos] = math.Min(capBw[pos], fullBw[pos]*a.cfg.ArrivalReserve)
-				capCPU[pos] = math.Min(capCPU[pos], fullCPU[pos]*a.cfg.ArrivalReserve)
+				capBw[pos] = math.Min(capBw[pos], fullBw[pos]*reserve)
+				capCPU[pos] = math.Min(capCPU[pos], fullCPU[pos]*reserve)
 			}
 		}
 	} else {
