@@ -172,6 +172,9 @@ type Allocator struct {
 	statePublished, activeUntil time.Time
 	adoptNext                   atomic.Bool // a peer went idle: adopt its last state at the next solve
 	drains                      atomic.Pointer[drainForecasts]
+	// seeds: an adopted plan's prices, by service and server name, for the
+	// next solve's subgradient to start from.
+	seeds map[string]map[string]qoe.Price
 	planners                    map[string]*qoe.Planner // by service name: warm starts across periods
 }
 

@@ -108,6 +108,17 @@ func (a *Allocator) adoptState(ctx context.Context, snap *topology.Snapshot, now
 	if st == nil || (!all && !st.Made.After(a.activeUntil)) {
 		return
 	}
+	// Its prices: the next solve starts its subgradient there.
+	a.seeds = map[string]map[string]qoe.Price{}
+	for _, ss := range st.Services {
+		byServer := map[string]qoe.Price{}
+		for i, pr := range ss.Prices {
+			if i < len(st.Servers) {
+				byServer[st.Servers[i]] = qoe.Price{Bandwidth: pr[0], Compute: pr[1]}
+			}
+		}
+		a.seeds[ss.Name] = byServer
+	}
 	cutoff := now.Add(-a.cfg.SessionTTL).UnixMilli()
 	region, _ := snap.Region(a.cfg.Region)
 	n := 0

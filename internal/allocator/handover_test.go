@@ -78,7 +78,19 @@ func TestHandoverToTheCenterAndBack(t *testing.T) {
 	// The STBs reach the center: its first answers are the steer
 	// decision's (no plan yet), then it plans from the city's state.
 	ask(center)
+	// What the center adopts: the sessions and the plan's prices, which
+	// its first solve starts from.
+	center.a.solveMu.Lock()
+	center.a.adoptState(ctx, eng.Snapshot(), clk, true)
+	seeded := len(center.a.seeds["live"])
+	center.a.solveMu.Unlock()
+	if seeded != 3 {
+		t.Fatalf("the center adopted prices for %d of live's 3 servers", seeded)
+	}
 	center.a.Solve(ctx)
+	if len(center.a.seeds) != 0 {
+		t.Fatalf("the adopted prices were not used: %v", center.a.seeds)
+	}
 	noMoves("the center took over", center)
 	if s := center.a.Summary(); s.HeldKbps < 27000-1e-6 {
 		t.Fatalf("the center holds %.0f of 30000 kbps while the city is idle", s.HeldKbps)

@@ -530,6 +530,14 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		a.planners[sv.Name] = pl
 	}
 	pl.Solver = qoe.Lagrangian{TimeLimit: a.cfg.SolveTimeout}
+	if seed, ok := a.seeds[sv.Name]; ok { // an adopted plan's prices
+		delete(a.seeds, sv.Name)
+		prices := make([]qoe.Price, len(p.servers))
+		for pos, si := range p.servers {
+			prices[pos] = seed[snap.Servers[si].Name]
+		}
+		pl.Seed(prices)
+	}
 	res, err := pl.Solve(ctx, in)
 	if err != nil {
 		// Only an invalid instance fails; every session goes unplanned.

@@ -24,7 +24,14 @@ type Planner struct {
 	Solver Lagrangian
 
 	last *plannerMemo
+	seed []Price // Seed's prices, for the next solve
 }
+
+// Seed makes the next solve start from prices (one per server of the
+// next instance, as Result.Prices), instead of its own previous ones or
+// zero: another planner's last prices for the same servers, when this
+// one takes over from it.
+func (p *Planner) Seed(prices []Price) { p.seed = prices }
 
 // plannerMemo is what one solve leaves for the next.
 type plannerMemo struct {
@@ -59,6 +66,13 @@ func (p *Planner) Solve(ctx context.Context, in *Instance) (*Result, error) {
 			in.reuse = p.last.reuse
 		}
 	}
+	if len(p.seed) == len(in.Servers) && len(p.seed) > 0 {
+		if w == nil {
+			w = &Warm{}
+		}
+		w.Prices = p.seed
+	}
+	p.seed = nil
 	var old *options
 	if p.last != nil {
 		old = p.last.opts
