@@ -174,8 +174,8 @@ type Allocator struct {
 	drains                      atomic.Pointer[drainForecasts]
 	// seeds: an adopted plan's prices, by service and server name, for the
 	// next solve's subgradient to start from.
-	seeds map[string]map[string]qoe.Price
-	planners                    map[string]*qoe.Planner // by service name: warm starts across periods
+	seeds    map[string]map[string]qoe.Price
+	planners map[string]*qoe.Planner // by service name: warm starts across periods
 }
 
 // New builds an allocator. engine returns the scheduler's current routing
