@@ -13,10 +13,11 @@ import (
 )
 
 // Gate is the viewer side of a QoE service without a plan: it checks the
-// viewer token and picks the rung the viewer asked for. The center runs it
-// alone (it plans no city, but an STB whose city scheduler is gone must meet
-// the same token rules there); a city's Allocator runs it first, and alone
-// for the STBs of other cities and before its first plan.
+// viewer token and picks the rung the viewer asked for. Every Allocator
+// runs it first, and alone for the STBs of other cities and before its
+// first plan; the center's planners of fallen cities share one, which also
+// answers the requests none of them takes (an STB whose city scheduler is
+// gone meets the same token rules there).
 type Gate struct {
 	auth     string
 	verifier *token.Verifier
