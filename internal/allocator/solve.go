@@ -150,7 +150,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 			// (its STBs are no longer ours, whatever arrives meanwhile);
 			// not to one whose claims stay old (frozen, cut off: it hands
 			// nothing out).
-			me := store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
+			me := a.asTaking(now)
 			for _, pc := range peers {
 				if me.Yielding(pc, a.freshClaims()) {
 					m.idle, m.yield = true, true
@@ -264,6 +264,12 @@ func (a *Allocator) firstInRank() bool {
 	return true
 }
 
+// asTaking is this instance's claims as of now, taking STBs: what the
+// rank rules (store.Claims.Yielding, Outdated) compare peers with.
+func (a *Allocator) asTaking(now time.Time) store.Claims {
+	return store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
+}
+
 // freshClaims is how old a peer's claims may be for it to count as
 // planning: two periods and a second (clocks differ a little).
 func (a *Allocator) freshClaims() time.Duration { return 2*a.cfg.Period + time.Second }
@@ -306,7 +312,7 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 	// above a server's capacity.
 	peers = maps.Clone(peers)
 	if !m.idle {
-		me := store.Claims{Rank: a.cfg.Rank, Made: now.UnixMilli()}
+		me := a.asTaking(now)
 		maps.DeleteFunc(peers, func(_ string, pc store.Claims) bool {
 			return pc.Yielding(me, a.freshClaims()) || pc.Outdated(me, a.freshClaims())
 		})
