@@ -135,7 +135,7 @@ func (c *mmsgConn) recv(fd uintptr) bool {
 		// MSG_DONTWAIT even though Go's sockets are non-blocking: on a
 		// blocking one (a file handed in) recvmmsg would wait for a full
 		// batch, sendmmsg for room.
-		r, _, e := syscall.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&c.hs[0])), uintptr(c.to), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&c.hs[0])), uintptr(c.to), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case syscall.EINTR:
 			continue
@@ -192,7 +192,7 @@ func (c *mmsgConn) write(ps []packet) error {
 
 func (c *mmsgConn) send(fd uintptr) bool {
 	for {
-		r, _, e := syscall.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&c.ohs[c.from])), uintptr(c.to-c.from), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&c.ohs[c.from])), uintptr(c.to-c.from), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case syscall.EINTR:
 			continue

@@ -313,6 +313,15 @@ func (s *Server) isTrusted(a netip.Addr) bool {
 // zero Addr if it is none of them. IPv4-mapped IPv6 is unmapped so that
 // IPv4 zone and proxy prefixes match on dual-stack listeners.
 func parseHostPort(s string) netip.Addr {
+	// A bare address (what proxies put in X-Forwarded-For) goes straight
+	// to ParseAddr: ParseAddrPort would fail on it, and its error
+	// allocates.
+	if i := strings.LastIndexByte(s, ':'); i < 0 || (s != "" && s[0] != '[' && strings.IndexByte(s[:i], ':') >= 0) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a.Unmap()
+		}
+		return netip.Addr{}
+	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().Unmap()
 	}

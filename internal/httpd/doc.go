@@ -6,14 +6,15 @@
 // and builds the answer; two paths feed it and write its answer out, so
 // they cannot drift apart:
 //
-//   - The fast path (Config.Server "fast", the default; fast.go, fastconn.go,
+//   - The fast path (Config.Server "fast", the default; fast.go, evloop.go,
 //     session.go, parse.go) accepts on the caller's listener itself (raw
 //     accept4 on a duplicate of its descriptor, in Config.AcceptLoops
 //     goroutines) and answers a new connection's first read right there,
 //     on the bare descriptor: a connection per request costs accept4, read,
-//     write and close, nothing more. A connection that stays open gets a
-//     goroutine on the Go runtime's poller (so the path uses every core
-//     GOMAXPROCS gives it). It parses the plain HTTP/1.1 and HTTP/1.0 that
+//     write and close, nothing more. A connection that stays open joins
+//     the accept loop's event loop (evloop.go: an epoll set read by one
+//     goroutine, one read per request), so the path uses every core
+//     GOMAXPROCS gives it with no goroutine per connection. It parses the plain HTTP/1.1 and HTTP/1.0 that
 //     STBs send straight from its read buffer, answers every complete
 //     request a read brought (pipelined ones in order, in one write) and
 //     writes the answers as net/http would, byte for byte but for the Date

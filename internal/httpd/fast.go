@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,16 +20,14 @@ import (
 // on the caller's listener themselves (accept4 on a duplicate of its
 // descriptor: no keep-alive socket options, address lookups or net.Conn
 // per connection) and answer each new connection's first read on the
-// spot; a connection that stays open gets a goroutine on the Go runtime's
-// poller. Both spread over the GOMAXPROCS cores.
+// spot; a connection that stays open goes to the accept loop's event loop
+// (evloop.go). Both spread over the GOMAXPROCS cores.
 type fastServe struct {
 	s  *Server
 	lf *os.File // the duplicate descriptor accept4 runs on
 	rc syscall.RawConn
 
-	mu    sync.Mutex
-	conns map[*fconn]struct{}
-	wg    sync.WaitGroup
+	loops []*loop
 	// closing: Serve is stopping; connections close once their answers
 	// are out, idle ones at once.
 	closing atomic.Bool
@@ -59,34 +56,53 @@ func (s *Server) serveFast(ctx context.Context, ln net.Listener) error {
 		_ = ln.Close()
 		return fmt.Errorf("http listener: %w", err)
 	}
-	fs := &fastServe{s: s, lf: lf, rc: rc, conns: map[*fconn]struct{}{}, hsrv: s.newHTTPServer(), hl: newHandoffListener(ln.Addr())}
+	fs := &fastServe{s: s, lf: lf, rc: rc, hsrv: s.newHTTPServer(), hl: newHandoffListener(ln.Addr())}
+	for range s.cfg.AcceptLoops {
+		l, err := newLoop(fs)
+		if err != nil {
+			for _, l := range fs.loops {
+				_ = l.ef.Close()
+			}
+			_ = lf.Close()
+			_ = ln.Close()
+			return fmt.Errorf("http listener: %w", err)
+		}
+		fs.loops = append(fs.loops, l)
+	}
 	s.setAddr(ln.Addr())
 	defer s.setAddr(nil)
 	hdone := make(chan error, 1)
 	go func() { hdone <- fs.hsrv.Serve(fs.hl) }()
 	s.log.Info("http listener up", "addr", ln.Addr().String(), "instance", s.cfg.InstanceID, "server", ServerFast)
 
-	loops := s.cfg.AcceptLoops
-	adone := make(chan error, loops)
-	for range loops {
-		a := fs.newAcceptor()
+	accepting := len(fs.loops)
+	adone := make(chan error, accepting)
+	ldone := make(chan error, len(fs.loops))
+	for _, l := range fs.loops {
+		a := fs.newAcceptor(l)
 		go func() { adone <- a.loop() }()
+		go func() { ldone <- l.run() }()
 	}
+	running := len(fs.loops)
 	var aerr error
 	select {
 	case aerr = <-adone:
-		loops--
+		accepting--
+	case aerr = <-ldone: // a loop failed: its acceptor would hand it connections in vain
+		running--
 	case <-ctx.Done():
 	}
 	fs.closing.Store(true)
 	_ = lf.Close() // ends the accept loops
 	_ = ln.Close()
-	for range loops {
+	for range accepting {
 		if err := <-adone; aerr == nil {
 			aerr = err
 		}
 	}
-	fs.shutdown()
+	if err := fs.shutdown(ldone, running); aerr == nil {
+		aerr = err
+	}
 	if err := <-hdone; err != nil && !errors.Is(err, http.ErrServerClosed) && aerr == nil {
 		aerr = err
 	}
@@ -102,9 +118,10 @@ func (s *Server) serveFast(ctx context.Context, ln net.Listener) error {
 // request (or whose first request is all there is) is served without the
 // poller, a goroutine or an os.File ever being set up for it. Only a
 // connection that stays open (or whose first read or write would block)
-// gets its goroutine.
+// goes to the acceptor's event loop.
 type acceptor struct {
 	fs       *fastServe
+	l        *loop // where the connections it keeps open go
 	ss       session
 	b        *fbufs
 	acceptFn func(uintptr) bool
@@ -113,8 +130,8 @@ type acceptor struct {
 	aerr     error
 }
 
-func (fs *fastServe) newAcceptor() *acceptor {
-	a := &acceptor{fs: fs, b: fs.s.bufPool.Get().(*fbufs)}
+func (fs *fastServe) newAcceptor(l *loop) *acceptor {
+	a := &acceptor{fs: fs, l: l, b: fs.s.bufPool.Get().(*fbufs)}
 	a.ss.s = fs.s
 	a.acceptFn = a.accept
 	return a
@@ -124,7 +141,7 @@ func (fs *fastServe) newAcceptor() *acceptor {
 // protocol (a getsockopt per connection) and allocate the address.
 func (a *acceptor) accept(fd uintptr) bool {
 	l := uint32(unix.SizeofSockaddrAny)
-	r, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, fd, uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&l)),
+	r, _, errno := unix.RawSyscall6(unix.SYS_ACCEPT4, fd, uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&l)),
 		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 	a.nfd, a.aerr = int(r), nil
 	if errno != 0 {
@@ -181,14 +198,14 @@ func (a *acceptor) first(fd int, rsa *unix.RawSockaddrAny) {
 	ss.peer, ss.served, ss.afterPOST = ap.Addr().Unmap(), false, false
 	var n int
 	for {
-		m, err := unix.Read(fd, b.rd)
+		m, err := sysRead(uintptr(fd), b.rd)
 		switch {
 		case err == unix.EINTR:
 			continue
-		case err == unix.EAGAIN: // nothing yet: the connection's goroutine waits
-			fs.spawn(fd, ap, zone, ss, nil, nil, vContinue)
+		case err == unix.EAGAIN: // nothing yet: the loop waits for it
+			a.keep(fd, ap, zone, nil, nil, vContinue)
 			return
-		case err != nil || m <= 0: // gone before a request: nothing to answer
+		case err != 0 || m <= 0: // gone before a request: nothing to answer
 			_ = unix.Close(fd)
 			s.fastOpen.Add(-1)
 			return
@@ -199,14 +216,14 @@ func (a *acceptor) first(fd int, rsa *unix.RawSockaddrAny) {
 	used, v := ss.process(b.rd[:n], &b.out, &b.scratch, &b.ar, n == len(b.rd), fs.closing.Load())
 	w := 0
 	for w < len(b.out) {
-		m, err := unix.Write(fd, b.out[w:])
+		m, err := sysWrite(uintptr(fd), b.out[w:])
 		if m > 0 {
 			w += m
 		}
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
+		if err != 0 {
 			break
 		}
 	}
@@ -217,77 +234,51 @@ func (a *acceptor) first(fd int, rsa *unix.RawSockaddrAny) {
 		_ = unix.Close(fd)
 		s.fastOpen.Add(-1)
 	case len(out) == 0 && v == vContinue && used == n:
-		fs.spawn(fd, ap, zone, ss, nil, nil, vContinue) // keep-alive: wait for the next
+		a.keep(fd, ap, zone, nil, nil, vContinue) // keep-alive: wait for the next
 	default: // a write would block, a request is incomplete, or net/http's
-		fs.spawn(fd, ap, zone, ss, out, b.rd[used:n], v)
+		a.keep(fd, ap, zone, out, b.rd[used:n], v)
 	}
 }
 
-// spawn gives a connection its goroutine, with what its first read left:
-// answers still to write (out), bytes not yet answered (rest) and what to
-// do after writing (v).
-func (fs *fastServe) spawn(fd int, ap netip.AddrPort, zone string, ss *session, out, rest []byte, v verdict) {
-	s := fs.s
+// keep hands a connection that stays open to the acceptor's loop, with
+// what its first read left: answers still to write (out), bytes not yet
+// answered (rest) and what to do after writing (v).
+func (a *acceptor) keep(fd int, ap netip.AddrPort, zone string, out, rest []byte, v verdict) {
+	s := a.fs.s
 	// Answers are written whole; Nagle would only hold back the next one.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	f := os.NewFile(uintptr(fd), "") // non-blocking: joins the runtime poller
-	rc, err := f.SyscallConn()
-	if err != nil {
-		_ = f.Close()
+	c := s.newLconn(fd, ap, zone, &a.ss, out, rest, v)
+	if err := a.l.hand(c); err != nil {
+		s.log.Warn("connection dropped", "err", err)
+		_ = unix.Close(fd)
 		s.fastOpen.Add(-1)
-		return
+		a.l.recycle(c)
 	}
-	c := s.connPool.Get().(*fconn)
-	c.init(fs, f, rc, ap, zone)
-	c.ss.served, c.ss.afterPOST, c.after = ss.served, ss.afterPOST, v
-	if len(out) > 0 || len(rest) > 0 {
-		c.b = s.bufPool.Get().(*fbufs)
-		c.b.out = append(c.b.out[:0], out...)
-		c.n = copy(c.b.rd, rest)
-	}
-	fs.mu.Lock()
-	fs.conns[c] = struct{}{}
-	fs.wg.Add(1)
-	fs.mu.Unlock()
-	go c.serve()
 }
 
-// forget removes c from the live connections.
-func (fs *fastServe) forget(c *fconn) {
-	fs.mu.Lock()
-	delete(fs.conns, c)
-	fs.mu.Unlock()
-}
-
-// shutdown stops the connections: idle ones at once, busy ones once their
-// answers are out, and whatever is left after shutdownTimeout by force.
-func (fs *fastServe) shutdown() {
+// shutdown stops the loops once the acceptors have: idle connections end
+// at once, busy ones once their answers are out, and whatever is left
+// after shutdownTimeout by force; net/http's handed-over connections
+// drain meanwhile. It returns the first loop's error.
+func (fs *fastServe) shutdown(ldone <-chan error, running int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	past := time.Unix(1, 0)
-	fs.mu.Lock()
-	for c := range fs.conns {
-		_ = c.f.SetReadDeadline(past)
+	for _, l := range fs.loops {
+		l.stop.Store(true)
+		l.wake()
 	}
-	fs.mu.Unlock()
 	hs := make(chan error, 1)
 	go func() { hs <- fs.hsrv.Shutdown(ctx) }()
-	done := make(chan struct{})
-	go func() { fs.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		fs.s.log.Warn("graceful stop timed out; closing remaining connections")
-		fs.mu.Lock()
-		for c := range fs.conns {
-			_ = c.f.Close()
+	var lerr error
+	for range running {
+		if err := <-ldone; lerr == nil {
+			lerr = err
 		}
-		fs.mu.Unlock()
-		<-done
 	}
 	if err := <-hs; err != nil {
 		_ = fs.hsrv.Close()
 	}
+	return lerr
 }
 
 // sockaddrPort turns an accepted peer address into the client address the

@@ -49,8 +49,9 @@ type Config struct {
 	// holds one connection, for at most IdleTimeout), below what file
 	// descriptors (LimitNOFILE) allow, and bounding memory: an idle
 	// connection costs about 15 KiB on net/http (buffers and goroutine
-	// stack, measured) and a few KiB on the fast path (its goroutine: it
-	// holds no buffers while idle); lower it on small hosts.
+	// stack, measured) and about 1 KiB on the fast path (its place in an
+	// event loop: no goroutine, no buffers while idle); lower it on small
+	// hosts.
 	MaxConnections int
 	// Allocator refines the decisions of services that select by QoE; nil:
 	// they are answered like nearest.
@@ -65,9 +66,9 @@ type Config struct {
 	// connections whose requests are not in the plain form STBs send).
 	Server string
 	// AcceptLoops is how many goroutines of the fast path accept on the
-	// listener and answer new connections' first requests; default
-	// GOMAXPROCS. (Later requests run on each connection's goroutine, on
-	// whichever core the Go scheduler gives it.)
+	// listener and answer new connections' first requests, each with an
+	// event loop of its own for the connections it keeps open; default
+	// GOMAXPROCS.
 	AcceptLoops int
 }
 
@@ -134,7 +135,7 @@ type Server struct {
 	// conns), pools and constant header bytes.
 	fastOpen      atomic.Int64
 	fastRefused   atomic.Uint64
-	connPool      sync.Pool // *fconn
+	connPool      sync.Pool // *lconn
 	bufPool       sync.Pool // *fbufs
 	dates         dateCache
 	instanceLine  []byte
@@ -192,7 +193,7 @@ func New(c Config, engine EngineFunc, rec *accesslog.Recorder, log *slog.Logger)
 		instanceLine:  instanceHeaderLine(c.InstanceID),
 		headerTimeout: min(c.ReadHeaderTimeout, c.ReadTimeout),
 	}
-	s.connPool.New = func() any { return newFconn() }
+	s.connPool.New = func() any { return new(lconn) }
 	maxHeader := c.MaxHeaderBytes
 	s.bufPool.New = func() any {
 		return &fbufs{rd: make([]byte, maxHeader), out: make([]byte, 0, 1024), scratch: make([]byte, 0, 256)}
