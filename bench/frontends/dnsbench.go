@@ -190,7 +190,7 @@ var dnsParts = [][2]string{
 	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
-	{"system calls (every caller)", "syscall.Syscall6"},
+	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},
 }
 
 // verifyDNS checks that every server answers q with NOERROR and one A

@@ -212,7 +212,7 @@ func addrOf(a *anyschedProc, f func(anyschedInfo) string) string {
 var httpParts = [][2]string{
 	{"accept loops (accept4, first request answered there)", "internal/httpd.(*acceptor).loop"},
 	{"  first request of a connection", "internal/httpd.(*acceptor).first"},
-	{"kept-alive connections (read, answer, write)", "internal/httpd.(*fconn).serve"},
+	{"event loops: kept-open connections (epoll, read, answer, write)", "internal/httpd.(*loop).run"},
 	{"  parse and answer (session)", "internal/httpd.(*session).process"},
 	{"    steer decision", "internal/steer.(*Engine).Decide"},
 	{"      zone lookup (bart)", "internal/topology.(*Snapshot).ZoneOf"},
@@ -222,5 +222,5 @@ var httpParts = [][2]string{
 	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
-	{"system calls (every caller)", "syscall.Syscall6"},
+	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},
 }
