@@ -507,22 +507,15 @@ func epollWait(ep int, evs []unix.EpollEvent) (int, syscall.Errno) {
 // over loopback can take tens of microseconds, long enough for the
 // runtime's monitor to hand the processor to another thread meanwhile,
 // two context switches on the same core for nothing.
-func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
-	if len(p) == 0 {
-		return 0, 0
-	}
-	r, _, e := syscall.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), 0
-}
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) { return sysIO(unix.SYS_READ, fd, p) }
 
-func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) { return sysIO(unix.SYS_WRITE, fd, p) }
+
+func sysIO(trap, fd uintptr, p []byte) (int, syscall.Errno) {
 	if len(p) == 0 {
 		return 0, 0
 	}
-	r, _, e := syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}

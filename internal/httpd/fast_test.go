@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,6 +153,50 @@ func TestFastKeepAlive(t *testing.T) {
 				t.Fatalf("after Connection: close: %v, want EOF", err)
 			}
 		})
+	}
+}
+
+// TestFastEventLoop: kept-open connections live in the accept loops'
+// event loops, not a goroutine each, and every one of them is still
+// answered, in any order; a request and a FIN sent together get the answer
+// and the close at once.
+func TestFastEventLoop(t *testing.T) {
+	s := httpd.New(httpd.Config{InstanceID: instance, AcceptLoops: 2}, testEngine(t, availAll), nil, nil)
+	addr := serve(t, s)
+	before := runtime.NumGoroutine()
+	const n = 200
+	conns := make([]net.Conn, n)
+	readers := make([]*bufio.Reader, n)
+	for i := range conns {
+		conns[i] = dial(t, addr)
+		readers[i] = bufio.NewReader(conns[i])
+		_ = conns[i].SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(conns[i], plainGet)
+		if resp, err := http.ReadResponse(readers[i], nil); err != nil || resp.StatusCode != 302 {
+			t.Fatalf("connection %d: %v %v", i, resp, err)
+		}
+	}
+	if now := runtime.NumGoroutine(); now > before+n/10 {
+		t.Fatalf("%d goroutines with %d kept-open connections, %d before: want no goroutine per connection", now, n, before)
+	}
+	for i := n - 1; i >= 0; i-- { // the other way round
+		_, _ = io.WriteString(conns[i], plainGet)
+		if resp, err := http.ReadResponse(readers[i], nil); err != nil || resp.StatusCode != 302 || resp.Header.Get("Location") != locWuhu {
+			t.Fatalf("connection %d, second request: %v %v", i, resp, err)
+		}
+	}
+	c := conns[0].(*net.TCPConn)
+	_, _ = io.WriteString(c, plainGet)
+	_ = c.CloseWrite()
+	start := time.Now()
+	if resp, err := http.ReadResponse(readers[0], nil); err != nil || resp.StatusCode != 302 {
+		t.Fatalf("request with FIN: %v %v", resp, err)
+	}
+	if _, err := readers[0].ReadByte(); err != io.EOF {
+		t.Fatalf("after the FIN: %v, want EOF", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("closed %v after the FIN", d)
 	}
 }
 
