@@ -12,10 +12,11 @@
 //     goroutines) and answers a new connection's first read right there,
 //     on the bare descriptor: a connection per request costs accept4, read,
 //     write and close, nothing more. A connection that stays open joins
-//     the accept loop's event loop (evloop.go: an epoll set read by one
-//     goroutine, one read per request), so the path uses every core
-//     GOMAXPROCS gives it with no goroutine per connection. It parses the plain HTTP/1.1 and HTTP/1.0 that
-//     STBs send straight from its read buffer, answers every complete
+//     one of the event loops (evloop.go: one per accept loop, dealt
+//     connections in turn; an epoll set read by one goroutine, one read per
+//     request), so the path uses every core GOMAXPROCS gives it with no
+//     goroutine per connection. It parses the plain HTTP/1.1 and HTTP/1.0
+//     that STBs send straight from its read buffer, answers every complete
 //     request a read brought (pipelined ones in order, in one write) and
 //     writes the answers as net/http would, byte for byte but for the Date
 //     value. It

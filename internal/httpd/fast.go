@@ -20,8 +20,8 @@ import (
 // on the caller's listener themselves (accept4 on a duplicate of its
 // descriptor: no keep-alive socket options, address lookups or net.Conn
 // per connection) and answer each new connection's first read on the
-// spot; a connection that stays open goes to the accept loop's event loop
-// (evloop.go). Both spread over the GOMAXPROCS cores.
+// spot; a connection that stays open goes to one of the event loops
+// (evloop.go), dealt in turn. Both spread over the GOMAXPROCS cores.
 type fastServe struct {
 	s  *Server
 	lf *os.File // the duplicate descriptor accept4 runs on
@@ -78,8 +78,8 @@ func (s *Server) serveFast(ctx context.Context, ln net.Listener) error {
 	accepting := len(fs.loops)
 	adone := make(chan error, accepting)
 	ldone := make(chan error, len(fs.loops))
-	for _, l := range fs.loops {
-		a := fs.newAcceptor(l)
+	for i, l := range fs.loops {
+		a := fs.newAcceptor(i)
 		go func() { adone <- a.loop() }()
 		go func() { ldone <- l.run() }()
 	}
@@ -118,10 +118,10 @@ func (s *Server) serveFast(ctx context.Context, ln net.Listener) error {
 // request (or whose first request is all there is) is served without the
 // poller, a goroutine or an os.File ever being set up for it. Only a
 // connection that stays open (or whose first read or write would block)
-// goes to the acceptor's event loop.
+// goes to an event loop.
 type acceptor struct {
 	fs       *fastServe
-	l        *loop // where the connections it keeps open go
+	next     int // the loop the next connection it keeps open goes to
 	ss       session
 	b        *fbufs
 	acceptFn func(uintptr) bool
@@ -130,8 +130,8 @@ type acceptor struct {
 	aerr     error
 }
 
-func (fs *fastServe) newAcceptor(l *loop) *acceptor {
-	a := &acceptor{fs: fs, l: l, b: fs.s.bufPool.Get().(*fbufs)}
+func (fs *fastServe) newAcceptor(first int) *acceptor {
+	a := &acceptor{fs: fs, next: first, b: fs.s.bufPool.Get().(*fbufs)}
 	a.ss.s = fs.s
 	a.acceptFn = a.accept
 	return a
@@ -240,19 +240,25 @@ func (a *acceptor) first(fd int, rsa *unix.RawSockaddrAny) {
 	}
 }
 
-// keep hands a connection that stays open to the acceptor's loop, with
-// what its first read left: answers still to write (out), bytes not yet
-// answered (rest) and what to do after writing (v).
+// keep hands a connection that stays open to an event loop, with what its
+// first read left: answers still to write (out), bytes not yet answered
+// (rest) and what to do after writing (v). Each acceptor deals its
+// connections to the loops in turn: which acceptor wins an accept is up to
+// the scheduler, so its own loop alone could end up with most of them.
 func (a *acceptor) keep(fd int, ap netip.AddrPort, zone string, out, rest []byte, v verdict) {
 	s := a.fs.s
+	l := a.fs.loops[a.next]
+	if a.next++; a.next == len(a.fs.loops) {
+		a.next = 0
+	}
 	// Answers are written whole; Nagle would only hold back the next one.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c := s.newLconn(fd, ap, zone, &a.ss, out, rest, v)
-	if err := a.l.hand(c); err != nil {
+	if err := l.hand(c); err != nil {
 		s.log.Warn("connection dropped", "err", err)
 		_ = unix.Close(fd)
 		s.fastOpen.Add(-1)
-		a.l.recycle(c)
+		l.recycle(c)
 	}
 }
 
