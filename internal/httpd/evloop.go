@@ -75,7 +75,6 @@ type lconn struct {
 	b        *fbufs
 	n        int
 	pending  bool    // a request has begun (the header deadline runs)
-	writing  bool    // out waits for EPOLLOUT
 	after    verdict // what to do once out is written
 	deadline int64   // Unix ns: header, idle or write deadline
 }
@@ -178,7 +177,7 @@ func (l *loop) event(ev *unix.EpollEvent) {
 			return
 		}
 	}
-	if c.writing {
+	if c.writing() {
 		if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
 			return // read later: the answer before must go out first
 		}
@@ -240,7 +239,7 @@ func (l *loop) read(c *lconn, events uint32) {
 				c.keep(s, in[used:])
 				c.b.out = append(c.b.out[:0], (*out)[w:]...)
 				*out = (*out)[:0]
-				c.writing, c.after = true, v
+				c.after = v
 				c.deadline = l.now + int64(s.cfg.WriteTimeout)
 				return
 			}
@@ -297,6 +296,10 @@ func (c *lconn) keep(s *Server, rest []byte) {
 	c.n = copy(c.b.rd, rest)
 }
 
+// writing: an answer waits in c.b.out for EPOLLOUT; the connection reads
+// nothing more until it is out.
+func (c *lconn) writing() bool { return c.b != nil && len(c.b.out) > 0 }
+
 func (c *lconn) release(s *Server) {
 	if c.b != nil && c.n == 0 && len(c.b.out) == 0 {
 		s.bufPool.Put(c.b)
@@ -317,7 +320,6 @@ func (l *loop) flush(c *lconn) bool {
 		c.deadline = l.now + int64(l.fs.s.cfg.WriteTimeout)
 		return false
 	}
-	c.writing = false
 	switch c.after {
 	case vClose:
 		l.close(c)
@@ -419,7 +421,7 @@ func (l *loop) sweep() {
 	force := l.stopAt != 0 && l.now >= l.stopAt
 	for i := 0; i < len(l.live); {
 		c := l.live[i]
-		if l.now >= c.deadline || force || (closing && !c.writing) {
+		if l.now >= c.deadline || force || (closing && !c.writing()) {
 			l.close(c) // swaps the last one into i
 			continue
 		}
@@ -458,7 +460,7 @@ func (l *loop) adopt() {
 	for _, c := range in {
 		l.add(c)
 		switch {
-		case c.writing:
+		case c.writing():
 			c.deadline = l.now + int64(s.cfg.WriteTimeout)
 			if l.flush(c) {
 				l.read(c, 0)
@@ -481,7 +483,7 @@ func (l *loop) adopt() {
 // (v).
 func (s *Server) newLconn(fd int, ap netip.AddrPort, zone string, ss *session, out, rest []byte, v verdict) *lconn {
 	c := s.connPool.Get().(*lconn)
-	*c = lconn{fd: fd, port: ap.Port(), zone: zone, after: v, writing: len(out) > 0}
+	*c = lconn{fd: fd, port: ap.Port(), zone: zone, after: v}
 	c.ss.s, c.ss.peer, c.ss.served, c.ss.afterPOST = s, ap.Addr().Unmap(), ss.served, ss.afterPOST
 	if len(out) > 0 || len(rest) > 0 {
 		c.b = s.bufPool.Get().(*fbufs)

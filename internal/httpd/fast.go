@@ -29,7 +29,7 @@ type fastServe struct {
 
 	loops []*loop
 	// closing: Serve is stopping; connections close once their answers
-	// are out, idle ones at once.
+	// are out, idle ones at their loop's next sweep.
 	closing atomic.Bool
 
 	// Connections the fast path hands over (see parse.go) are served by

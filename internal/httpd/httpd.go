@@ -66,9 +66,9 @@ type Config struct {
 	// connections whose requests are not in the plain form STBs send).
 	Server string
 	// AcceptLoops is how many goroutines of the fast path accept on the
-	// listener and answer new connections' first requests, each with an
-	// event loop of its own for the connections it keeps open; default
-	// GOMAXPROCS.
+	// listener and answer new connections' first requests, and how many
+	// event loops serve the connections they keep open (dealt to the
+	// loops in turn); default GOMAXPROCS.
 	AcceptLoops int
 }
 
