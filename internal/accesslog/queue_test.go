@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,4 +310,93 @@ func TestConcurrentRecord(t *testing.T) {
 	if got := r.Traffic(); len(got) != 1 || got[0].Answered != callers*each {
 		t.Fatalf("Traffic() = %+v", got)
 	}
+}
+
+// TestDrainYields: a long drain stops every slice to let other goroutines
+// run, and still writes every line, in order.
+func TestDrainYields(t *testing.T) {
+	q := newQueue(DefaultQueue, 1)
+	var out syncBuffer
+	w := newWriter(q)
+	yields := 0
+	w.yield = func() { yields++ }
+	t0 := time.Unix(1_800_000_000, 0)
+	n := 0
+	for {
+		e := numbered(n, t0.Add(time.Duration(n)*time.Microsecond))
+		if !q.push(&e) {
+			break
+		}
+		n++
+	}
+	start := time.Now()
+	if _, err := w.drain(&sink{w: &out}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	lines := out.lines()
+	if len(lines) != n {
+		t.Fatalf("%d lines written, want %d", len(lines), n)
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf(`"path":"/%d"`, i); !strings.Contains(l, want) {
+			t.Fatalf("line %d is %s, want %s", i, l, want)
+		}
+	}
+	// Encoding a full default queue takes well over a millisecond on any
+	// machine: several slices (a write to the sink is not cut short, so
+	// the count is not exact).
+	if yields < 3 {
+		t.Fatalf("%d yields in a drain of %d lines that took %v, want at least 3", yields, n, took)
+	}
+}
+
+// TestYieldServesTheNetwork: with one P, the writer's yield lets a
+// goroutine waiting on a socket run; runtime.Gosched would not (the
+// scheduler polls the network only when nothing else is runnable), and a
+// drain would then hold every answer of a one-core scheduler.
+func TestYieldServesTheNetwork(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var served atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 16)
+		if _, _, err := pc.ReadFrom(buf); err == nil {
+			served.Store(true)
+		}
+	}()
+	// Let the reader park in the poller.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && !parkedOnNetwork() {
+		time.Sleep(time.Millisecond)
+	}
+	c, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ready")); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(newQueue(8, 1))
+	for i := 0; i < 100 && !served.Load(); i++ {
+		w.yield() // nothing else runs this goroutine's P in between
+	}
+	if !served.Load() {
+		t.Fatal("the goroutine waiting on the socket did not run during 100 yields")
+	}
+	<-done
+}
+
+// parkedOnNetwork reports whether some goroutine waits in the network
+// poller.
+func parkedOnNetwork() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "[IO wait")
 }

@@ -1,8 +1,23 @@
 package accesslog
 
+import "time"
+
 // maxWrite bounds one write: a batch larger than this goes out in several
 // writes of whole lines, so the buffer stays small however long the queue.
 const maxWrite = 256 << 10
+
+// slice bounds how long a drain runs before it lets the serving
+// goroutines in. Where the scheduler has one core (GOMAXPROCS 1) the
+// serving loops wait in the runtime's network poller, which the Go
+// scheduler consults only when nothing else is runnable: a drain of a few
+// thousand lines (the queue wakes the writer at half full) would hold
+// every answer for a millisecond or more, the tail of the answers'
+// latency. Parking for a moment sends the scheduler to the poller, so
+// what is ready is served first (runtime.Gosched would not: the writer
+// would be the runnable goroutine it picks). When nothing is ready the
+// park lasts until the next network event or 1 ms, the poller's
+// resolution: an idle scheduler's drains are slower, its answers are not.
+const slice = 100 * time.Microsecond
 
 // writer is Run's state: the empty buffers it trades for full ones, and the
 // line encoder.
@@ -12,6 +27,7 @@ type writer struct {
 	batches []batch
 	buf     []byte
 	enc     encoder
+	yield   func() // lets the serving goroutines run; see slice
 }
 
 // batch is one shard's swapped-out lines and how far the merge has got.
@@ -22,7 +38,8 @@ type batch struct {
 }
 
 func newWriter(q *queue) *writer {
-	w := &writer{q: q, spare: make([][]Entry, len(q.shards)), buf: make([]byte, 0, maxWrite+4096)}
+	w := &writer{q: q, spare: make([][]Entry, len(q.shards)), buf: make([]byte, 0, maxWrite+4096),
+		yield: func() { time.Sleep(time.Microsecond) }}
 	for i := range w.spare {
 		w.spare[i] = make([]Entry, 0, q.per)
 	}
@@ -52,7 +69,8 @@ func (w *writer) drain(out *sink) (failed int, err error) {
 		}
 		w.buf = w.buf[:0]
 	}
-	for {
+	start := time.Now()
+	for n := 1; ; n++ {
 		e := w.nextLine()
 		if e == nil {
 			break
@@ -60,6 +78,10 @@ func (w *writer) drain(out *sink) (failed int, err error) {
 		w.buf = w.enc.appendLine(w.buf, e)
 		if len(w.buf) >= maxWrite {
 			flush()
+		}
+		if n%32 == 0 && time.Since(start) > slice {
+			w.yield()
+			start = time.Now()
 		}
 	}
 	flush()
