@@ -503,21 +503,27 @@ func epollWait(ep int, evs []unix.EpollEvent) (int, syscall.Errno) {
 	return int(r), 0
 }
 
-// sysRead and sysWrite are read(2) and write(2) without the runtime's
-// system-call bookkeeping. On a non-blocking socket they never wait, and
-// the bookkeeping costs more than it saves here: a write that delivers
-// over loopback can take tens of microseconds, long enough for the
-// runtime's monitor to hand the processor to another thread meanwhile,
-// two context switches on the same core for nothing.
-func sysRead(fd uintptr, p []byte) (int, syscall.Errno) { return sysIO(unix.SYS_READ, fd, p) }
+// sysRead and sysWrite are recv(2) and send(2) on a connected socket,
+// without the runtime's system-call bookkeeping. On a non-blocking socket
+// they never wait, and the bookkeeping costs more than it saves here: a
+// write that delivers over loopback can take tens of microseconds, long
+// enough for the runtime's monitor to hand the processor to another
+// thread meanwhile, two context switches on the same core for nothing.
+// recvfrom and sendto rather than read and write skip the VFS layer
+// (file position lock, access checks), as nginx's recv does: about 1% of
+// a keep-alive answer's CPU time in perf's samples. MSG_NOSIGNAL spares a
+// SIGPIPE when the STB has gone.
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) { return sysIO(unix.SYS_RECVFROM, fd, p, 0) }
 
-func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) { return sysIO(unix.SYS_WRITE, fd, p) }
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
+	return sysIO(unix.SYS_SENDTO, fd, p, unix.MSG_NOSIGNAL)
+}
 
-func sysIO(trap, fd uintptr, p []byte) (int, syscall.Errno) {
+func sysIO(trap, fd uintptr, p []byte, flags uintptr) (int, syscall.Errno) {
 	if len(p) == 0 {
 		return 0, 0
 	}
-	r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	r, _, e := syscall.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), flags, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
