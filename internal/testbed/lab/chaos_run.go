@@ -479,7 +479,8 @@ func (l *Lab) appliedRevisions(ctx context.Context, cli *clientv3.Client) (map[i
 }
 
 // claimHistory is every change of the claims from startRev (the state then
-// included) to endRev, from a watch that starts at startRev.
+// included, each claim at its own revision) to endRev, from a watch that
+// starts at startRev.
 func claimHistory(ctx context.Context, cli *clientv3.Client, startRev, endRev int64) ([]chaos.ClaimChange, error) {
 	prefix := etcdPrefix + opstate.PrefixAllocClaims
 	var out []chaos.ClaimChange
@@ -499,8 +500,12 @@ func claimHistory(ctx context.Context, cli *clientv3.Client, startRev, endRev in
 	if err != nil {
 		return nil, fmt.Errorf("claims at revision %d: %w", startRev, err)
 	}
+	// The state at startRev, each claim at the revision it was committed:
+	// replayed at startRev, a standby's claims committed before its
+	// primary started taking STBs would look like a commit that ignored
+	// the primary (the standby yields at its next solve, after startRev).
 	for _, kv := range r.Kvs {
-		if err := decode(startRev, string(kv.Key), kv.Value); err != nil {
+		if err := decode(kv.ModRevision, string(kv.Key), kv.Value); err != nil {
 			return out, err
 		}
 	}
