@@ -26,6 +26,7 @@ declare -A need=(
   [nginx]="nginx"                       # a real edge in the health and lab end-to-end tests
   [ffmpeg]="ffmpeg"                     # real players: the edges' HLS tests and the lab's players (TestPrivilegedPlayers)
   [wrk]="wrk"                           # make bench: HTTP front end vs a bare handler
+  [nghttp2-client]="h2load"             # make bench: HTTP keep-alive latency at a fixed offered rate, against nginx
   [dnsperf]="dnsperf"                   # make bench: DNS front end vs a bare server
   [gdnsd]="gdnsd"                       # make bench: the DNS front end's per-core peer
   [bird2]="bird birdc"                  # the lab's routers; BIRD config templates are parsed by bird -p

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"time"
 
@@ -182,27 +183,34 @@ func listenDNS() (net.PacketConn, net.Listener, error) {
 }
 
 // debugMux serves GET /profile?seconds=N (a CPU profile of this process
-// over the next N seconds, in pprof format) and GET /stats (access-log
+// over the next N seconds, in pprof format), GET /trace?seconds=N (an
+// execution trace, for go tool trace: where the processor was when
+// answers waited) and GET /stats (access-log
 // lines dropped so far, as JSON).
 func debugMux(w *world) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /profile", func(rw http.ResponseWriter, r *http.Request) {
-		secs, err := strconv.Atoi(r.URL.Query().Get("seconds"))
-		if err != nil || secs < 1 || secs > 600 {
-			http.Error(rw, "seconds must be 1..600", http.StatusBadRequest)
-			return
+	// record runs start, waits ?seconds=N (1..600), then runs stop.
+	record := func(start func(io.Writer) error, stop func()) http.HandlerFunc {
+		return func(rw http.ResponseWriter, r *http.Request) {
+			secs, err := strconv.Atoi(r.URL.Query().Get("seconds"))
+			if err != nil || secs < 1 || secs > 600 {
+				http.Error(rw, "seconds must be 1..600", http.StatusBadRequest)
+				return
+			}
+			rw.Header().Set("Content-Type", "application/octet-stream")
+			if err := start(rw); err != nil {
+				http.Error(rw, err.Error(), http.StatusConflict)
+				return
+			}
+			select {
+			case <-time.After(time.Duration(secs) * time.Second):
+			case <-r.Context().Done():
+			}
+			stop()
 		}
-		rw.Header().Set("Content-Type", "application/octet-stream")
-		if err := pprof.StartCPUProfile(rw); err != nil {
-			http.Error(rw, err.Error(), http.StatusConflict)
-			return
-		}
-		select {
-		case <-time.After(time.Duration(secs) * time.Second):
-		case <-r.Context().Done():
-		}
-		pprof.StopCPUProfile()
-	})
+	}
+	mux.HandleFunc("GET /profile", record(pprof.StartCPUProfile, pprof.StopCPUProfile))
+	mux.HandleFunc("GET /trace", record(trace.Start, trace.Stop))
 	mux.HandleFunc("GET /stats", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(rw).Encode(map[string]float64{"dropped": w.dropped()})

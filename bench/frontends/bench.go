@@ -12,6 +12,7 @@ import (
 type runResult struct {
 	rps      float64
 	p50, p99 time.Duration // zero when the tool gives no percentiles
+	p999     time.Duration // fixed-rate runs: the 99.9th percentile
 	avg      time.Duration // DNS: dnsperf's average latency
 	total    int64         // requests or queries completed
 	lost     int64         // DNS: queries lost
@@ -29,10 +30,12 @@ type side struct {
 	name    string        // as the table names it
 	missing string        // why it was not measured; "" when it was
 	pid     int           // root of the server's process tree, whose CPU time is counted
+	target  string        // what the load asks: a URL (HTTP), host:port (DNS)
 	logFile string        // its access log, measured and emptied after each run ("" none)
 	tlsLog  bool          // logFile ends its lines with TLS protocol and session reuse (nginx TLS)
 	any     *anyschedProc // anysched sides: where dropped access-log lines are read
 	twoCore bool          // the server may use both cores
+	byP99   bool          // fixed-rate load: the best run is the one with the lowest p99
 	run     func(ctx context.Context, d time.Duration) (runResult, error)
 
 	runs    []runResult
@@ -51,6 +54,7 @@ type scenario struct {
 	notes    []string
 	sides    []*side
 	pin      pinning // whose CPUs' busy time is measured (unpinned: none)
+	rate     int     // offered load of a fixed-rate scenario, whose rows compare p99; 0: closed loop, rows compare throughput
 }
 
 // row is one comparison of the table: a against b.
@@ -60,6 +64,22 @@ type row struct {
 	peer   string  // what b is, as the table says it
 	a, b   *side   // a is anysched
 	target float64 // a/b must be at least this; 0: a reference, no target
+	// shared: a 2-core row where the load generator shares the server's
+	// two cores (a host with fewer than four), so throughput cannot show
+	// scaling; the verdict estimates it from CPU time per request instead.
+	shared bool
+}
+
+// cpuScaling estimates what 2 cores serve against 1 from CPU time per
+// request: 2 x b's over a's, a on 2 cores, b on 1. It holds when the
+// cores do not wait on each other (no lock held across requests), which
+// CPU time alone cannot show.
+func (r row) cpuScaling() (float64, bool) {
+	x, y := minCPU(r.a.runs), minCPU(r.b.runs)
+	if x <= 0 || y <= 0 {
+		return 0, false
+	}
+	return 2 * float64(y) / float64(x), true
 }
 
 func best(rs []runResult) runResult {
@@ -72,16 +92,53 @@ func best(rs []runResult) runResult {
 	return b
 }
 
+// atRate reports whether the row compares tails under a fixed rate.
+func (r row) atRate() bool { return r.sc != nil && r.sc.rate > 0 }
+
+// top is the side's best run: the fastest, or under a fixed rate the one
+// with the lowest p99.
+func (s *side) top() runResult {
+	if !s.byP99 {
+		return best(s.runs)
+	}
+	var b runResult
+	for _, r := range s.runs {
+		if b.p99 == 0 || (r.p99 > 0 && r.p99 < b.p99) {
+			b = r
+		}
+	}
+	return b
+}
+
 // measured reports whether the side has a measured run.
 func (s *side) measured() bool { return s.missing == "" && len(s.runs) > 0 }
 
-// ratio is a's best throughput over b's; ok is false when either side was
-// not measured.
+// ratio is a's best throughput over b's, or under a fixed rate b's p99
+// over a's (at least 1: a's tail is no longer); ok is false when either
+// side was not measured.
 func (r row) ratio() (float64, bool) {
-	if !r.a.measured() || !r.b.measured() || best(r.b.runs).rps == 0 {
+	if !r.a.measured() || !r.b.measured() {
 		return 0, false
 	}
-	return best(r.a.runs).rps / best(r.b.runs).rps, true
+	return r.runRatio(r.a.top(), r.b.top())
+}
+
+// runRatio compares one run of a with one of b as the row does: by
+// throughput, or under a fixed rate by p99; ok is false when the divisor
+// is zero.
+func (r row) runRatio(a, b runResult) (float64, bool) {
+	if r.atRate() {
+		return float64(b.p99) / float64(a.p99), a.p99 > 0
+	}
+	return a.rps / b.rps, b.rps > 0
+}
+
+// under is a copy of s, without runs, that serves load at a fixed rate
+// with run: its best run is the one with the lowest p99.
+func (s *side) under(run func(ctx context.Context, d time.Duration) (runResult, error)) *side {
+	c := *s
+	c.runs, c.dropped, c.byP99, c.run = nil, 0, true, run
+	return &c
 }
 
 // runScenario warms every available side up, then runs the measured
@@ -148,7 +205,9 @@ func (s *side) measure(ctx context.Context, d time.Duration, pin pinning) (runRe
 	}
 	var cores []cpuTimes
 	var tasks float64
-	if pin.on() {
+	// A two-core run on CPUs of its own is not on the CPUs whose busy
+	// time is read.
+	if pin.on() && (!s.twoCore || pin.shared) {
 		if cores, err = readCPUTimes(pin.cpus[:]...); err != nil {
 			return runResult{}, err
 		}
@@ -214,6 +273,9 @@ func (r runResult) line(unit string) string {
 	lat := "avg " + fmtDur(r.avg)
 	if r.p50 > 0 {
 		lat = "p50 " + fmtDur(r.p50) + " p99 " + fmtDur(r.p99)
+	}
+	if r.p999 > 0 {
+		lat += " p99.9 " + fmtDur(r.p999)
 	}
 	s := fmt.Sprintf("%9.0f %-5s %-24s CPU %s/req", r.rps, unit, lat, fmtCPU(r.cpu))
 	if r.busy != [2]float64{} {

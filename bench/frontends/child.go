@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -299,8 +298,6 @@ func udpLoad(target string, d time.Duration, clients int, q *dns.Msg) (dnsLoadRe
 		sum += l
 	}
 	r.avg = sum / time.Duration(len(lat))
-	slices.Sort(lat)
-	r.p50 = lat[len(lat)*50/100]
-	r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	r.p50, r.p99, _ = percentiles(lat)
 	return r, nil
 }

@@ -116,7 +116,7 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 			sc.notes = append(sc.notes, note)
 		}
 		mk := func(name, miss string, pid int, logFile string, a *anyschedProc, ld dnsLoad, addr string) *side {
-			return &side{name: name, missing: miss, pid: pid, logFile: logFile, any: a,
+			return &side{name: name, missing: miss, pid: pid, logFile: logFile, any: a, target: addr,
 				run: func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, addr, d) }}
 		}
 		a := mk("anysched", "", l.any1.pid(), l.any1.log, l.any1, ld, l.any1.info.DNS)
@@ -136,7 +136,7 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 		rows = append(rows, row{sc: sc, peer: g.name, a: a, b: g, target: targetDNS}, row{sc: sc, peer: bare.name, a: a, b: bare})
 		if !withECS {
 			ld2 := ld
-			ld2.cpus, ld2.threads = env.pin.both, 2
+			ld2.cpus, ld2.threads = env.pin.load2, 2
 			two := &side{name: "anysched on 2 cores", missing: l.any2Reason}
 			if l.any2 != nil {
 				two = mk(two.name, "", l.any2.pid(), l.any2.log, l.any2, ld2, l.any2.info.DNS)
@@ -144,10 +144,9 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 			two.twoCore = true
 			sc.sides = append(sc.sides, two)
 			if l.any2 != nil {
-				sc.notes = append(sc.notes, "anysched on 2 cores: the server may use both cores (GOMAXPROCS 2), and so may the load generator, "+
-					ld2.describe(o.duration)+"; compared with anysched on 1 core above")
+				sc.notes = append(sc.notes, "anysched on 2 cores: "+env.pin.twoCores()+", "+ld2.describe(o.duration)+"; compared with anysched on 1 core above")
 			}
-			rows = append(rows, row{sc: sc, what: "anysched on 2 cores", peer: "anysched on 1 core", a: two, b: a, target: targetScaling})
+			rows = append(rows, row{sc: sc, what: "anysched on 2 cores", peer: "anysched on 1 core", a: two, b: a, target: targetScaling, shared: env.pin.shared})
 		}
 		scs = append(scs, sc)
 	}
@@ -155,6 +154,12 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 		if err := runScenario(ctx, o, sc); err != nil {
 			return nil, nil, nil, 0, err
 		}
+	}
+	if sc, rs := dnsAtRate(o, base, scs[0]); sc != nil {
+		if err := runScenario(ctx, o, sc); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		scs, rows = append(scs, sc), append(rows, rs...)
 	}
 	var prof *profileTop
 	var profRPS float64
@@ -264,4 +269,34 @@ func ecsScope(m *dns.Msg) (uint8, bool) {
 		}
 	}
 	return 0, false
+}
+
+// dnsAtRate is the plain-query load at a fixed offered rate (dnsperf -Q,
+// with every query's latency), o.rateShare of the lower best throughput
+// of anysched and gdnsd in the closed-loop scenario kept, compared by p99.
+// Nil without dnsperf or a measured gdnsd.
+func dnsAtRate(o opts, base dnsLoad, kept *scenario) (*scenario, []row) {
+	if o.rateShare <= 0 || base.tool != "dnsperf" || len(kept.sides) < 2 {
+		return nil, nil
+	}
+	a, g := kept.sides[0], kept.sides[1]
+	if !a.measured() || !g.measured() {
+		return nil, nil
+	}
+	ld := base
+	ld.q, _ = queryMsg("")
+	ld.perQuery = true
+	ld.maxQPS = int(o.rateShare*min(a.top().rps, g.top().rps)/1000) * 1000
+	if ld.maxQPS == 0 {
+		return nil, nil
+	}
+	sc := &scenario{title: "DNS A, plain queries, fixed rate", unit: "q/s", tool: kept.tool, pin: kept.pin, rate: ld.maxQPS,
+		settings: fmt.Sprintf("%s; %.0f%% of the lower best throughput above (anysched's and gdnsd's), rounded down to 1000; "+
+			"latency of every query, as dnsperf -v prints it", ld.describe(o.duration), 100*o.rateShare)}
+	at := func(s *side) *side {
+		return s.under(func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, s.target, d) })
+	}
+	ra, rg := at(a), at(g)
+	sc.sides = []*side{ra, rg}
+	return sc, []row{{sc: sc, peer: rg.name, a: ra, b: rg, target: targetLatency}}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,6 +26,7 @@ type dnsLoad struct {
 	cpus                 string
 	threads, clients     int
 	outstanding, maxQPS  int
+	perQuery             bool   // dnsperf -v: every query's latency, for percentiles (with maxQPS: a fixed offered rate)
 	ecs                  string // ECS prefix sent with every query; "" for none
 	q                    *dns.Msg
 }
@@ -37,7 +41,14 @@ func (l dnsLoad) describe(d time.Duration) string {
 		if l.ecs != "" {
 			s += " -e -E 8:" + ecsHex(l.q)
 		}
-		s += fmt.Sprintf(" (closed loop, %d queries in flight)", l.outstanding)
+		if l.perQuery {
+			s += " -v"
+		}
+		if l.maxQPS > 0 {
+			s += fmt.Sprintf(" (%d q/s offered, at most %d queries in flight)", l.maxQPS, l.outstanding)
+		} else {
+			s += fmt.Sprintf(" (closed loop, %d queries in flight)", l.outstanding)
+		}
 	} else {
 		s = fmt.Sprintf("internal miekg UDP generator, %d clients with 1 query in flight each, %ds", l.clients, secs(d))
 	}
@@ -63,14 +74,68 @@ func (l dnsLoad) run(ctx context.Context, addr string, d time.Duration) (runResu
 	if l.ecs != "" {
 		args = append(args, "-e", "-E", "8:"+ecsHex(l.q))
 	}
+	if l.perQuery {
+		args = append(args, "-v")
+	}
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	path, args := l.pin.wrap(l.cpus, l.dnsperf, args)
-	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+	// The output goes to a file (written on the load generator's core),
+	// read after the run: parsing hundreds of thousands of -v lines as they
+	// come would take CPU time wherever this process runs, maybe the
+	// server's core.
+	outFile, err := os.CreateTemp(filepath.Dir(l.qfile), "dnsperf-*.out")
 	if err != nil {
-		return runResult{}, fmt.Errorf("dnsperf: %w\n%s", err, out)
+		return runResult{}, err
 	}
-	return parseDNSPerf(string(out))
+	defer os.Remove(outFile.Name())
+	defer outFile.Close()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	if err := cmd.Run(); err != nil {
+		_, _ = outFile.Seek(0, io.SeekStart)
+		head, _ := io.ReadAll(io.LimitReader(outFile, 4096))
+		return runResult{}, fmt.Errorf("dnsperf: %w\n%s", err, head)
+	}
+	if _, err := outFile.Seek(0, io.SeekStart); err != nil {
+		return runResult{}, err
+	}
+	out, lat, err := readDNSPerf(outFile)
+	if err != nil {
+		return runResult{}, fmt.Errorf("dnsperf output: %w", err)
+	}
+	r, err := parseDNSPerf(out)
+	if err != nil || !l.perQuery {
+		return r, err
+	}
+	if len(lat) == 0 {
+		return r, fmt.Errorf("dnsperf -v printed no query latency:\n%s", out)
+	}
+	r.p50, r.p99, r.p999 = percentiles(lat)
+	return r, nil
+}
+
+// readDNSPerf reads dnsperf's standard output: the latency of every
+// answered query that -v prints ("> NOERROR name type 0.000093", in
+// seconds), and the rest of the text, its statistics.
+func readDNSPerf(rd io.Reader) (string, []time.Duration, error) {
+	var rest strings.Builder
+	var lat []time.Duration
+	sc := bufio.NewScanner(rd)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "> ") {
+			rest.WriteString(line + "\n")
+			continue
+		}
+		f := strings.Fields(line)
+		sec, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil || len(f) < 3 {
+			return rest.String(), nil, fmt.Errorf("query line %q: no latency at its end", line)
+		}
+		lat = append(lat, time.Duration(sec*1e9))
+	}
+	return rest.String(), lat, sc.Err()
 }
 
 // ecsHex is the value of the query's ECS option as dnsperf -E wants it.

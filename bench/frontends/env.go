@@ -24,6 +24,7 @@ type environment struct {
 	loadStart              string // /proc/loadavg's 1-minute average when the run began
 
 	wrk, wrkVersion         string
+	h2load, h2loadVersion   string
 	dnsperf, dnsperfVersion string
 	nginx, nginxVersion     string
 	gdnsd, gdnsdVersion     string
@@ -68,6 +69,7 @@ func toolVersion(ctx context.Context, name, path string, re *regexp.Regexp, args
 
 var (
 	reWrkVersion     = regexp.MustCompile(`wrk (\S+)`)
+	reH2loadVersion  = regexp.MustCompile(`nghttp2/(\S+)`)
 	reDNSPerfVersion = regexp.MustCompile(`(?m)^Version (\S+)`)
 	reNginxVersion   = regexp.MustCompile(`nginx/(\S+)`)
 	reGdnsdVersion   = regexp.MustCompile(`gdnsd version (\S+)`)
@@ -90,6 +92,9 @@ func newEnvironment(ctx context.Context, o opts) *environment {
 	}
 	if e.wrk = lookTool("wrk"); e.wrk != "" {
 		e.wrkVersion = toolVersion(ctx, "wrk", e.wrk, reWrkVersion, "-v")
+	}
+	if e.h2load = lookTool("h2load"); e.h2load != "" {
+		e.h2loadVersion = toolVersion(ctx, "h2load", e.h2load, reH2loadVersion, "--version")
 	}
 	if o.dnsTool != "internal" {
 		if e.dnsperf = lookTool("dnsperf"); e.dnsperf != "" {
@@ -114,7 +119,7 @@ func newEnvironment(ctx context.Context, o opts) *environment {
 
 func (e *environment) machine() string {
 	s := fmt.Sprintf("%s, %d cores, linux %s, %s", e.cpu, e.cores, e.kernel, e.goVersion)
-	for _, v := range []string{e.wrkVersion, e.dnsperfVersion, e.nginxVersion, e.gdnsdVersion} {
+	for _, v := range []string{e.wrkVersion, e.h2loadVersion, e.dnsperfVersion, e.nginxVersion, e.gdnsdVersion} {
 		if v != "" {
 			s += ", " + v
 		}
@@ -129,8 +134,13 @@ type pinning struct {
 	taskset      string // path; "" when nothing is pinned
 	server, load string // taskset CPU lists of the server and of the load generator
 	cpus         [2]int // the server's and the load generator's CPU
-	both         string // both cores: the two-core runs
-	note         string // why nothing is pinned ("" when pinned)
+	// The two-core runs: the server's and the load generator's CPU lists.
+	// With four CPUs allowed each has two of its own; with fewer both
+	// share the server's and the load generator's CPUs (shared), and
+	// throughput cannot show what a second core adds.
+	server2, load2 string
+	shared         bool
+	note           string // why nothing is pinned ("" when pinned)
 }
 
 func (p pinning) on() bool { return p.taskset != "" }
@@ -144,6 +154,14 @@ func (p pinning) wrap(cpus, path string, args []string) (string, []string) {
 }
 
 // describe says where the server and the load ran, for the report.
+// twoCores says where the two-core runs ran.
+func (p pinning) twoCores() string {
+	if p.shared {
+		return fmt.Sprintf("the server may use CPUs %s (GOMAXPROCS 2), and so may the load generator", p.server2)
+	}
+	return fmt.Sprintf("the server on CPUs %s (GOMAXPROCS 2), the load generator on CPUs %s", p.server2, p.load2)
+}
+
 func (p pinning) describe() string {
 	if !p.on() {
 		return "unpinned (" + p.note + "): server and load generator share the cores"
@@ -174,7 +192,26 @@ func planPinning(o opts) pinning {
 		return pinning{note: "taskset is not installed (util-linux)"}
 	}
 	s, l := strconv.Itoa(server), strconv.Itoa(load)
-	return pinning{taskset: ts, server: s, load: l, both: s + "," + l, cpus: [2]int{server, load}}
+	p := pinning{taskset: ts, server: s, load: l, cpus: [2]int{server, load}}
+	p.server2, p.load2, p.shared = twoCorePlan(server, load, cpus)
+	return p
+}
+
+// twoCorePlan places the two-core runs: the server on its CPU and a spare
+// one, the load generator on its CPU and another spare one; with fewer
+// than two spare CPUs both get the server's and the load generator's.
+func twoCorePlan(server, load int, cpus []int) (server2, load2 string, shared bool) {
+	var spare []int
+	for _, c := range cpus {
+		if c != server && c != load {
+			spare = append(spare, c)
+		}
+	}
+	s, l := strconv.Itoa(server), strconv.Itoa(load)
+	if len(spare) < 2 {
+		return s + "," + l, s + "," + l, true
+	}
+	return s + "," + strconv.Itoa(spare[0]), l + "," + strconv.Itoa(spare[1]), false
 }
 
 // allowedCPUs is this process's CPU affinity, from /proc/self/status.

@@ -113,6 +113,83 @@ func TestParseDNSPerf(t *testing.T) {
 	}
 }
 
+// TestSideUnder: the fixed-rate copy of a side keeps the server (name,
+// process, target, log) and starts without runs, best by p99; the
+// closed-loop side keeps its runs.
+func TestSideUnder(t *testing.T) {
+	s := &side{name: "anysched", pid: 42, target: "127.0.0.1:53", logFile: "a.log", dropped: 3,
+		runs: []runResult{{rps: 100000, p99: 2 * time.Millisecond}}}
+	c := s.under(func(context.Context, time.Duration) (runResult, error) {
+		return runResult{rps: 1, p99: time.Millisecond}, nil
+	})
+	if c.name != s.name || c.pid != s.pid || c.target != s.target || c.logFile != s.logFile {
+		t.Errorf("copy %+v lost the server of %+v", c, s)
+	}
+	if len(c.runs) != 0 || c.dropped != 0 || !c.byP99 || len(s.runs) != 1 || s.byP99 {
+		t.Errorf("copy runs %v dropped %v byP99 %v; original runs %v byP99 %v", c.runs, c.dropped, c.byP99, s.runs, s.byP99)
+	}
+	if r, err := c.run(context.Background(), time.Second); err != nil || r.p99 != time.Millisecond {
+		t.Errorf("copy runs the fixed-rate load: %+v, %v", r, err)
+	}
+}
+
+// TestDNSPerfPerQuery: dnsperf -v's query lines become latencies, the
+// rest is its statistics; a query line without a latency is an error.
+func TestDNSPerfPerQuery(t *testing.T) {
+	out := "[Status] Sending queries\n> NOERROR live.iptv.example A 0.000093\n> NOERROR live.iptv.example A 0.001500\n" + dnsperfOutput
+	rest, lat, err := readDNSPerf(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{93 * time.Microsecond, 1500 * time.Microsecond}; !slices.Equal(lat, want) {
+		t.Errorf("latencies %v, want %v", lat, want)
+	}
+	if r, err := parseDNSPerf(rest); err != nil || r.total != 154700 {
+		t.Errorf("statistics after the query lines: %+v, %v", r, err)
+	}
+	if _, _, err := readDNSPerf(strings.NewReader("> NOERROR live.iptv.example A soon\n")); err == nil {
+		t.Error("a query line without a latency was accepted")
+	}
+}
+
+// TestH2load: h2load's summary and per-request log.
+func TestH2load(t *testing.T) {
+	r, err := parseH2load(`finished in 8.00s, 51520.25 req/s, 9.88MB/s
+requests: 412162 total, 412194 started, 412162 done, 412150 succeeded, 12 failed, 0 errored, 3 timeout
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.rps != 51520.25 || !slices.Equal(r.problems, []string{"12 requests failed", "3 requests timed out"}) {
+		t.Errorf("parsed %+v", r)
+	}
+	if _, err := parseH2load("connect: Connection refused"); err == nil {
+		t.Error("output without req/s parsed")
+	}
+	lat, bad, err := h2loadLatencies(strings.NewReader("1796156664070537\t302\t711\n1796156664070545\t404\t740\n1796156664070558\t302\t1500\n"))
+	if err != nil || bad != 1 || !slices.Equal(lat, []time.Duration{711 * time.Microsecond, 1500 * time.Microsecond}) {
+		t.Errorf("log: %v, %d not 302, %v", lat, bad, err)
+	}
+	if _, _, err := h2loadLatencies(strings.NewReader("1796156664070537 302 711\n")); err == nil {
+		t.Error("a line without tabs was accepted")
+	}
+}
+
+// TestPercentiles: nearest rank, on any order.
+func TestPercentiles(t *testing.T) {
+	var lat []time.Duration
+	for i := 1000; i >= 1; i-- {
+		lat = append(lat, time.Duration(i)*time.Microsecond)
+	}
+	p50, p99, p999 := percentiles(lat)
+	if p50 != 500*time.Microsecond || p99 != 990*time.Microsecond || p999 != 999*time.Microsecond {
+		t.Errorf("p50 %v p99 %v p99.9 %v, want 500µs 990µs 999µs", p50, p99, p999)
+	}
+	if p50, p99, p999 := percentiles([]time.Duration{time.Millisecond}); p50 != time.Millisecond || p99 != p50 || p999 != p50 {
+		t.Errorf("one sample: %v %v %v", p50, p99, p999)
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	st, err := parseStat("4242 (nginx: worker) (x)) S 4241 4241 4241 0 -1 4194624 1 0 0 0 150 25 0 0 20 0 1 0 1 1 1")
 	if err != nil {
@@ -197,7 +274,7 @@ func TestParseCPUList(t *testing.T) {
 }
 
 func TestPinningWrap(t *testing.T) {
-	p := pinning{taskset: "/usr/bin/taskset", server: "0", load: "1", both: "0,1"}
+	p := pinning{taskset: "/usr/bin/taskset", server: "0", load: "1", server2: "0,1", load2: "0,1", shared: true}
 	path, args := p.wrap(p.server, "/usr/sbin/nginx", []string{"-c", "x"})
 	if path != "/usr/bin/taskset" || !slices.Equal(args, []string{"-c", "0", "/usr/sbin/nginx", "-c", "x"}) {
 		t.Errorf("pinned: %s %q", path, args)
@@ -205,6 +282,28 @@ func TestPinningWrap(t *testing.T) {
 	path, args = pinning{}.wrap("0", "/usr/sbin/nginx", []string{"-c", "x"})
 	if path != "/usr/sbin/nginx" || !slices.Equal(args, []string{"-c", "x"}) {
 		t.Errorf("unpinned: %s %q", path, args)
+	}
+}
+
+// TestTwoCorePlan: with two spare CPUs the two-core runs get cores of
+// their own; with fewer they share the server's and the load's.
+func TestTwoCorePlan(t *testing.T) {
+	for _, tc := range []struct {
+		server, load   int
+		cpus           []int
+		server2, load2 string
+		shared         bool
+	}{
+		{0, 1, []int{0, 1}, "0,1", "0,1", true},
+		{0, 1, []int{0, 1, 2}, "0,1", "0,1", true},
+		{0, 1, []int{0, 1, 2, 3}, "0,2", "1,3", false},
+		{2, 5, []int{0, 2, 4, 5, 7}, "2,0", "5,4", false},
+	} {
+		s, l, sh := twoCorePlan(tc.server, tc.load, tc.cpus)
+		if s != tc.server2 || l != tc.load2 || sh != tc.shared {
+			t.Errorf("server %d load %d of %v: %s / %s shared %v, want %s / %s shared %v",
+				tc.server, tc.load, tc.cpus, s, l, sh, tc.server2, tc.load2, tc.shared)
+		}
 	}
 }
 
@@ -250,6 +349,58 @@ func TestRowVerdict(t *testing.T) {
 		if got := tc.r.ratioString(); got != tc.ratio {
 			t.Errorf("%s: ratio %q, want %q", tc.name, got, tc.ratio)
 		}
+	}
+	// Under a fixed rate the best run is the lowest p99, and the ratio is
+	// the peer's p99 over anysched's.
+	atRate := &scenario{rate: 50000}
+	tails := func(p99s ...time.Duration) *side {
+		s := &side{name: "s", byP99: true}
+		for _, p := range p99s {
+			s.runs = append(s.runs, runResult{rps: 50000, p50: p / 4, p99: p, p999: 2 * p})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, want, ratio, rounds string
+		r                         row
+	}{
+		{"shorter tail", "met (>= 1.00)", "1.250", "1.250, 0.500",
+			row{sc: atRate, a: tails(800*time.Microsecond, 2*time.Millisecond), b: tails(time.Millisecond, time.Millisecond), target: 1}},
+		{"longer tail", "MISSED (< 1.00)", "0.500", "0.500",
+			row{sc: atRate, a: tails(2 * time.Millisecond), b: tails(time.Millisecond, 3*time.Millisecond), target: 1}},
+	} {
+		if got := tc.r.verdict(); got != tc.want {
+			t.Errorf("%s: verdict %q, want %q", tc.name, got, tc.want)
+		}
+		if got := tc.r.ratioString(); got != tc.ratio {
+			t.Errorf("%s: ratio %q, want %q", tc.name, got, tc.ratio)
+		}
+		if got := tc.r.roundRatios(); got != tc.rounds {
+			t.Errorf("%s: per round %q, want %q", tc.name, got, tc.rounds)
+		}
+	}
+	// On a host whose load generator shares both cores, scaling is
+	// estimated from CPU time per request.
+	cpu := func(rps float64, c time.Duration) *side {
+		return &side{name: "s", runs: []runResult{{rps: rps, cpu: c}}}
+	}
+	for _, tc := range []struct {
+		r    row
+		want string
+	}{
+		{row{a: cpu(98000, 10*time.Microsecond), b: cpu(105000, 9*time.Microsecond), target: 1.8, shared: true},
+			"not measurable here (the load generator shares both cores); from CPU per request: 1.80, met (>= 1.80)"},
+		{row{a: cpu(98000, 12*time.Microsecond), b: cpu(105000, 9*time.Microsecond), target: 1.8, shared: true},
+			"not measurable here (the load generator shares both cores); from CPU per request: 1.50, MISSED (< 1.80)"},
+		{row{a: cpu(190000, 12*time.Microsecond), b: cpu(100000, 9*time.Microsecond), target: 1.8},
+			"met (>= 1.80)"},
+	} {
+		if got := tc.r.verdict(); got != tc.want {
+			t.Errorf("scaling verdict %q, want %q", got, tc.want)
+		}
+	}
+	if got := latency(tails(time.Millisecond)); got != "250µs / 1.00ms / 2.00ms" {
+		t.Errorf("latency cell under a fixed rate: %q", got)
 	}
 	if got := value(&side{missing: "nginx is not installed"}); got != "not measured: nginx is not installed" {
 		t.Errorf("value of a missing peer: %q", got)

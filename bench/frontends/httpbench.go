@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ const (
 	targetHTTP    = 1.0 // keep-alive and new connection, against nginx
 	targetHTTPS   = 0.8 // new TLS connection, against nginx
 	targetScaling = 1.8 // anysched on 2 cores against 1 core
+	targetLatency = 1.0 // under a fixed rate: peer's p99 over anysched's (anysched's tail no longer)
 )
 
 // fasthttpMissing: a bare fasthttp baseline needs the module, which the
@@ -81,7 +83,7 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 	for _, c := range append(checks, tlsChecks...) {
 		fmt.Println("http: " + c)
 	}
-	stbs := fmt.Sprintf("Host %s, X-Forwarded-For cycling %d STBs in %d zones; same connection count for every server (wrk has no fixed-rate mode)",
+	stbs := fmt.Sprintf("Host %s, X-Forwarded-For cycling %d STBs in %d zones; same connection count for every server (closed loop; the fixed-rate scenario below compares latency at equal offered load)",
 		topogen.Hostname, len(clients), l.any1.info.Zones)
 
 	// side builds the side of a server at u under load ld.
@@ -89,7 +91,7 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 		if wrkMissing != "" {
 			miss = wrkMissing
 		}
-		return &side{name: name, missing: miss, pid: pid, logFile: logFile, any: a,
+		return &side{name: name, missing: miss, pid: pid, logFile: logFile, any: a, target: u,
 			run: func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, u, d) }}
 	}
 	anySide := func(name string, a *anyschedProc, ld wrkLoad, addr, scheme, miss string) *side {
@@ -149,15 +151,14 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 			row{sc: sc, peer: fast.name, a: a, b: fast})
 		if !closeConn {
 			ld2 := ld
-			ld2.cpus, ld2.threads = env.pin.both, 2
+			ld2.cpus, ld2.threads = env.pin.load2, 2
 			two := anySide("anysched on 2 cores", l.any2, ld2, addrOf(l.any2, func(i anyschedInfo) string { return i.HTTP }), "http", l.any2Reason)
 			two.twoCore = true
 			sc.sides = append(sc.sides, two)
 			if l.any2 != nil {
-				sc.notes = append(sc.notes, "anysched on 2 cores: the server may use both cores (GOMAXPROCS 2), and so may the load generator, "+
-					ld2.describe(o.duration)+"; compared with anysched on 1 core above")
+				sc.notes = append(sc.notes, "anysched on 2 cores: "+env.pin.twoCores()+", "+ld2.describe(o.duration)+"; compared with anysched on 1 core above")
 			}
-			rows = append(rows, row{sc: sc, what: "anysched on 2 cores", peer: "anysched on 1 core", a: two, b: a, target: targetScaling})
+			rows = append(rows, row{sc: sc, what: "anysched on 2 cores", peer: "anysched on 1 core", a: two, b: a, target: targetScaling, shared: env.pin.shared})
 		}
 		scs = append(scs, sc)
 	}
@@ -180,6 +181,12 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 		if err := runScenario(ctx, o, sc); err != nil {
 			return nil, nil, nil, 0, err
 		}
+	}
+	if sc, rs := httpAtRate(o, env, l, scs[0], clients[0]); sc != nil {
+		if err := runScenario(ctx, o, sc); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		scs, rows = append(scs, sc), append(rows, rs...)
 	}
 	var prof *profileTop
 	var profRPS float64
@@ -223,4 +230,39 @@ var httpParts = [][2]string{
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
 	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},
+}
+
+// httpAtRate is the keep-alive load at a fixed offered rate, o.rateShare
+// of the lower best throughput of anysched and nginx (access log off) in
+// the closed-loop scenario kept: anysched against nginx with its access
+// log off and on, compared by p99. Nil when h2load or a side is missing.
+func httpAtRate(o opts, env *environment, l *lab, kept *scenario, stb netip.Addr) (*scenario, []row) {
+	if o.rateShare <= 0 || env.h2load == "" || len(kept.sides) < 3 {
+		return nil, nil
+	}
+	a, off, on := kept.sides[0], kept.sides[1], kept.sides[2]
+	if !a.measured() || !off.measured() {
+		return nil, nil
+	}
+	ld := rateLoad{h2load: env.h2load, dir: l.tmp, pin: env.pin, cpus: env.pin.load, conns: o.connections,
+		rate: int(o.rateShare * min(a.top().rps, off.top().rps)), host: topogen.Hostname, xff: stb.String()}
+	sc := &scenario{title: "HTTP 302, keep-alive, fixed rate", unit: "req/s", tool: env.h2loadVersion, pin: env.pin, rate: ld.offered(),
+		settings: fmt.Sprintf("%s; %.0f%% of the lower best keep-alive throughput above (anysched's and nginx's, access log off); "+
+			"Host %s, X-Forwarded-For %s (an STB in a coverage zone); latency of each request from its sending to the end of its answer (h2load's log)",
+			ld.describe(o.duration), 100*o.rateShare, topogen.Hostname, stb)}
+	at := func(s *side) *side {
+		return s.under(func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, s.target, d) })
+	}
+	ra := at(a)
+	rows := []row{}
+	sc.sides = []*side{ra}
+	for _, p := range []*side{off, on} {
+		if !p.measured() {
+			continue
+		}
+		rp := at(p)
+		sc.sides = append(sc.sides, rp)
+		rows = append(rows, row{sc: sc, peer: rp.name, a: ra, b: rp, target: targetLatency})
+	}
+	return sc, rows
 }

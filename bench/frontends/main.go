@@ -30,9 +30,11 @@
 // beside the throughput, and so is the share of the run its core was busy
 // and the server itself ran: a server core well short of busy means the
 // load generator was the limit, and a run where other processes took the
-// server's core is flagged as unreliable. wrk has no fixed-rate mode, so latencies are
-// compared at the same connection count, not at the same offered load, and
-// dnsperf reports only an average latency. A further, unmeasured run of
+// server's core is flagged as unreliable. Closed-loop latencies (wrk,
+// dnsperf) are compared at the same connection count, where the faster
+// server is also the more loaded one; the fixed-rate runs then offer
+// anysched and its peer the same load, a share of the slower one's best
+// (h2load --rps, dnsperf -Q -v), and compare their p99. A further, unmeasured run of
 // each anysched front end takes a CPU profile of the anysched process,
 // whose top entries are printed.
 //
@@ -78,6 +80,7 @@ type opts struct {
 	dnsOutstanding int
 	dnsMaxQPS      int
 	dnsECS         string
+	rateShare      float64
 
 	pin                bool
 	serverCPU, loadCPU int
@@ -109,10 +112,11 @@ func main() {
 	flag.IntVar(&o.dnsOutstanding, "dns-outstanding", 100, "dnsperf -q: queries in flight at most (closed loop; 100 is dnsperf's default)")
 	flag.IntVar(&o.dnsMaxQPS, "dns-max-qps", 0, "dnsperf -Q: cap on queries per second, the same offered load for every server (0: no cap)")
 	flag.StringVar(&o.dnsECS, "dns-ecs", "", "ECS prefix of the ECS runs (e.g. 100.64.0.0/24); empty: a /24 of an STB address in a coverage zone; none: no ECS runs")
+	flag.Float64Var(&o.rateShare, "rate-share", 0.6, "fixed-rate runs offer this share of the lower closed-loop throughput of anysched and its peer (h2load --rps, dnsperf -Q), to compare latency at equal offered load; 0: no fixed-rate runs")
 	flag.BoolVar(&o.pin, "pin", true, "pin the server to one CPU and the load generator to another (taskset)")
 	flag.IntVar(&o.serverCPU, "server-cpu", -1, "CPU of the server (-1: the first allowed CPU)")
 	flag.IntVar(&o.loadCPU, "load-cpu", -1, "CPU of the load generator (-1: the second allowed CPU)")
-	flag.BoolVar(&o.scaling, "scaling", true, "also measure anysched on both CPUs (needs pinning)")
+	flag.BoolVar(&o.scaling, "scaling", true, "also measure anysched on two CPUs (needs pinning; with four CPUs allowed the load generator gets two others)")
 	flag.BoolVar(&o.tlsResume, "tls-resume", true, "HTTPS servers offer TLS session resumption, as they do by default (wrk resumes when offered); false: full handshakes only")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx in PATH or the sbin directories)")
 	flag.StringVar(&o.gdnsd, "gdnsd", "", "gdnsd binary (default: gdnsd in PATH or the sbin directories)")
@@ -234,7 +238,7 @@ func run(ctx context.Context, o opts) error {
 	case !env.pin.on():
 		l.any2Reason = "nothing is pinned (" + env.pin.note + ")"
 	default:
-		if l.any2, err = startAnysched(ctx, o, env.pin, env.pin.both, logFile("anysched-2.log"), l.certFile, l.keyFile); err != nil {
+		if l.any2, err = startAnysched(ctx, o, env.pin, env.pin.server2, logFile("anysched-2.log"), l.certFile, l.keyFile); err != nil {
 			return err
 		}
 		defer l.any2.stop()

@@ -52,6 +52,16 @@ func (w row) verdict() string {
 		return "reference"
 	case !ok:
 		return "not measured"
+	case w.shared:
+		est, ok := w.cpuScaling()
+		if !ok {
+			return "not measurable here (the load generator shares both cores)"
+		}
+		v := fmt.Sprintf("met (>= %.2f)", w.target)
+		if est < w.target {
+			v = fmt.Sprintf("MISSED (< %.2f)", w.target)
+		}
+		return fmt.Sprintf("not measurable here (the load generator shares both cores); from CPU per request: %.2f, %s", est, v)
 	case ratio >= w.target:
 		return fmt.Sprintf("met (>= %.2f)", w.target)
 	}
@@ -75,7 +85,7 @@ func (w row) aName() string {
 // value is a side's best throughput, or why it has none.
 func value(s *side) string {
 	if s.measured() {
-		return fmt.Sprintf("%.0f", best(s.runs).rps)
+		return fmt.Sprintf("%.0f", s.top().rps)
 	}
 	switch {
 	case s.missing == "":
@@ -90,7 +100,10 @@ func latency(s *side) string {
 	if !s.measured() {
 		return "-"
 	}
-	r := best(s.runs)
+	r := s.top()
+	if r.p999 > 0 {
+		return fmtDur(r.p50) + " / " + fmtDur(r.p99) + " / " + fmtDur(r.p999)
+	}
 	if r.p50 > 0 {
 		return fmtDur(r.p50) + " / " + fmtDur(r.p99)
 	}
@@ -122,7 +135,7 @@ func busy(s *side) string {
 	if !s.measured() {
 		return "-"
 	}
-	r := best(s.runs)
+	r := s.top()
 	if r.busy == [2]float64{} {
 		return "-"
 	}
@@ -133,16 +146,21 @@ func busy(s *side) string {
 func (w row) roundRatios() string {
 	var s []string
 	for i := range min(len(w.a.runs), len(w.b.runs)) {
-		if w.b.runs[i].rps > 0 {
-			s = append(s, fmt.Sprintf("%.3f", w.a.runs[i].rps/w.b.runs[i].rps))
+		if r, ok := w.runRatio(w.a.runs[i], w.b.runs[i]); ok {
+			s = append(s, fmt.Sprintf("%.3f", r))
 		}
 	}
 	return strings.Join(s, ", ")
 }
 
+// runsList is the throughput of each run, and under a fixed rate its p99.
 func runsList(rs []runResult) string {
 	var s []string
 	for _, r := range rs {
+		if r.p999 > 0 {
+			s = append(s, fmt.Sprintf("%.0f (p99 %s)", r.rps, fmtDur(r.p99)))
+			continue
+		}
 		s = append(s, fmt.Sprintf("%.0f", r.rps))
 	}
 	return strings.Join(s, ", ")
@@ -151,7 +169,7 @@ func runsList(rs []runResult) string {
 // logPerRequest is the access-log bytes per request of the side's best
 // run, "" when it logs nothing to a file.
 func logPerRequest(s *side) string {
-	r := best(s.runs)
+	r := s.top()
 	if r.logBytes <= 0 || r.total <= 0 {
 		return ""
 	}
@@ -166,7 +184,7 @@ func sideNotes(sc *scenario) []string {
 		if l := logPerRequest(s); l != "" {
 			logs = append(logs, s.name+" "+l)
 		}
-		if t := best(s.runs).tls; t != "" {
+		if t := s.top().tls; t != "" {
 			notes = append(notes, s.name+" (its log): "+t)
 		}
 		if s.dropped > 0 {
@@ -234,9 +252,8 @@ func (r *report) text() string {
 				fmt.Fprintf(&b, "  %-44s %s\n", s.name+":", value(s))
 				continue
 			}
-			best := best(s.runs)
 			fmt.Fprintf(&b, "  %-44s %10.0f %s  %-22s CPU %s/req  server core busy %s  (runs: %s)\n",
-				s.name+":", best.rps, sc.unit, latency(s), fmtCPU(minCPU(s.runs)), busy(s), runsList(s.runs))
+				s.name+":", s.top().rps, sc.unit, latency(s), fmtCPU(minCPU(s.runs)), busy(s), runsList(s.runs))
 		}
 		for _, w := range r.rowsOf(sc) {
 			fmt.Fprintf(&b, "  %s / %s: %s  target %s", w.aName(), w.peer, w.ratioString(), w.verdict())
@@ -284,9 +301,10 @@ func (r *report) markdown() string {
 		"to a file); gdnsd runs one UDP thread over a static zone holding the service name's A record; the bare baselines "+
 		"(a net/http handler writing a fixed 302, a miekg/dns handler answering one fixed A record) are references, without targets. "+
 		"The servers of each load ran %d times in alternation, %s per run, on 127.0.0.1; the table shows the best run of each. "+
-		"Ratios are anysched over the peer, per core (both pinned to the same single core), except the 2-core rows.\n\n",
+		"Ratios are anysched over the peer, per core (both pinned to the same single core), except the 2-core and the fixed-rate rows. "+
+		"Latencies are p50 / p99 unless said otherwise.\n\n",
 		r.topo, r.accessLog(), nginxLocation, r.opts.rounds, r.opts.duration)
-	b.WriteString("| load | anysched vs | anysched | peer | ratio | target | anysched p50 / p99 | peer p50 / p99 | server CPU per request, anysched / peer | server core busy (by the server), anysched / peer |\n")
+	b.WriteString("| load | anysched vs | anysched | peer | ratio | target | anysched latency | peer latency | server CPU per request, anysched / peer | server core busy (by the server), anysched / peer |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range r.rows {
 		load := w.sc.title
@@ -302,8 +320,13 @@ func (r *report) markdown() string {
 		"of its whole process tree (nginx's master and worker), from /proc, the lowest of the runs. The busy column is the share of the best run "+
 		"during which the server's core was busy (/proc/stat, interrupts and any other process included), and in parentheses the share the "+
 		"server's own processes used: well under 100%%, the load generator's core was the limit, and CPU per request is the figure to "+
-		"compare (a core serves at most 1 s / CPU per request); a gap between the two is time the core spent on something else. wrk has no fixed-rate mode, so latencies "+
-		"are compared at the same connection count, not at the same offered load; dnsperf reports only an average latency. "+
+		"compare (a core serves at most 1 s / CPU per request); a gap between the two is time the core spent on something else. The closed-loop rows (wrk, dnsperf without a rate) "+
+		"compare latency at the same connection count, where the faster server is also the more loaded one, and dnsperf gives only an average; "+
+		"the fixed-rate rows offer every server the same load (h2load --rps, dnsperf -Q) and compare tails: their ratio is the peer's p99 over "+
+		"anysched's (at least 1: anysched's tail is no longer), their latency cells are p50 / p99 / p99.9, and the best run is the one with the lowest p99. "+
+		"Where the load generator shares the 2-core rows' two cores (a host with fewer than 4), their throughput cannot show scaling, "+
+		"and their verdict estimates it as 2 x anysched's CPU per request on 1 core over that on 2 cores, which holds while the cores "+
+		"do not wait on each other. "+
 		"Load average (1 min) was %s at the start and %s at the end of the run.\n\n", r.env.loadStart, r.loadEnd)
 	for _, sc := range r.scenarios {
 		fmt.Fprintf(&b, "- %s (%s): %s.", sc.title, sc.tool, mdEscape(sc.settings))
