@@ -19,7 +19,7 @@ func commented(t *testing.T, tp *topology.Topology) []byte {
 		bytes.ReplaceAll(yamlDoc(t, tp), []byte("\nnodes:\n"), []byte("\n# edge nodes, by city\nnodes: # see the rack plan\n"))...)
 }
 
-// Issue 19 item 15b: get topology returns the document as written, comments
+// Get topology returns the document as written, comments
 // and all, with the revision for the stale check; the edited text applies
 // back; a rollback re-applies the text of its revision.
 func TestGetTopologyAsWritten(t *testing.T) {
@@ -84,7 +84,7 @@ func TestGetTopologyAsWritten(t *testing.T) {
 	}
 }
 
-// Issue 19 item 3: a QoE service whose zones no server of their region
+// A QoE service whose zones no server of their region
 // covers applies, with a warning per zone naming the nearest server; the
 // dry run shows the same warnings.
 func TestApplyWarnsUncoveredQoEZones(t *testing.T) {

@@ -104,7 +104,7 @@ func TestEveryCommandHelp(t *testing.T) {
 }
 
 // Every flag a command defines is in its synopsis, the line the usage
-// lists: what the issue found missing (drain's --reason, status's -o yaml)
+// lists: what was once missing (drain's --reason, status's -o yaml)
 // cannot go missing again.
 func TestSynopsisListsEveryFlag(t *testing.T) {
 	for _, c := range commands() {
@@ -130,7 +130,7 @@ func TestSynopsisListsEveryFlag(t *testing.T) {
 	}
 }
 
-// What the issue found: drain's help names --reason, status's lists
+// Drain's help names --reason, status's lists
 // -o yaml, token's shows no NaN, drill and pki show each subcommand.
 func TestHelpContents(t *testing.T) {
 	for _, tc := range []struct {

@@ -7,7 +7,7 @@ import (
 	"github.com/anysched/anysched/internal/topology"
 )
 
-// Issue 19 item 10: errors name the object, keep the line, and suggest the
+// Errors name the object, keep the line, and suggest the
 // nearest known name for an unknown reference.
 func TestErrorsNameObjectsAndSuggest(t *testing.T) {
 	for _, c := range []struct {
@@ -50,7 +50,7 @@ func TestErrorsNameObjectsAndSuggest(t *testing.T) {
 	}
 }
 
-// Issue 19 item 6c: `weight: 0` used to mean 100 without a word; it is
+// `weight: 0` used to mean 100 without a word; it is
 // refused, saying what to do instead.
 func TestWeightZeroRefused(t *testing.T) {
 	_, err := topology.Parse([]byte(apply(t, validDoc, edit{"weight: 100", "weight: 0"})))
@@ -65,7 +65,7 @@ func TestWeightZeroRefused(t *testing.T) {
 	}
 }
 
-// Issue 19 item 3: zones of a QoE service that no server of their region
+// Zones of a QoE service that no server of their region
 // covers are warned about, naming the nearest server.
 func TestWarningsUncoveredQoEZones(t *testing.T) {
 	// hefei-north is ~8.8 km from hefei-1-a (radius 300 m); wuhu-1-a states
