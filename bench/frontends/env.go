@@ -153,7 +153,6 @@ func (p pinning) wrap(cpus, path string, args []string) (string, []string) {
 	return p.taskset, append([]string{"-c", cpus, path}, args...)
 }
 
-// describe says where the server and the load ran, for the report.
 // twoCores says where the two-core runs ran.
 func (p pinning) twoCores() string {
 	if p.shared {
@@ -162,6 +161,7 @@ func (p pinning) twoCores() string {
 	return fmt.Sprintf("the server on CPUs %s (GOMAXPROCS 2), the load generator on CPUs %s", p.server2, p.load2)
 }
 
+// describe says where the server and the load ran, for the report.
 func (p pinning) describe() string {
 	if !p.on() {
 		return "unpinned (" + p.note + "): server and load generator share the cores"

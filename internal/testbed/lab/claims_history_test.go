@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -20,13 +21,14 @@ import (
 func TestClaimHistoryInitialState(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	ctx := context.Background()
+	prefix := etcdPrefix + opstate.PrefixAllocClaims + "hefei/"
 	put := func(instance string, c store.Claims) int64 {
 		t.Helper()
 		b, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := cli.Put(ctx, etcdPrefix+opstate.PrefixAllocClaims+"hefei/"+instance, string(b))
+		r, err := cli.Put(ctx, prefix+instance, string(b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,12 +46,7 @@ func TestClaimHistoryInitialState(t *testing.T) {
 	for _, c := range changes {
 		got[c.Key] = c.Revision
 	}
-	want := map[string]int64{
-		etcdPrefix + opstate.PrefixAllocClaims + "hefei/hefei-2": standby,
-		etcdPrefix + opstate.PrefixAllocClaims + "hefei/hefei-1": primary,
-	}
-	if len(got) != len(want) || got[etcdPrefix+opstate.PrefixAllocClaims+"hefei/hefei-2"] != standby ||
-		got[etcdPrefix+opstate.PrefixAllocClaims+"hefei/hefei-1"] != primary {
+	if want := map[string]int64{prefix + "hefei-2": standby, prefix + "hefei-1": primary}; !maps.Equal(got, want) {
 		t.Fatalf("history %v, want each claim at its commit revision %v", got, want)
 	}
 	capacity := map[string]chaos.Capacity{"hefei-1-a": {Kbps: 10_000, Compute: 10}}
