@@ -133,11 +133,18 @@ func (r row) runRatio(a, b runResult) (float64, bool) {
 	return a.rps / b.rps, b.rps > 0
 }
 
-// under is a copy of s, without runs, that serves load at a fixed rate
-// with run: its best run is the one with the lowest p99.
-func (s *side) under(run func(ctx context.Context, d time.Duration) (runResult, error)) *side {
+// targetLoad is a load generator aimed at a side's target (dnsLoad,
+// rateLoad, wrkLoad).
+type targetLoad interface {
+	run(ctx context.Context, target string, d time.Duration) (runResult, error)
+}
+
+// under is a copy of s, without runs, that serves ld at a fixed rate: its
+// best run is the one with the lowest p99.
+func (s *side) under(ld targetLoad) *side {
 	c := *s
-	c.runs, c.dropped, c.byP99, c.run = nil, 0, true, run
+	c.runs, c.dropped, c.byP99 = nil, 0, true
+	c.run = func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, c.target, d) }
 	return &c
 }
 

@@ -293,10 +293,7 @@ func dnsAtRate(o opts, base dnsLoad, kept *scenario) (*scenario, []row) {
 	sc := &scenario{title: "DNS A, plain queries, fixed rate", unit: "q/s", tool: kept.tool, pin: kept.pin, rate: ld.maxQPS,
 		settings: fmt.Sprintf("%s; %.0f%% of the lower best throughput above (anysched's and gdnsd's), rounded down to 1000; "+
 			"latency of every query, as dnsperf -v prints it", ld.describe(o.duration), 100*o.rateShare)}
-	at := func(s *side) *side {
-		return s.under(func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, s.target, d) })
-	}
-	ra, rg := at(a), at(g)
+	ra, rg := a.under(ld), g.under(ld)
 	sc.sides = []*side{ra, rg}
 	return sc, []row{{sc: sc, peer: rg.name, a: ra, b: rg, target: targetLatency}}
 }

@@ -119,18 +119,25 @@ func TestParseDNSPerf(t *testing.T) {
 func TestSideUnder(t *testing.T) {
 	s := &side{name: "anysched", pid: 42, target: "127.0.0.1:53", logFile: "a.log", dropped: 3,
 		runs: []runResult{{rps: 100000, p99: 2 * time.Millisecond}}}
-	c := s.under(func(context.Context, time.Duration) (runResult, error) {
-		return runResult{rps: 1, p99: time.Millisecond}, nil
-	})
+	ld := &recordingLoad{}
+	c := s.under(ld)
 	if c.name != s.name || c.pid != s.pid || c.target != s.target || c.logFile != s.logFile {
 		t.Errorf("copy %+v lost the server of %+v", c, s)
 	}
 	if len(c.runs) != 0 || c.dropped != 0 || !c.byP99 || len(s.runs) != 1 || s.byP99 {
 		t.Errorf("copy runs %v dropped %v byP99 %v; original runs %v byP99 %v", c.runs, c.dropped, c.byP99, s.runs, s.byP99)
 	}
-	if r, err := c.run(context.Background(), time.Second); err != nil || r.p99 != time.Millisecond {
-		t.Errorf("copy runs the fixed-rate load: %+v, %v", r, err)
+	if r, err := c.run(context.Background(), time.Second); err != nil || r.p99 != time.Millisecond || ld.target != s.target {
+		t.Errorf("copy runs the fixed-rate load: %+v, %v, aimed at %q", r, err, ld.target)
 	}
+}
+
+// recordingLoad is a targetLoad that notes where it was aimed.
+type recordingLoad struct{ target string }
+
+func (l *recordingLoad) run(_ context.Context, target string, _ time.Duration) (runResult, error) {
+	l.target = target
+	return runResult{rps: 1, p99: time.Millisecond}, nil
 }
 
 // TestDNSPerfPerQuery: dnsperf -v's query lines become latencies, the

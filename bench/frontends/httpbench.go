@@ -250,17 +250,14 @@ func httpAtRate(o opts, env *environment, l *lab, kept *scenario, stb netip.Addr
 		settings: fmt.Sprintf("%s; %.0f%% of the lower best keep-alive throughput above (anysched's and nginx's, access log off); "+
 			"Host %s, X-Forwarded-For %s (an STB in a coverage zone); latency of each request from its sending to the end of its answer (h2load's log)",
 			ld.describe(o.duration), 100*o.rateShare, topogen.Hostname, stb)}
-	at := func(s *side) *side {
-		return s.under(func(ctx context.Context, d time.Duration) (runResult, error) { return ld.run(ctx, s.target, d) })
-	}
-	ra := at(a)
+	ra := a.under(ld)
 	rows := []row{}
 	sc.sides = []*side{ra}
 	for _, p := range []*side{off, on} {
 		if !p.measured() {
 			continue
 		}
-		rp := at(p)
+		rp := p.under(ld)
 		sc.sides = append(sc.sides, rp)
 		rows = append(rows, row{sc: sc, peer: rp.name, a: ra, b: rp, target: targetLatency})
 	}
