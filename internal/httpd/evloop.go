@@ -217,11 +217,12 @@ func (l *loop) read(c *lconn, events uint32) {
 			return
 		case n == 0:
 			// A request cut short: net/http decides what that is (its
-			// 400, or nothing), so the answer is the same. (Between
-			// requests it waits for 4 bytes before it reads one.)
-			if c.n > 0 && (c.n >= 4 || !c.ss.served) {
-				l.handoff(c, c.b.rd[:c.n])
-				return
+			// 400, or nothing), so the answer is the same.
+			if c.n > 0 {
+				if rest := c.ss.atEOF(c.b.rd[:c.n]); len(rest) > 0 {
+					l.handoff(c, rest)
+					return
+				}
 			}
 			l.close(c)
 			return

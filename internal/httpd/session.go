@@ -46,9 +46,7 @@ func (ss *session) process(in []byte, out *[]byte, scratch *[]byte, ar *arena, f
 		// (and count towards the 4) until a request follows them.
 		mark, stripped := off, ss.afterPOST
 		if ss.afterPOST {
-			for i := 0; i < 4 && off < len(in) && (in[off] == '\r' || in[off] == '\n'); i++ {
-				off++
-			}
+			off += strayCRLF(in[off:])
 			if off == len(in) {
 				return mark, vContinue
 			}
@@ -87,6 +85,33 @@ func (ss *session) process(in []byte, out *[]byte, scratch *[]byte, ar *arena, f
 		}
 	}
 	return off, vContinue
+}
+
+// atEOF is what of rest (bytes left unanswered when the peer closed)
+// net/http would still read a request from; nil: it would close without
+// an answer. Between requests net/http waits for 4 bytes and gives up on
+// fewer; after a POST it then drops up to 4 leading CR or LF.
+func (ss *session) atEOF(rest []byte) []byte {
+	if !ss.served {
+		return rest
+	}
+	if len(rest) < 4 {
+		return nil
+	}
+	if ss.afterPOST {
+		rest = rest[strayCRLF(rest):]
+	}
+	return rest
+}
+
+// strayCRLF counts the CR or LF bytes net/http drops after a POST: up to
+// 4 at the start of b (RFC 9112 section 2.2).
+func strayCRLF(b []byte) int {
+	n := 0
+	for n < 4 && n < len(b) && (b[n] == '\r' || b[n] == '\n') {
+		n++
+	}
+	return n
 }
 
 // request fills ss.req from the parsed request in b. Strings the access
