@@ -162,6 +162,14 @@ var diffSeeds = []string{
 	"HEAD /x HTTP/1.1\r\nHost: vod.other.example\r\n\r\n",
 	"POST /cctv1/index.m3u8 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"POST /cctv1/index.m3u8 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\nGET /a HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	// Stray CR/LF after a POST, then the end of the stream: net/http
+	// drops up to four and reads on; fewer than four between requests
+	// it does not read at all.
+	"POST / HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\n\r",
+	"POST / HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\n\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\n\r\nGET",
+	"GET / HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n\r\n\r\n",
 	"get /cctv1/index.m3u8 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET /../etc/passwd HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET /%2e%2e/x HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
