@@ -10,7 +10,9 @@
 // queue drops the line and counts it (anysched_accesslog_dropped_total): a
 // slow log sink loses lines, never slows an answer.
 //
-// The writer swaps each shard's buffer for an empty one, merges the shards
+// The writer swaps every shard's buffer for an empty one at one instant
+// (all shard locks held, so one caller's lines keep their order across
+// batches), merges the shards
 // by decision time, encodes the lines by hand into one reused buffer and
 // writes the batch with one Write (per 256 KiB): at hundreds of thousands of
 // decisions per second a general-purpose logger, or a write per line, costs

@@ -77,19 +77,31 @@ func (q *queue) push(e *Entry) bool {
 	return false
 }
 
-// swap hands shard i's queued lines to the writer in exchange for empty, a
-// buffer of the same capacity.
-func (q *queue) swap(i int, empty []Entry) []Entry {
-	s := &q.shards[i]
-	s.mu.Lock()
-	full := s.buf
-	if len(full) == 0 {
-		s.mu.Unlock()
-		return nil
+// swapAll appends every shard's queued lines to batches, in exchange for
+// the empty buffers of the same capacity that spare holds (a shard's spare
+// entry is nil once traded). The shards are all locked at once, so a drain is
+// a cut across them: a caller's line is in it only if every earlier line of
+// that caller is too. Taken one at a time, a line pushed into a shard not
+// yet taken would be written before an earlier one pushed into a shard
+// already taken. Callers hold one lock at a time, so taking them in order
+// cannot deadlock; they wait for 16 lock handovers at most.
+func (q *queue) swapAll(spare [][]Entry, batches []batch) []batch {
+	for i := range q.shards {
+		q.shards[i].mu.Lock()
 	}
-	s.buf = empty[:0]
-	s.mu.Unlock()
-	return full
+	for i := range q.shards {
+		s := &q.shards[i]
+		if len(s.buf) > 0 {
+			full := s.buf
+			s.buf = spare[i][:0]
+			spare[i] = nil
+			batches = append(batches, batch{shard: i, lines: full})
+		}
+	}
+	for i := range q.shards {
+		q.shards[i].mu.Unlock()
+	}
+	return batches
 }
 
 // queued is how many lines wait (for tests).

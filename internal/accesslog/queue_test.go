@@ -400,3 +400,38 @@ func parkedOnNetwork() bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "[IO wait")
 }
+
+// TestOrderWhileDraining: one caller's lines come out in its order even
+// when the writer drains while the caller records. A drain takes every
+// shard at one instant; taken one by one, a later line pushed into a shard
+// not yet taken would be written before an earlier one pushed into a shard
+// already taken.
+func TestOrderWhileDraining(t *testing.T) {
+	var out syncBuffer
+	r := New(prometheus.NewRegistry(), &out, Options{Queue: 256, FlushInterval: time.Millisecond})
+	r.q = newQueue(256, 16) // 16 lines a shard: the writer wakes every 8
+	stop := run(t, r)
+	t0 := time.Unix(1_800_000_000, 0)
+	const n = 200_000
+	for i := range n {
+		r.Record(numbered(i, t0.Add(time.Duration(i)*time.Microsecond)))
+		if i%64 == 0 {
+			runtime.Gosched() // let the writer drain while lines arrive
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for j, l := range out.lines() {
+		_, rest, _ := strings.Cut(l, `"path":"/`)
+		var i int
+		if _, err := fmt.Sscanf(rest, "%d", &i); err != nil {
+			t.Fatalf("line %d: %s: %v", j, l, err)
+		}
+		if i <= last {
+			t.Fatalf("line %d is decision %d, after decision %d", j, i, last)
+		}
+		last = i
+	}
+}

@@ -50,13 +50,7 @@ func newWriter(q *queue) *writer {
 // writes them, one write per maxWrite bytes. It returns the number of
 // failed writes and the first error; their lines are lost.
 func (w *writer) drain(out *sink) (failed int, err error) {
-	w.batches = w.batches[:0]
-	for i := range w.q.shards {
-		if full := w.q.swap(i, w.spare[i]); full != nil {
-			w.spare[i] = nil
-			w.batches = append(w.batches, batch{shard: i, lines: full})
-		}
-	}
+	w.batches = w.q.swapAll(w.spare, w.batches[:0])
 	flush := func() {
 		if len(w.buf) == 0 {
 			return
