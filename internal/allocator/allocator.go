@@ -77,7 +77,8 @@ type Config struct {
 	// States: where plans are published for, and read from, the region's
 	// other planners (nil: no handover). StateInterval: how often an
 	// active instance publishes (default max(Period, 30 s)); it also does
-	// when it goes idle and when it stops.
+	// when it goes idle and when it stops, and every period while it
+	// stands in for a better-ranked instance that is up.
 	States        StateStore
 	StateInterval time.Duration
 	// Gate, if set, checks the viewer tokens (shared by a center's

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,5 +187,95 @@ func TestRegionsStartAndStop(t *testing.T) {
 	})
 	if st := city.a.Status(); st.PlannedN != 3 || st.Switches != 0 {
 		t.Fatalf("the city's plan after the center: %+v", st)
+	}
+}
+
+// TestStandInPublishesEveryPeriod: while the center stands in for a city
+// whose scheduler is up (idle: its route is withdrawn), it publishes every
+// periodic plan, so that the city, taking its STBs back, starts from where
+// they are now: viewers who zapped during the drill keep the center's
+// servers, and the sessions they left are not planned. The city, ranked
+// first, publishes only at its state interval.
+func TestStandInPublishesEveryPeriod(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	var routed atomic.Bool
+	routed.Store(true)
+	clk := time.Now()
+	now := func() time.Time { return clk }
+	const period = 10 * time.Second
+	city := newRig(t, e, eng, "hefei-1", Config{Period: period, States: e.Store(), StateInterval: time.Minute, Routed: routed.Load})
+	center := newRig(t, e, eng, "center-1", Config{Period: period, States: e.Store(), Rank: CenterRank})
+	city.a.now, center.a.now = now, now
+	ctx := context.Background()
+	viewers := []string{"100.64.1.1", "100.64.1.2", "100.64.2.3"}
+	ask := func(r *rig, channel int) map[string]string {
+		t.Helper()
+		clk = clk.Add(100 * time.Millisecond)
+		got := map[string]string{}
+		for i, ip := range viewers {
+			code, loc, body := r.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", channel+i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
+			if code != 302 {
+				t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
+			}
+			got[ip] = loc
+		}
+		return got
+	}
+	published := func(by string) (time.Time, []string) {
+		t.Helper()
+		except := "center-1"
+		if by == except {
+			except = "hefei-1"
+		}
+		st, err := e.Store().AllocState(ctx, "hefei", except)
+		if err != nil || st == nil || st.Instance != by {
+			t.Fatalf("%s's published state: %+v, %v", by, st, err)
+		}
+		var chans []string
+		for _, s := range st.Sessions {
+			chans = append(chans, s.Channel)
+		}
+		slices.Sort(chans)
+		return st.Made, chans
+	}
+
+	ask(city, 0)
+	city.a.Solve(ctx)
+	ask(city, 0)
+	routed.Store(false)
+	city.a.Solve(ctx) // idle: it publishes, and its claims stay up
+	cityMade, _ := published("hefei-1")
+
+	ask(center, 0)
+	center.a.Solve(ctx)
+	ask(center, 0)
+	// Two periods of the drill; the viewers zap in each.
+	var where map[string]string
+	for _, ch := range []int{10, 20} {
+		ask(center, ch)
+		clk = clk.Add(period)
+		center.a.Solve(ctx)
+		made, chans := published("center-1")
+		if want := []string{fmt.Sprintf("ch%d", ch), fmt.Sprintf("ch%d", ch+1), fmt.Sprintf("ch%d", ch+2)}; !made.Equal(clk) || fmt.Sprint(chans) != fmt.Sprint(want) {
+			t.Fatalf("the center's state after a period standing in: made %v (plan at %v), channels %v, want %v", made, clk, chans, want)
+		}
+		where = ask(center, ch)
+	}
+
+	// The route is back: the city plans the viewers where they are.
+	routed.Store(true)
+	ask(city, 20) // before its first plan: the steer decision
+	city.a.Solve(ctx)
+	if st := city.a.Status(); st.PlannedN != len(viewers) || st.Switches != 0 {
+		t.Fatalf("the city's first plan after the drill: %+v", st)
+	}
+	if got := ask(city, 20); fmt.Sprint(got) != fmt.Sprint(where) {
+		t.Fatalf("after the drill the city sent the viewers to\n%v\nthe center to\n%v", got, where)
+	}
+	clk = clk.Add(period)
+	city.a.Solve(ctx)
+	if made, _ := published("hefei-1"); !made.Equal(cityMade) {
+		t.Fatalf("the city, ranked first, published at %v within its state interval of its last at %v", made, cityMade)
 	}
 }

@@ -195,7 +195,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 			// 10,000 sessions).
 			a.drains.Store(&drainForecasts{gen: p.gen, list: forecastDrains(p, eng, live)})
 		}
-		if !p.idle && now.Sub(a.statePublished) >= a.cfg.StateInterval {
+		if !p.idle && now.Sub(a.statePublished) >= a.stateInterval(peers) {
 			a.publishState(ctx, p, live, now)
 		}
 		return
@@ -273,6 +273,24 @@ func (a *Allocator) asTaking(now time.Time) store.Claims {
 // freshClaims is how old a peer's claims may be for it to count as
 // planning: two periods and a second (clocks differ a little).
 func (a *Allocator) freshClaims() time.Duration { return 2*a.cfg.Period + time.Second }
+
+// stateInterval is how long after its last publication this instance
+// publishes an active plan again: state_interval, or while it stands in
+// for a better-ranked instance that is up (its claims, idle or not, are
+// among peers) every periodic plan (half a period: the timer's solves come
+// a period apart, give or take). Routers give that instance the STBs back
+// as soon as it announces, and it plans from the state published last: one
+// state_interval old, that state would lack the sessions of every viewer
+// who zapped since and hold the ones they left. The best-ranked planner
+// publishes only for a crash, which state_interval bounds.
+func (a *Allocator) stateInterval(peers map[string]store.Claims) time.Duration {
+	for _, pc := range peers {
+		if pc.Rank < a.cfg.Rank {
+			return min(a.cfg.Period/2, a.cfg.StateInterval)
+		}
+	}
+	return a.cfg.StateInterval
+}
 
 // etcdTimeout bounds one claims read or commit: an etcd that does not
 // answer must not hold the loop for a whole period.
