@@ -12,10 +12,54 @@ import (
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fakeclock"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// handoverViewers: two STBs in the north (zones a, b), one in the south (c).
+var handoverViewers = []string{"100.64.1.1", "100.64.1.2", "100.64.2.3"}
+
+// handover is a city's scheduler (rank 0, routed while routed holds) and a
+// center's planner of the city (CenterRank) on one embedded etcd, both
+// publishing their states there and reading time from clk.
+type handover struct {
+	etcd         *etcdtest.Etcd
+	city, center *rig
+	routed       atomic.Bool
+	clk          *fakeclock.Clock
+}
+
+func newHandover(t *testing.T, city, center Config) *handover {
+	t.Helper()
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	h := &handover{etcd: e, clk: fakeclock.New(time.Now())}
+	h.routed.Store(true)
+	city.States, city.Routed = e.Store(), h.routed.Load
+	center.States, center.Rank = e.Store(), CenterRank
+	h.city = newRig(t, e, eng, "hefei-1", city)
+	h.center = newRig(t, e, eng, "center-1", center)
+	h.city.a.now, h.center.a.now = h.clk.Now, h.clk.Now
+	return h
+}
+
+// ask sends one request of every viewer to r, 100 ms after the last ones,
+// viewer i asking for channel ch+i, and returns where each was sent.
+func (h *handover) ask(t *testing.T, r *rig, ch int) map[string]string {
+	t.Helper()
+	h.clk.Advance(100 * time.Millisecond)
+	got := map[string]string{}
+	for i, ip := range handoverViewers {
+		code, loc, body := r.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", ch+i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
+		if code != 302 {
+			t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
+		}
+		got[ip] = loc
+	}
+	return got
+}
 
 // TestHandoverToTheCenterAndBack: a city's scheduler plans its viewers
 // and publishes its plan; its route is withdrawn (a drill) and the STBs
@@ -24,30 +68,14 @@ import (
 // switches server or drops a rung at either handover, and the capacity
 // goes with the planning.
 func TestHandoverToTheCenterAndBack(t *testing.T) {
-	e := etcdtest.Start(t)
-	eng := engine(t)
-	var routed atomic.Bool
-	routed.Store(true)
-	clk := time.Now()
-	now := func() time.Time { return clk }
-	city := newRig(t, e, eng, "hefei-1", Config{ArrivalReserve: 0.1, States: e.Store(), StateInterval: time.Minute, Routed: routed.Load})
-	center := newRig(t, e, eng, "center-1", Config{ArrivalReserve: 0.1, States: e.Store(), Rank: CenterRank})
-	city.a.now, center.a.now = now, now
+	h := newHandover(t, Config{ArrivalReserve: 0.1, StateInterval: time.Minute}, Config{ArrivalReserve: 0.1})
+	city, center, e, eng := h.city, h.center, h.etcd, h.city.eng
 	ctx := context.Background()
-	viewers := []string{"100.64.1.1", "100.64.1.2", "100.64.2.3"} // two in the north (a, b), one in the south (c)
+	viewers := handoverViewers
 	placed := map[string]string{}
 	ask := func(r *rig) map[string]string {
 		t.Helper()
-		clk = clk.Add(100 * time.Millisecond)
-		got := map[string]string{}
-		for i, ip := range viewers {
-			code, loc, body := r.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
-			if code != 302 {
-				t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
-			}
-			got[ip] = loc
-		}
-		return got
+		return h.ask(t, r, 0)
 	}
 	noMoves := func(what string, r *rig) {
 		t.Helper()
@@ -71,7 +99,7 @@ func TestHandoverToTheCenterAndBack(t *testing.T) {
 
 	// Drill: the route is withdrawn. The city goes idle at once (claims:
 	// the reserve), publishing where its viewers are.
-	routed.Store(false)
+	h.routed.Store(false)
 	city.a.Solve(ctx)
 	if s := city.a.Status(); !s.Idle {
 		t.Fatalf("the withdrawn city is not idle: %+v", s)
@@ -82,7 +110,7 @@ func TestHandoverToTheCenterAndBack(t *testing.T) {
 	// What the center adopts: the sessions and the plan's prices, which
 	// its first solve starts from.
 	center.a.solveMu.Lock()
-	center.a.adoptState(ctx, eng.Snapshot(), clk, true)
+	center.a.adoptState(ctx, eng.Snapshot(), h.clk.Now(), true)
 	seeded := len(center.a.seeds["live"])
 	center.a.solveMu.Unlock()
 	if seeded != 3 {
@@ -101,7 +129,7 @@ func TestHandoverToTheCenterAndBack(t *testing.T) {
 
 	// The route is back: the city's STBs return; it plans them from the
 	// center's state, and the center yields at its next solve.
-	routed.Store(true)
+	h.routed.Store(true)
 	ask(city)
 	city.a.Solve(ctx)
 	noMoves("the city took them back", city)
@@ -197,30 +225,13 @@ func TestRegionsStartAndStop(t *testing.T) {
 // servers, and the sessions they left are not planned. The city, ranked
 // first, publishes only at its state interval.
 func TestStandInPublishesEveryPeriod(t *testing.T) {
-	e := etcdtest.Start(t)
-	eng := engine(t)
-	var routed atomic.Bool
-	routed.Store(true)
-	clk := time.Now()
-	now := func() time.Time { return clk }
 	const period = 10 * time.Second
-	city := newRig(t, e, eng, "hefei-1", Config{Period: period, States: e.Store(), StateInterval: time.Minute, Routed: routed.Load})
-	center := newRig(t, e, eng, "center-1", Config{Period: period, States: e.Store(), Rank: CenterRank})
-	city.a.now, center.a.now = now, now
+	h := newHandover(t, Config{Period: period, StateInterval: time.Minute}, Config{Period: period})
+	city, center, e, clk := h.city, h.center, h.etcd, h.clk
 	ctx := context.Background()
-	viewers := []string{"100.64.1.1", "100.64.1.2", "100.64.2.3"}
 	ask := func(r *rig, channel int) map[string]string {
 		t.Helper()
-		clk = clk.Add(100 * time.Millisecond)
-		got := map[string]string{}
-		for i, ip := range viewers {
-			code, loc, body := r.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", channel+i, signed(t, fmt.Sprintf("u%d", i), 5000)), "")
-			if code != 302 {
-				t.Fatalf("%s: %d %s", r.a.cfg.Instance, code, body)
-			}
-			got[ip] = loc
-		}
-		return got
+		return h.ask(t, r, channel)
 	}
 	published := func(by string) (time.Time, []string) {
 		t.Helper()
@@ -243,7 +254,7 @@ func TestStandInPublishesEveryPeriod(t *testing.T) {
 	ask(city, 0)
 	city.a.Solve(ctx)
 	ask(city, 0)
-	routed.Store(false)
+	h.routed.Store(false)
 	city.a.Solve(ctx) // idle: it publishes, and its claims stay up
 	cityMade, _ := published("hefei-1")
 
@@ -254,26 +265,26 @@ func TestStandInPublishesEveryPeriod(t *testing.T) {
 	var where map[string]string
 	for _, ch := range []int{10, 20} {
 		ask(center, ch)
-		clk = clk.Add(period)
+		clk.Advance(period)
 		center.a.Solve(ctx)
 		made, chans := published("center-1")
-		if want := []string{fmt.Sprintf("ch%d", ch), fmt.Sprintf("ch%d", ch+1), fmt.Sprintf("ch%d", ch+2)}; !made.Equal(clk) || fmt.Sprint(chans) != fmt.Sprint(want) {
-			t.Fatalf("the center's state after a period standing in: made %v (plan at %v), channels %v, want %v", made, clk, chans, want)
+		if want := []string{fmt.Sprintf("ch%d", ch), fmt.Sprintf("ch%d", ch+1), fmt.Sprintf("ch%d", ch+2)}; !made.Equal(clk.Now()) || fmt.Sprint(chans) != fmt.Sprint(want) {
+			t.Fatalf("the center's state after a period standing in: made %v (plan at %v), channels %v, want %v", made, clk.Now(), chans, want)
 		}
 		where = ask(center, ch)
 	}
 
 	// The route is back: the city plans the viewers where they are.
-	routed.Store(true)
+	h.routed.Store(true)
 	ask(city, 20) // before its first plan: the steer decision
 	city.a.Solve(ctx)
-	if st := city.a.Status(); st.PlannedN != len(viewers) || st.Switches != 0 {
+	if st := city.a.Status(); st.PlannedN != len(handoverViewers) || st.Switches != 0 {
 		t.Fatalf("the city's first plan after the drill: %+v", st)
 	}
 	if got := ask(city, 20); fmt.Sprint(got) != fmt.Sprint(where) {
 		t.Fatalf("after the drill the city sent the viewers to\n%v\nthe center to\n%v", got, where)
 	}
-	clk = clk.Add(period)
+	clk.Advance(period)
 	city.a.Solve(ctx)
 	if made, _ := published("hefei-1"); !made.Equal(cityMade) {
 		t.Fatalf("the city, ranked first, published at %v within its state interval of its last at %v", made, cityMade)
