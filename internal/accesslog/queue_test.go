@@ -422,8 +422,13 @@ func TestOrderWhileDraining(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	lines := out.lines()
+	t.Logf("%d lines in %d writes", len(lines), out.writes)
+	if out.writes < 20 {
+		t.Fatalf("%d lines in %d writes: the writer did not drain while lines arrived", len(lines), out.writes)
+	}
 	last := -1
-	for j, l := range out.lines() {
+	for j, l := range lines {
 		_, rest, _ := strings.Cut(l, `"path":"/`)
 		var i int
 		if _, err := fmt.Sscanf(rest, "%d", &i); err != nil {
