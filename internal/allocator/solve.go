@@ -282,7 +282,9 @@ func (a *Allocator) freshClaims() time.Duration { return 2*a.cfg.Period + time.S
 // as soon as it announces, and it plans from the state published last: one
 // state_interval old, that state would lack the sessions of every viewer
 // who zapped since and hold the ones they left. The best-ranked planner
-// publishes only for a crash, which state_interval bounds.
+// publishes only for a crash, which state_interval bounds. Strictly better
+// ranked, unlike firstInRank: the two machines of a city's node share a
+// rank and both take STBs, so neither stands in for the other.
 func (a *Allocator) stateInterval(peers map[string]store.Claims) time.Duration {
 	for _, pc := range peers {
 		if pc.Rank < a.cfg.Rank {
