@@ -360,6 +360,37 @@ func TestCHashExplainPredictsPick(t *testing.T) {
 	}
 }
 
+// TestCHashExplainWhenEveryServerIsFull: with every server past its bound
+// (a burst within one tick on a node whose total is still zero, so each
+// bound is its floor), Explain still names a server, the least loaded one,
+// and Pick takes the same. An earlier Explain walked the ring and answered
+// -1 when it found no room, which TestTableSwapRace once caught: picks on
+// the shared counters had filled every server under it.
+func TestCHashExplainWhenEveryServerIsFull(t *testing.T) {
+	now := t0
+	c := fakeClock(mustCHash(t, servers(100, 100, 100, 100, 100, 100), nil,
+		CHashOptions{Epsilon: 0.1, HalfLife: 10 * time.Second, MinLoad: 1, Now: now}), &now)
+	for i := range 3000 {
+		c.Pick(HashKey(fmt.Sprint("k", i)), uint64(i))
+	}
+	loads, _ := c.Loads()
+	for j, v := range loads {
+		if b := c.bound(int32(j), c.totalLoad()); float64(v) <= b {
+			t.Fatalf("server %d has room (%d recent, bound %.1f): the burst did not fill the node", j, v, b)
+		}
+	}
+	for i := range 50 {
+		h := HashKey(fmt.Sprint("k", i))
+		x := c.Explain(h, uint64(i))
+		if x.Pick < 0 || !strings.Contains(fmt.Sprint(x.Notes), "every server tried is full") {
+			t.Fatalf("key %d: explain on a full node: %+v", i, x)
+		}
+		if got := c.Pick(h, uint64(i)); got != x.Pick {
+			t.Fatalf("key %d: explain said %d, pick gave %d", i, x.Pick, got)
+		}
+	}
+}
+
 // TestCHashInherit: a rebuild with the same servers shares the counters
 // (picks on either count for both); one with other servers carries the
 // loads over by server identity and the keys' demand as it is.
