@@ -16,7 +16,8 @@ import (
 const NginxCycle = 100
 
 // nginxConf: stub_status for the checkers; the live playlist is the file
-// the writer (nginxWriter) refreshes, the VOD playlist a constant, segment
+// of the second nginx serves it at (live/<unix second>.m3u8, written ahead
+// by nginxWriter), the VOD playlist a constant, segment
 // n the file of its last two digits (named captures: rewrite's own
 // match resets the numbered ones). One process (no master), in the
 // foreground, every file under dir.
@@ -34,6 +35,7 @@ http {
     uwsgi_temp_path %[1]s/tmp;
     scgi_temp_path %[1]s/tmp;
     keepalive_timeout 30s;
+    map $msec $live_second { "~^(?<sec>[0-9]+)\." $sec; }
     server {
         listen %[2]s;
         root %[1]s;
@@ -42,7 +44,7 @@ http {
         location ~ ^/live/[^/]+/[0-9]+/index\.m3u8$ {
             default_type application/vnd.apple.mpegurl;
             add_header Cache-Control no-cache;
-            rewrite ^ /live.m3u8 break;
+            rewrite ^ /live/$live_second.m3u8 break;
         }
         location ~ ^/vod/[^/]+/[0-9]+/index\.m3u8$ {
             default_type application/vnd.apple.mpegurl;
@@ -64,28 +66,42 @@ http {
 `
 
 // nginxWriter is the bash script an nginx edge runs beside nginx ("$@"):
-// it rewrites dir/live.m3u8 as LivePlaylist would whenever the window
-// moves, until nginx (which the script's own pid becomes) exits.
+// it writes the live playlist of every second from now to liveAhead
+// seconds on (dir/live/<unix second>.m3u8, as LivePlaylist has it) and
+// removes the past ones, every few seconds, until nginx (which the script's
+// own pid becomes) exits. nginx picks the file by its own clock, so the
+// window it serves is the clock's whatever the writer's delays (a loaded
+// machine once held a writer that rewrote one file on the second more than
+// a window move behind); the writer only has to stay liveAhead ahead.
 func nginxWriter(dir string) string {
-	return fmt.Sprintf(`dir=%[1]q
+	return fmt.Sprintf(`dir=%[1]q/live
+mkdir -p "$dir"
 (
-  last=
+  done_to=0
   while kill -0 $$ 2>/dev/null; do
     printf -v now '%%(%%s)T' -1
-    s=$(( now / %[2]d - 1 ))
-    if [[ $s != "$last" ]]; then
+    for (( t = (done_to > now ? done_to : now); t <= now + %[5]d; t++ )); do
+      s=$(( t / %[2]d - 1 ))
       {
         printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:%[2]d\n#EXT-X-MEDIA-SEQUENCE:%%d\n' $(( s - %[3]d + 1 ))
         for (( n = s - %[3]d + 1; n <= s; n++ )); do printf '#EXTINF:%[4]s,\nseg%%d.ts\n' $n; done
-      } >"$dir/live.m3u8.tmp" && mv -f "$dir/live.m3u8.tmp" "$dir/live.m3u8"
-      last=$s
-    fi
-    sleep 0.25
+      } >"$dir/.$t.tmp" && mv -f "$dir/.$t.tmp" "$dir/$t.m3u8"
+      done_to=$(( t + 1 ))
+    done
+    for f in "$dir"/*.m3u8; do
+      t=${f##*/}; t=${t%%.m3u8}
+      (( t < now - 30 )) && rm -f "$f"
+    done
+    sleep 5
   done
 ) &
 exec "$@"
-`, dir, targetDuration, LiveWindow, fmt.Sprintf("%.3f", SegmentDuration.Seconds()))
+`, dir, targetDuration, LiveWindow, fmt.Sprintf("%.3f", SegmentDuration.Seconds()), liveAhead)
 }
+
+// liveAhead is how many seconds of live playlists the nginx edge's writer
+// keeps written ahead of the clock.
+const liveAhead = 120
 
 // Nginx writes an nginx edge's directory dir (configuration; the segment
 // files into segments, shared by the edges of a lab and written once) and
