@@ -52,21 +52,62 @@ import (
 var allCities = lab.AllCities()
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "lab: ") { // the lab package's errors name it already
-			msg = "lab: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
+	err := run(os.Args[1:], os.Stdout)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return
+	case errors.Is(err, errUsage):
+		fmt.Fprint(os.Stderr, err.Error()+"\n"+usage())
+		os.Exit(2)
 	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "lab: ") { // the lab package's errors name it already
+		msg = "lab: " + msg
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	os.Exit(1)
 }
 
-func run(args []string) error {
+// commands are lab's commands with what each does, in the order help lists
+// them; etcd-member and edge are started by the lab itself, inside it.
+var commands = []struct{ name, args, what string }{
+	{"demo", "[--cities 4]", "up, STB load, drills, a summary, down (make demo)"},
+	{"up", "[--cities 2 | --file lab.yaml]", "up, then wait for Ctrl-C and tear down"},
+	{"load", "[--load 30s]", "STB load from every city of a running lab, and what the STBs saw"},
+	{"status", "", "routes, link delays and etcd members of a running lab"},
+	{"chaos", "[--duration 3m --seed 1]", "faults drawn from the seed under STB load, then the invariants"},
+	{"down", "", "remove everything a lab (or a crashed one) left"},
+	{"etcd-member", "--name ... --control ...", "one member of a lab's etcd cluster (the lab starts it)"},
+	{"edge", "--listen ...", "a media edge inside a lab namespace (the lab starts it)"},
+	{"help", "", "this text; lab COMMAND --help lists a command's flags"},
+}
+
+// errUsage marks a command line lab cannot read: usage on stderr, exit 2.
+var errUsage = errors.New("lab: usage")
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: lab COMMAND [flags]   (root, iproute2, BIRD; the daemons from --bin, make build)\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-12s %-32s %s\n", c.name, c.args, c.what)
+	}
+	return b.String()
+}
+
+func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: lab demo|up|status|down [flags]")
+		return fmt.Errorf("%w: no command", errUsage)
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage())
+		return nil
+	}
+	if !slices.ContainsFunc(commands, func(c struct{ name, args, what string }) bool { return c.name == args[0] }) {
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
 	fs := flag.NewFlagSet("lab "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stdout)
 	n := fs.Int("cities", 4, "cities (1-16, from the sample province)")
 	prefix := fs.String("prefix", "asl", "namespace name prefix")
 	bin := fs.String("bin", "bin", "directory with the built daemons")
@@ -169,7 +210,7 @@ func run(args []string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown command %q", args[0])
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
 
 func up(o lab.Options) (*lab.Lab, error) {
