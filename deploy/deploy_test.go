@@ -971,3 +971,41 @@ func TestPromtool(t *testing.T) {
 	}
 	run("check", "rules", p)
 }
+
+// TestProductionConfigComments: what the production examples' comments say
+// a setting does is what the loaded configuration does. Each claim quotes
+// the comment it checks, so that rewording one without the other fails.
+func TestProductionConfigComments(t *testing.T) {
+	load := func(name string) example { return loadExample(t, filepath.Join(productionDir, name)) }
+	text := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(productionDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A comment's lines read as one text, values and inline comments kept.
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			lines = append(lines, strings.TrimLeft(l, " #"))
+		}
+		return strings.Join(strings.Fields(strings.Join(lines, " ")), " ")
+	}
+	center := load("center.yaml").cfg.(*config.Center)
+	cities := []*config.Regional{load("regional-primary.yaml").cfg.(*config.Regional), load("regional-standby.yaml").cfg.(*config.Regional)}
+	for _, c := range []struct {
+		file, says string
+		holds      bool
+	}{
+		{"center.yaml", "plans the fallen city's viewers from the city's last published plan", center.Alloc.PlanFallenCities},
+		{"center.yaml", "Give it the same keys and auth mode as the cities",
+			center.Alloc.Auth == cities[0].Alloc.Auth && center.Alloc.Auth == cities[1].Alloc.Auth &&
+				slices.Equal(center.Alloc.Keys, cities[0].Alloc.Keys) && slices.Equal(center.Alloc.Keys, cities[1].Alloc.Keys)},
+		{"center.yaml", "pre_withdraw: 2s # GRACEFUL_SHUTDOWN first, then withdraw", center.Announce.Drain.PreWithdraw > 0},
+		{"center.yaml", "linger: 5s # keep answering while the core converges", center.Announce.Drain.Linger > 0},
+	} {
+		if !strings.Contains(text(c.file), c.says) {
+			t.Errorf("%s no longer says %q: update the claim here with the comment", c.file, c.says)
+		} else if !c.holds {
+			t.Errorf("%s says %q, but the loaded configuration does otherwise", c.file, c.says)
+		}
+	}
+}
