@@ -631,7 +631,7 @@ func machine() string {
 	mem := ""
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
-		fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%d", &kb)
+		_, _ = fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%d", &kb)
 		mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")

@@ -31,19 +31,6 @@ func newKeyDemand(servers int, tickNs int64) *keyDemand {
 
 func (k *keyDemand) slot(h uint64) *atomic.Uint64 { return &k.slots[h&k.mask] }
 
-// add counts one request at tick: the key's recent requests including this
-// one, how many of the key's picks the slot had counted in this tick, and
-// the new word.
-func (k *keyDemand) add(s *atomic.Uint64, tick int64) (demand float64, n uint32, raw uint64) {
-	for {
-		w := s.Load()
-		next, n, d := bump(w, tick)
-		if s.CompareAndSwap(w, next) {
-			return d, n, next
-		}
-	}
-}
-
 // inherit copies prev's counters, re-stamped for k's tick length when the
 // half-life changed (values decayed to now, stamped with k's tick).
 func (k *keyDemand) inherit(prev *keyDemand, prevTick, tick int64) {

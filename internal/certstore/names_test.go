@@ -95,7 +95,7 @@ func FuzzLookup(f *testing.F) {
 		if err != nil || got == nil {
 			t.Fatalf("%q: %v, %v", name, got, err)
 		}
-		if up, _ := s.GetCertificate(&tls.ClientHelloInfo{ServerName: strings.ToUpper(name)}); up != got && strings.ToLower(strings.ToUpper(name)) == strings.ToLower(name) {
+		if up, _ := s.GetCertificate(&tls.ClientHelloInfo{ServerName: strings.ToUpper(name)}); up != got && strings.EqualFold(strings.ToUpper(name), name) {
 			t.Fatalf("%q and its upper case get different certificates", name)
 		}
 	})

@@ -175,7 +175,9 @@ func (con *Console) session(w http.ResponseWriter, r *http.Request) string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	// Secure whenever the console is served over TLS; a plain listener is
+	// loopback only (the admin listener refuses anything else without TLS).
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}) //nolint:gosec // G124: see above
 	return id
 }
 

@@ -125,7 +125,7 @@ func (con *Console) page(path string) http.HandlerFunc {
 		if c.Identity == "" {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintf(w, "the console needs a client certificate of admin.tls.client_ca_file (or a loopback listener); %s has none\n", r.RemoteAddr)
+			fmt.Fprintf(w, "the console needs a client certificate of admin.tls.client_ca_file (or a loopback listener); %s has none\n", r.RemoteAddr) //nolint:gosec // G705: text/plain, never rendered as HTML
 			return
 		}
 		ctx := r.Context()
@@ -133,7 +133,7 @@ func (con *Console) page(path string) http.HandlerFunc {
 		if err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(httpCode(err))
-			fmt.Fprintln(w, serrMessage(err))
+			fmt.Fprintln(w, serrMessage(err)) //nolint:gosec // G705: text/plain, never rendered as HTML
 			return
 		}
 		d := pageData{Page: name[0], Title: name[1], Prefix: Prefix, Who: who, CSRF: con.csrfToken(con.session(w, r), c),
@@ -154,7 +154,7 @@ func (con *Console) page(path string) http.HandlerFunc {
 		}
 		switch name[0] {
 		case "drills":
-			con.discoverDrills(ctx, c)
+			note(con.discoverDrills(ctx, c)) // the page shows the drills known so far, and why there may be more
 			d.Drills = con.drills.list()
 		case "qoe":
 			d.History, err = con.history(ctx, c)

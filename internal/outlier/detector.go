@@ -189,7 +189,7 @@ func (d *Detector) SetServers(nodes []int32, names []string) {
 		remap[i] = -1
 	}
 	for i := range n {
-		name := names[i]
+		name := names[i] //nolint:gosec // G602: i < n <= len(names)
 		s := d.byName[name]
 		_, dup := byName[name]
 		if dup {

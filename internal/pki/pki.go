@@ -216,7 +216,8 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("pki: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err == nil {
+	// One err all through: a failed write or sync must stop the rename.
+	if err = tmp.Chmod(perm); err == nil {
 		_, err = tmp.Write(data)
 		if err == nil {
 			err = tmp.Sync()

@@ -20,13 +20,12 @@ const (
 	KindSettings = "settings"
 )
 
-var diffKinds = [...]string{KindRegions, KindNodes, KindServers, KindZones, KindNetworks, KindServices, KindPools, KindSettings}
-
 // Changes is what one document changes against another: what an operator
 // confirms before an apply, what the removal guard judges and what the
 // audit log summarises.
 type Changes struct {
-	// Sections has one entry per kind that changed, in diffKinds order.
+	// Sections has one entry per kind that changed, in the order of the
+	// Kind constants.
 	Sections []Section
 	// Servers and zone networks before and after.
 	ServersBefore, ServersAfter   int

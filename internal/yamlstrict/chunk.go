@@ -292,17 +292,6 @@ func hasAlias(n *yaml.Node, depth int) bool {
 	return false
 }
 
-// blank replaces the bytes of ranges by spaces, keeping line breaks.
-func blank(b []byte, ranges [][2]int) {
-	for _, r := range ranges {
-		for i := r[0]; i < r[1]; i++ {
-			if b[i] != '\n' {
-				b[i] = ' '
-			}
-		}
-	}
-}
-
 // lineStart is the offset of the 0-based line n.
 func lineStart(b []byte, n int) int {
 	off := 0

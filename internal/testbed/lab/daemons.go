@@ -252,7 +252,7 @@ func (p *Proc) start(l *Lab) error {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }() // its exit is read from cmd.ProcessState
 	return nil
 }
 

@@ -125,7 +125,7 @@ func netemAvailable(prefix string) bool {
 	if exec.Command("ip", "netns", "add", ns).Run() != nil {
 		return false
 	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
+	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
 	return exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms").Run() == nil
 }
 

@@ -244,7 +244,7 @@ func (l *Lab) request(ctx context.Context, i int, maxTime string) (instance stri
 	}
 	var code int
 	var inst string
-	fmt.Sscanf(string(out), "%d %s", &code, &inst)
+	_, _ = fmt.Sscanf(string(out), "%d %s", &code, &inst) // nothing read: code 0, which callers treat as no answer
 	return inst, code, nil
 }
 
@@ -318,7 +318,7 @@ func (l *Lab) Ask(ctx context.Context, i int, q Query) (Answer, error) {
 	// Fields in a fixed order, an empty one between two spaces.
 	var a Answer
 	f := strings.SplitN(string(out), " ", 4)
-	fmt.Sscanf(f[0], "%d", &a.Status)
+	_, _ = fmt.Sscanf(f[0], "%d", &a.Status) // nothing read: status 0, no answer
 	for k, dst := range []*string{&a.Instance, &a.Result, &a.Location} {
 		if k+1 < len(f) {
 			*dst = strings.TrimSpace(f[k+1])
@@ -357,7 +357,7 @@ func (l *Lab) Fetch(ctx context.Context, i int, from netip.Addr, url string) (in
 	}
 	out, err := exec.CommandContext(ctx, "ip", append(args, url)...).Output()
 	var code int
-	fmt.Sscanf(string(out), "%d", &code)
+	_, _ = fmt.Sscanf(string(out), "%d", &code) // nothing read: code 0, the error below
 	if err != nil && code == 0 {
 		return 0, fmt.Errorf("curl %s: %w", url, err)
 	}

@@ -172,13 +172,13 @@ type packet struct {
 // writer per direction suffice.
 func (l *Link) forward(from, to *os.File) {
 	q := make(chan packet, l.cfg.Queue)
-	pool := sync.Pool{New: func() any { return make([]byte, l.cfg.MTU+64) }}
+	pool := sync.Pool{New: func() any { b := make([]byte, l.cfg.MTU+64); return &b }} // pointers: a slice in an interface allocates
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
 		defer close(q)
 		for {
-			b := pool.Get().([]byte)
+			b := *pool.Get().(*[]byte)
 			n, err := from.Read(b[:cap(b)])
 			if err != nil {
 				return // closed
@@ -187,7 +187,8 @@ func (l *Link) forward(from, to *os.File) {
 			case q <- packet{b: b[:n], due: time.Now().Add(l.cfg.Delay)}:
 			default:
 				l.Dropped.Add(1)
-				pool.Put(b[:cap(b)])
+				b = b[:cap(b)]
+				pool.Put(&b)
 			}
 		}
 	}()
@@ -207,7 +208,8 @@ func (l *Link) forward(from, to *os.File) {
 			if _, err := to.Write(p.b); err == nil {
 				l.Packets.Add(1)
 			}
-			pool.Put(p.b[:cap(p.b)])
+			b := p.b[:cap(p.b)]
+			pool.Put(&b)
 		}
 	}()
 }
