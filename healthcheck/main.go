@@ -7,9 +7,9 @@ import (
 	"context"
 	"io"
 
-	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/healthd"
 	"github.com/anysched/anysched/internal/obs"
 )
 
@@ -25,5 +25,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	return app.RunHealthcheck(ctx, cfg, log)
+	return healthd.Run(ctx, cfg, log)
 }

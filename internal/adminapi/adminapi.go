@@ -20,7 +20,8 @@ import (
 	"github.com/anysched/anysched/internal/audit"
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/etcdserver"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/store"
@@ -37,11 +38,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// MaxMessageBytes bounds one admin response (and what schedctl accepts):
-// a province-scale topology (10,000 servers, 100,000 networks) is about
-// 10 MB of YAML. Requests are bounded by grpc.max_request_bytes.
-const MaxMessageBytes = 128 << 20
-
 // maxViolations caps the field errors returned in one response.
 const maxViolations = 1000
 
@@ -53,13 +49,13 @@ type Service struct {
 	// Engine is the center's current routing engine (nil before a snapshot).
 	Engine func() *steer.Engine
 	// Health is the merged availability behind that engine (nil before one).
-	Health func() *health.Availability
+	Health func() *avail.Availability
 	// Drains lists the operator drains in force.
 	Drains func() []opstate.Drain
 	// Lab is true when the center runs in a lab: drills need no confirmation.
 	Lab bool
 	// Etcd is the center's embedded etcd, nil with an external cluster.
-	Etcd *store.Embedded
+	Etcd *etcdserver.Embedded
 	// LabEtcdMembers are the control endpoints of a lab's etcd members
 	// (config lab_etcd_members): the etcd-loss drill stops members there.
 	LabEtcdMembers []string
@@ -366,7 +362,7 @@ func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *gr
 		// Checked against the message's length prefix, before it is read
 		// or decoded: ResourceExhausted.
 		grpc.MaxRecvMsgSize(maxReq),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(pb.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}

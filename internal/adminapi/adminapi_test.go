@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/etcdserver"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,7 +29,7 @@ func TestDrillEtcdMembers(t *testing.T) {
 		name := fmt.Sprintf("etcd%d", i+1)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet && r.URL.Path == "/member" {
-				json.NewEncoder(w).Encode(store.MemberState{Name: name, Running: true})
+				json.NewEncoder(w).Encode(etcdserver.MemberState{Name: name, Running: true})
 				return
 			}
 			if r.Method != http.MethodPost || r.URL.Path != "/member/stop" {
@@ -39,7 +39,7 @@ func TestDrillEtcdMembers(t *testing.T) {
 			mu.Lock()
 			stopped[name] = r.URL.Query().Get("for")
 			mu.Unlock()
-			json.NewEncoder(w).Encode(store.MemberState{Name: name, Until: time.Now().Add(time.Minute)})
+			json.NewEncoder(w).Encode(etcdserver.MemberState{Name: name, Until: time.Now().Add(time.Minute)})
 		}))
 		defer srv.Close()
 		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))

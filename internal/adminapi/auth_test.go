@@ -154,7 +154,7 @@ func dialTLS(t *testing.T, addr, ca, cert, key string) pb.AdminClient {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(pb.MaxMessageBytes)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/balance"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
@@ -199,7 +200,7 @@ func TestStatusCountsDrainedAndUncheckedServers(t *testing.T) {
 	snap := p.snap
 	checked, unchecked := snap.Regions[0], snap.Regions[1]
 	n := len(snap.Servers)
-	av := &health.Availability{Figures: make([]health.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
+	av := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	for i := range n {
 		av.Healthy[i], av.Available[i] = true, true
 	}
@@ -209,7 +210,7 @@ func TestStatusCountsDrainedAndUncheckedServers(t *testing.T) {
 	drained := checked.Servers[0]
 	av.Drained[drained], av.Available[drained], av.Why[drained] = true, false, "drained: server x (disk swap)"
 	av.Checkers = []health.CheckerInfo{{ID: "c1", Region: checked.Name}}
-	p.svc.Health = func() *health.Availability { return av }
+	p.svc.Health = func() *avail.Availability { return av }
 	ctx, _ := as(t, authz.Viewer)
 	resp, err := p.svc.Status(ctx, &pb.StatusRequest{})
 	if err != nil {
@@ -239,7 +240,7 @@ func TestExplainWithoutPathAndAsRegion(t *testing.T) {
 	ri, _ := snap.Region(z.Region)
 	drained := snap.Regions[ri].Servers[0]
 	n := len(snap.Servers)
-	av := &health.Availability{Figures: make([]health.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
+	av := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	for i := range n {
 		av.Healthy[i], av.Available[i] = true, true
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/anysched/anysched/internal/audit"
 	"github.com/anysched/anysched/internal/authz"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -84,7 +84,7 @@ type ServerState struct {
 // counts, so callers authorize it as Status.
 func (s *Service) ServerStates(_ context.Context) (revision int64, out []ServerState, err error) {
 	eng := s.engine()
-	var a *health.Availability
+	var a *avail.Availability
 	if s.Health != nil {
 		a = s.Health()
 	}

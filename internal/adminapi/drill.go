@@ -12,6 +12,7 @@ import (
 
 	"github.com/anysched/anysched/internal/audit"
 	"github.com/anysched/anysched/internal/authz"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/store"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -77,7 +78,7 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, 
 			return nil, status.Errorf(codes.Unavailable, "leader first: cannot tell the leader: %v", lerr)
 		}
 		i := slices.IndexFunc(addrs, func(a string) bool {
-			st, err := store.GetMember(ctx, a)
+			st, err := etcdserver.GetMember(ctx, a)
 			return err == nil && st.Name == leader
 		})
 		if i < 0 {
@@ -95,7 +96,7 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, 
 	var wg sync.WaitGroup
 	for i, addr := range addrs[:n] { // together: the quorum goes at once
 		wg.Go(func() {
-			st, err := store.StopMember(ctx, addr, d)
+			st, err := etcdserver.StopMember(ctx, addr, d)
 			names[i], errs[i] = st.Name, err
 		})
 	}

@@ -28,7 +28,7 @@ func TestDryRunApplyMemoryBounded(t *testing.T) {
 	next := topogen.Large(nil, o)
 	next.Nodes[0].Servers[0].Weight = 7 // one change for the diff to find
 	doc := yamlDoc(t, next)
-	next, cur = nil, nil
+	next, cur = nil, nil //nolint:ineffassign // drops the references so that the collector frees them before the measurement
 	var resp *pb.ApplyTopologyResponse
 	var err error
 	u := heapuse.MeasureLive(func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anysched/anysched/internal/announce"
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/netconfig"
 	"golang.org/x/sync/errgroup"
@@ -177,12 +178,12 @@ func (s *Scheduler) AnnounceState(ctx context.Context) (announced bool, why stri
 func (s *Scheduler) runServing(ctx context.Context, comps ...func(context.Context) error) error {
 	an := s.announcer
 	if an == nil {
-		return runAll(ctx, comps...)
+		return daemon.RunAll(ctx, comps...)
 	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	g, gctx := errgroup.WithContext(serveCtx)
-	goAll(gctx, g, comps)
+	daemon.GoAll(gctx, g, comps)
 	g.Go(func() error { return an.speaker.Run(gctx) })
 	g.Go(func() error {
 		ctrlCtx, cancel := context.WithCancel(ctx)

@@ -20,6 +20,7 @@ import (
 	"github.com/anysched/anysched/internal/console"
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/netutil"
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
@@ -27,13 +28,13 @@ import (
 )
 
 // RunCenter runs the central scheduler until ctx ends.
-func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...Option) error {
+func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.Option) error {
 	log = log.With("role", RoleCentral)
 	endpoints := c.Etcd.Endpoints
-	var emb *store.Embedded
+	var emb *etcdserver.Embedded
 	if len(endpoints) == 0 {
 		var err error
-		emb, err = store.StartEmbedded(ctx, c.Etcd.Embedded, store.EmbeddedOptions{}, log)
+		emb, err = etcdserver.StartEmbedded(ctx, c.Etcd.Embedded, etcdserver.EmbeddedOptions{}, log)
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func RunCenter(ctx context.Context, c config.Center, log *slog.Logger, opts ...O
 			}
 		})
 	}
-	collect(opts).listening(l)
+	daemon.CollectOptions(opts).Listening(l)
 	return s.runServing(ctx, comps...)
 }
 

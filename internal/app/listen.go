@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -11,40 +10,7 @@ import (
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
 	"github.com/anysched/anysched/internal/netutil"
-	"github.com/anysched/anysched/internal/tlsutil"
 )
-
-// Listeners is where a daemon listens once bound (host:port; empty when
-// off). With port 0 in the configuration it is what the kernel gave.
-type Listeners struct {
-	Admin, HTTP, HTTPS, DNS, GRPC, Etcd string
-}
-
-// Option adjusts how a daemon runs, for callers that embed one (tests).
-type Option func(*options)
-
-type options struct {
-	onListening func(Listeners)
-}
-
-// OnListening is called once, when every listener of the daemon is bound
-// and before any serves: with port 0 in the configuration, it is how the
-// caller learns the ports.
-func OnListening(f func(Listeners)) Option { return func(o *options) { o.onListening = f } }
-
-func collect(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	return o
-}
-
-func (o options) listening(l Listeners) {
-	if o.onListening != nil {
-		o.onListening(l)
-	}
-}
 
 // bound holds a scheduler's sockets. They are bound before anything
 // serves, so a port in use fails the start instead of a component later,
@@ -57,8 +23,8 @@ type bound struct {
 }
 
 // listen binds the admin, HTTP and DNS listeners the configuration asks for.
-func (s *Scheduler) listen() (Listeners, error) {
-	var l Listeners
+func (s *Scheduler) listen() (daemon.Listeners, error) {
+	var l daemon.Listeners
 	if s.accessErr != nil {
 		return l, s.accessErr
 	}
@@ -68,7 +34,7 @@ func (s *Scheduler) listen() (Listeners, error) {
 	var err error
 	b := &s.bound
 	if a := s.common.Admin.Listen; a != "" {
-		if s.Admin.TLS, err = adminTLS(s.common.Admin); err != nil {
+		if s.Admin.TLS, err = daemon.AdminTLS(s.common.Admin); err != nil {
 			return l, err
 		}
 		if b.admin, err = net.Listen("tcp", a); err != nil {
@@ -103,18 +69,6 @@ func (s *Scheduler) listen() (Listeners, error) {
 	}
 	s.listeners = l
 	return l, nil
-}
-
-// adminTLS is the admin listener's TLS (admin.tls), nil without.
-func adminTLS(c config.Admin) (*tls.Config, error) {
-	if !c.TLS.Enabled() {
-		return nil, nil
-	}
-	tc, err := tlsutil.Server(c.TLS)
-	if err != nil {
-		return nil, &daemon.ConfigError{Err: fmt.Errorf("admin.tls: %w", err)}
-	}
-	return tc, nil
 }
 
 // certStore loads the STB-facing HTTPS certificates (https.certificates);

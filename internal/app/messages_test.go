@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/app"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/testbed/logtest"
 	"github.com/anysched/anysched/internal/topology/topogen"
 )
@@ -19,7 +20,7 @@ import (
 func TestCenterCleanStopLogsNoError(t *testing.T) {
 	cc := centerConfig(t)
 	rec := logtest.New()
-	_, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunCenter(ctx, cc, rec.Logger(), on) })
+	_, stop := started(t, func(ctx context.Context, on daemon.Option) error { return app.RunCenter(ctx, cc, rec.Logger(), on) })
 	stop()
 	for _, r := range rec.Records(slog.LevelError) {
 		t.Errorf("a clean stop logged at ERROR: %s", r)
@@ -38,7 +39,7 @@ func TestUnknownRegionWarned(t *testing.T) {
 	rc := regionalConfig(t, cc, typo)
 	rec := logtest.New()
 	c := rc
-	l, _ := started(t, func(ctx context.Context, on app.Option) error { return app.RunRegional(ctx, c, rec.Logger(), on) })
+	l, _ := started(t, func(ctx context.Context, on daemon.Option) error { return app.RunRegional(ctx, c, rec.Logger(), on) })
 
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", writeTopology(t, 100)); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)

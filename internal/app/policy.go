@@ -11,7 +11,7 @@ import (
 
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/geoip"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/outlier"
 	"github.com/anysched/anysched/internal/overflow"
 	"github.com/anysched/anysched/internal/steer"
@@ -86,7 +86,7 @@ func (p *policy) counters(snap *topology.Snapshot) *overflow.Counters {
 // inputs adds the policy's parts to an engine build for snap with av (the
 // merged health, which it amends with the ejections), and records which
 // servers came back into service.
-func (p *policy) inputs(snap *topology.Snapshot, av *health.Availability, in *steer.Inputs) {
+func (p *policy) inputs(snap *topology.Snapshot, av *avail.Availability, in *steer.Inputs) {
 	now := in.Now
 	if p.eject != nil {
 		if p.ejectFor != snap {
@@ -191,7 +191,7 @@ func (s *Scheduler) runPolicy(ctx context.Context) error {
 
 // edgeReports hands outlier detection what the edges reported of their own
 // requests and errors (health JSON stats) since the last look.
-func (p *policy) edgeReports(snap *topology.Snapshot, av *health.Availability) {
+func (p *policy) edgeReports(snap *topology.Snapshot, av *avail.Availability) {
 	if p.edge == nil {
 		p.edge = map[string][2]int64{}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/outlier"
 	"github.com/anysched/anysched/internal/overflow"
 	"github.com/anysched/anysched/internal/steer"
@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-func allUp(n int) *health.Availability {
-	av := &health.Availability{Figures: make([]health.Figures, n), Available: make([]bool, n), Why: make([]string, n)}
+func allUp(n int) *avail.Availability {
+	av := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n)}
 	for i := range av.Available {
 		av.Available[i] = true
 	}
@@ -32,7 +32,7 @@ func TestPolicyInputs(t *testing.T) {
 	p := &policy{back: map[string]time.Time{}, over: overflow.New(prometheus.NewRegistry(), log)}
 	t0 := time.Unix(1_800_000_000, 0)
 
-	build := func(av *health.Availability, now time.Time) steer.Inputs {
+	build := func(av *avail.Availability, now time.Time) steer.Inputs {
 		in := steer.Inputs{Now: now}
 		p.inputs(snap, av, &in)
 		return in

@@ -13,16 +13,19 @@ import (
 	"github.com/anysched/anysched/internal/authz"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/healthd"
 	"github.com/anysched/anysched/internal/qoe"
 	"github.com/anysched/anysched/internal/signing"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/token"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RunRegional runs a city scheduler until ctx ends.
-func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts ...Option) error {
+func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts ...daemon.Option) error {
 	log = log.With("role", RoleRegional, "region", c.Region)
 	cli, err := store.Connect(c.Etcd, c.Etcd.Endpoints, log)
 	if err != nil {
@@ -66,8 +69,17 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 		return err
 	}
 	log.Info("regional scheduler starting", "id", s.ID, "version", version.String(), "etcd", c.Etcd.Endpoints, "embedded_checker", agent != nil, "announce", c.Announce.Mode)
-	collect(opts).listening(l)
+	daemon.CollectOptions(opts).Listening(l)
 	return s.runServing(ctx, comps...)
+}
+
+// embeddedAgent returns the checker a small site runs inside its regional
+// scheduler, or nil when health.embedded is off.
+func embeddedAgent(s *Scheduler, c config.Regional, reg prometheus.Registerer) (*health.Agent, error) {
+	if !c.Health.Embedded {
+		return nil, nil
+	}
+	return health.NewAgent(s.Store.Client(), c.Etcd.Prefix, health.AgentOptions{CheckerID: s.ID, Region: c.Region, Checker: healthd.CheckerOptions(c.Health.Check)}, reg, s.Logger)
 }
 
 // tokenCache is how many verified viewer tokens a regional scheduler keeps

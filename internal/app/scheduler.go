@@ -1,21 +1,21 @@
-// Package app is wiring only: it assembles each daemon from its components
-// (the snapshot syncer, the health merger, the operator-state watcher, the
-// front ends, the route announcer, the instance registration, the admin
-// listener and, at the center, the embedded etcd and the admin gRPC API)
-// and runs them under one errgroup. How a routing decision is made lives in
-// internal/steer (steer.Build); the daemon mains only parse flags and call
-// RunCenter, RunRegional or RunHealthcheck.
+// Package app is wiring only: it assembles each scheduler from its
+// components (the snapshot syncer, the health merger, the operator-state
+// watcher, the front ends, the route announcer, the instance registration,
+// the admin listener and, at the center, the embedded etcd and the admin
+// gRPC API) and runs them under one errgroup. How a routing decision is made
+// lives in internal/steer (steer.Build); the daemon mains only parse flags
+// and call RunCenter or RunRegional. The health-check agent's wiring is
+// internal/healthd; what both share (listeners, admin TLS, RunAll) is in
+// internal/daemon.
 //
 // center.go and regional.go are the two schedulers, engine.go rebuilds the
-// routing engine and applies drills, announce.go the route announcement,
-// healthcheck.go the checker agent.
+// routing engine and applies drills, announce.go the route announcement.
 package app
 
 import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,6 +33,7 @@ import (
 	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/dnsd"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/httpd"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/opstate"
@@ -42,7 +43,6 @@ import (
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 )
 
 // Roles of a scheduler instance.
@@ -73,7 +73,7 @@ type Scheduler struct {
 
 	engine       atomic.Pointer[steer.Engine]
 	refusedRoute atomic.Pointer[topology.Snapshot] // the snapshot whose route was last refused (said once)
-	avail        atomic.Pointer[health.Availability]
+	avail        atomic.Pointer[avail.Availability]
 	common       config.Common
 	started      time.Time
 
@@ -90,7 +90,7 @@ type Scheduler struct {
 	planning     *allocator.Regions         // a center's planners of fallen cities
 	qoe          httpd.Allocator            // the allocator (city) or the token gate (center)
 	bound        bound                      // the sockets, bound before serving
-	listeners    Listeners                  // their addresses
+	listeners    daemon.Listeners           // their addresses
 	httpServer   *httpd.Server              // nil without http.listen
 	dnsServer    *dnsd.Server               // nil without dns.listen
 	certs        *certstore.Store           // nil without https.listen
@@ -173,7 +173,7 @@ func (s *Scheduler) serveSnapshotInfo(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Availability returns the merged health behind the current engine.
-func (s *Scheduler) Availability() *health.Availability { return s.avail.Load() }
+func (s *Scheduler) Availability() *avail.Availability { return s.avail.Load() }
 
 // Engine returns the current routing engine, nil before the first snapshot.
 func (s *Scheduler) Engine() *steer.Engine { return s.engine.Load() }
@@ -353,29 +353,4 @@ func (s *Scheduler) reloads() []daemon.Reload {
 		r = append(r, daemon.Reload{What: "geoip database", Do: s.policy.geo.Reload})
 	}
 	return r
-}
-
-// runAll runs components until ctx ends or one fails; a component's clean
-// return before ctx ends is a failure too, since all of them should run for
-// the life of the daemon.
-func runAll(ctx context.Context, comps ...func(context.Context) error) error {
-	g, gctx := errgroup.WithContext(ctx)
-	goAll(gctx, g, comps)
-	return g.Wait()
-}
-
-// goAll starts each component in g under ctx.
-func goAll(ctx context.Context, g *errgroup.Group, comps []func(context.Context) error) {
-	for _, run := range comps {
-		g.Go(func() error {
-			err := run(ctx)
-			if err == nil && ctx.Err() == nil {
-				return errors.New("component stopped unexpectedly")
-			}
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		})
-	}
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/anysched/anysched/internal/app"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/daemon"
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/healthd"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
@@ -63,7 +65,7 @@ func regionalConfig(t testing.TB, c config.Center, region string) config.Regiona
 }
 
 // anyPort asks a daemon for any free port; runCenter, runRegional and
-// runHealthcheck read the bound addresses back (app.OnListening).
+// runHealthcheck read the bound addresses back (daemon.OnListening).
 const anyPort = "127.0.0.1:0"
 
 // runCenter runs the central scheduler until the test ends (or stop is
@@ -72,7 +74,7 @@ const anyPort = "127.0.0.1:0"
 func runCenter(t testing.TB, cc *config.Center) (stop func()) {
 	t.Helper()
 	c := *cc
-	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunCenter(ctx, c, quiet, on) })
+	l, stop := started(t, func(ctx context.Context, on daemon.Option) error { return app.RunCenter(ctx, c, quiet, on) })
 	cc.Admin.Listen, cc.HTTP.Listen, cc.DNS.Listen, cc.GRPC.Listen = l.Admin, l.HTTP, l.DNS, l.GRPC
 	if l.Etcd != "" {
 		cc.Etcd.Embedded.ClientListen = l.Etcd
@@ -84,7 +86,7 @@ func runCenter(t testing.TB, cc *config.Center) (stop func()) {
 func runRegional(t testing.TB, rc *config.Regional) (stop func()) {
 	t.Helper()
 	c := *rc
-	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunRegional(ctx, c, quiet, on) })
+	l, stop := started(t, func(ctx context.Context, on daemon.Option) error { return app.RunRegional(ctx, c, quiet, on) })
 	rc.Admin.Listen, rc.HTTP.Listen, rc.HTTPS.Listen, rc.DNS.Listen = l.Admin, l.HTTP, l.HTTPS, l.DNS
 	return stop
 }
@@ -93,19 +95,19 @@ func runRegional(t testing.TB, rc *config.Regional) (stop func()) {
 func runHealthcheck(t testing.TB, hc *config.Checker) (stop func()) {
 	t.Helper()
 	c := *hc
-	l, stop := started(t, func(ctx context.Context, on app.Option) error { return app.RunHealthcheck(ctx, c, quiet, on) })
+	l, stop := started(t, func(ctx context.Context, on daemon.Option) error { return healthd.Run(ctx, c, quiet, on) })
 	hc.Admin.Listen = l.Admin
 	return stop
 }
 
 // started runs a daemon and waits until it reports its listeners.
-func started(t testing.TB, run func(context.Context, app.Option) error) (app.Listeners, func()) {
+func started(t testing.TB, run func(context.Context, daemon.Option) error) (daemon.Listeners, func()) {
 	t.Helper()
-	ch := make(chan app.Listeners, 1)
+	ch := make(chan daemon.Listeners, 1)
 	exited := make(chan struct{})
-	stop := daemon(t, func(ctx context.Context) error {
+	stop := runDaemon(t, func(ctx context.Context) error {
 		defer close(exited)
-		return run(ctx, app.OnListening(func(l app.Listeners) { ch <- l }))
+		return run(ctx, daemon.OnListening(func(l daemon.Listeners) { ch <- l }))
 	})
 	select {
 	case l := <-ch:
@@ -116,12 +118,12 @@ func started(t testing.TB, run func(context.Context, app.Option) error) (app.Lis
 	case <-time.After(60 * time.Second):
 		t.Fatal("daemon not listening within 60s")
 	}
-	return app.Listeners{}, stop
+	return daemon.Listeners{}, stop
 }
 
-// daemon runs fn until the test ends (or stop is called) and fails the test
+// runDaemon runs fn until the test ends (or stop is called) and fails the test
 // if fn returns an error.
-func daemon(t testing.TB, fn func(context.Context) error) (stop func()) {
+func runDaemon(t testing.TB, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()

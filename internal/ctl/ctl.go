@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/adminapi"
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/tlsutil"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
@@ -297,7 +296,7 @@ func dial(g globals) (pb.AdminClient, io.Closer, error) {
 	}
 	conn, err := grpc.NewClient(g.server,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(adminapi.MaxMessageBytes), grpc.MaxCallSendMsgSize(adminapi.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(pb.MaxMessageBytes), grpc.MaxCallSendMsgSize(pb.MaxMessageBytes)),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--server %s: %w", g.server, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/pki"
 	"github.com/anysched/anysched/internal/store"
 )
@@ -39,8 +40,8 @@ func TestEtcdRoles(t *testing.T) {
 	rootCert, rootKey := leaf("root", pki.Leaf{CN: "root", Client: true})
 	cityCert, cityKey := leaf("city", pki.Leaf{CN: "anysched-regional.hefei.hefei-1", Client: true})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	emb, err := store.StartEmbedded(context.Background(), config.Embedded{Dir: filepath.Join(dir, "etcd"), ClientListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0", Name: "ext",
-		TLS: config.ServerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: caFile}}, store.EmbeddedOptions{}, quiet)
+	emb, err := etcdserver.StartEmbedded(context.Background(), config.Embedded{Dir: filepath.Join(dir, "etcd"), ClientListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0", Name: "ext",
+		TLS: config.ServerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: caFile}}, etcdserver.EmbeddedOptions{}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anysched/anysched/internal/config"
 	"github.com/anysched/anysched/internal/etcdauth"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/health"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/pki"
@@ -33,7 +34,7 @@ type cluster struct {
 	dir    string
 	ca     *pki.CA
 	caFile string
-	emb    *store.Embedded
+	emb    *etcdserver.Embedded
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -51,10 +52,10 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	emb, err := store.StartEmbedded(context.Background(), config.Embedded{
+	emb, err := etcdserver.StartEmbedded(context.Background(), config.Embedded{
 		Dir: filepath.Join(dir, "etcd"), ClientListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0", Name: "test",
 		TLS: config.ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: caFile},
-	}, store.EmbeddedOptions{}, quiet)
+	}, etcdserver.EmbeddedOptions{}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

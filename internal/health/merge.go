@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -211,39 +212,17 @@ func merge(rule string, reports map[string]Report) (up bool, reason string) {
 	return false, fmt.Sprintf("down by %d of %d checkers (%s)", downs, total, strings.Join(why, "; "))
 }
 
-// Availability is the merged state for one snapshot, indexed by server.
-type Availability struct {
-	// Figures: the latest report's load, RTT and loss per server (zero
-	// without reports); Since: when its verdict last changed.
-	Figures   []Figures
-	Available []bool
-	Why       []string // why a server is unavailable ("" when available)
-	Healthy   []bool   // health alone, before drains and panic mode
-	Drained   []bool
-	Panic     []bool // by node: health ignored for it
-	Checkers  []CheckerInfo
-}
-
-// Figures are what checkers measured on one server.
-type Figures struct {
-	Load     Load
-	RTT      time.Duration
-	Loss     float64
-	Since    time.Time
-	Measured bool
-}
-
 // Compute merges everything known into per-server availability for snap;
 // drained[i] says why server i is drained by an operator ("" when it is not,
 // nil when nothing is drained: see opstate.Watcher.DrainReasons).
-func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *Availability {
+func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Availability {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.reports == nil {
 		m.reset()
 	}
 	n := len(snap.Servers)
-	a := &Availability{Figures: make([]Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
+	a := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	now := time.Now()
 	failOpen := 0
 	for i, sv := range snap.Servers {
@@ -256,7 +235,7 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *Availabilit
 					latest = r
 				}
 			}
-			a.Figures[i] = Figures{Load: latest.Load, RTT: latest.RTT, Loss: latest.Loss, Since: latest.Since, Measured: true}
+			a.Figures[i] = avail.Figures{Load: latest.Load, RTT: latest.RTT, Loss: latest.Loss, Since: latest.Since, Measured: true}
 		} else if lv, ok := m.lost[sv.Name]; ok {
 			if now.Sub(lv.at) < m.Options.Grace {
 				up, reason = lv.up, lv.reason+" (no live checker; last verdict kept)"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/testbed/wait"
@@ -67,9 +68,9 @@ func (h *harness) publisher(id string, ttl time.Duration) (*health.Publisher, fu
 	return p, stop
 }
 
-func (h *harness) eventually(what string, limit time.Duration, s *topology.Snapshot, cond func(*health.Availability) bool) *health.Availability {
+func (h *harness) eventually(what string, limit time.Duration, s *topology.Snapshot, cond func(*avail.Availability) bool) *avail.Availability {
 	h.t.Helper()
-	var a *health.Availability
+	var a *avail.Availability
 	wait.ForErr(h.t, what, limit, func() error {
 		if a = h.m.Compute(s, nil); cond(a) {
 			return nil
@@ -132,7 +133,7 @@ func TestMergeRules(t *testing.T) {
 			// wrong rule shows as a timeout naming the verdicts it reached.
 			h.waitKeys("health/", 7, 5*time.Second)
 			want := []bool{tt.wantA, tt.wantB, tt.wantC, true}
-			av := h.eventually("verdicts merged to "+fmt.Sprint(want), 5*time.Second, s, func(av *health.Availability) bool {
+			av := h.eventually("verdicts merged to "+fmt.Sprint(want), 5*time.Second, s, func(av *avail.Availability) bool {
 				return len(av.Checkers) == 3 && slices.Equal(av.Available, want)
 			})
 			if !strings.Contains(av.Why[1], tt.wantReasonPart) || !strings.Contains(av.Why[1], "refused") {
@@ -162,15 +163,15 @@ func TestCheckerDeath(t *testing.T) {
 	}
 	put("/anysched/checkers/dead", `{"id":"dead","region":"syn-1","targets":4}`)
 	put("/anysched/health/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
-	h.eventually("verdict seen", 3*time.Second, s, func(av *health.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
+	h.eventually("verdict seen", 3*time.Second, s, func(av *avail.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
 
 	// Lease expires (~2 s): the checker vanishes, the verdict is kept...
-	av := h.eventually("checker gone", 8*time.Second, s, func(av *health.Availability) bool { return len(av.Checkers) == 0 })
+	av := h.eventually("checker gone", 8*time.Second, s, func(av *avail.Availability) bool { return len(av.Checkers) == 0 })
 	if av.Available[0] || !strings.Contains(av.Why[0], "no live checker") {
 		t.Fatalf("right after the checker died: available %v why %q; want the last verdict kept", av.Available[0], av.Why[0])
 	}
 	// ...until the grace period ends: fail open.
-	h.eventually("fail open after grace", 5*time.Second, s, func(av *health.Availability) bool { return av.Available[0] })
+	h.eventually("fail open after grace", 5*time.Second, s, func(av *avail.Availability) bool { return av.Available[0] })
 }
 
 func TestPanicThreshold(t *testing.T) {
@@ -180,13 +181,13 @@ func TestPanicThreshold(t *testing.T) {
 	// 2 of 4 down: exactly at the threshold, health applies.
 	p.Publish(report(s.Servers[0].Name, "c1", false))
 	p.Publish(report(s.Servers[1].Name, "c1", false))
-	av := h.eventually("two down", 3*time.Second, s, func(av *health.Availability) bool { return !av.Healthy[0] && !av.Healthy[1] })
+	av := h.eventually("two down", 3*time.Second, s, func(av *avail.Availability) bool { return !av.Healthy[0] && !av.Healthy[1] })
 	if av.Panic[0] || av.Available[0] || av.Available[1] || !av.Available[2] {
 		t.Fatalf("at 50%% healthy: panic %v available %v", av.Panic[0], av.Available)
 	}
 	// 3 of 4 down: below the threshold, the node ignores health.
 	p.Publish(report(s.Servers[2].Name, "c1", false))
-	av = h.eventually("panic", 3*time.Second, s, func(av *health.Availability) bool { return av.Panic[0] })
+	av = h.eventually("panic", 3*time.Second, s, func(av *avail.Availability) bool { return av.Panic[0] })
 	for i, ok := range av.Available {
 		if !ok {
 			t.Fatalf("in panic mode server %d is unavailable", i)
@@ -201,7 +202,7 @@ func TestEtcdOutage(t *testing.T) {
 	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute})
 	p, _ := h.publisher("c1", 10*time.Second)
 	p.Publish(report(s.Servers[0].Name, "c1", false))
-	h.eventually("down", 3*time.Second, s, func(av *health.Availability) bool { return !av.Available[0] })
+	h.eventually("down", 3*time.Second, s, func(av *avail.Availability) bool { return !av.Available[0] })
 	h.e.Stop()
 	time.Sleep(time.Second) // the outage lasts: the merger's feed fails and retries meanwhile
 	if av := h.m.Compute(s, nil); av.Available[0] {
@@ -210,5 +211,5 @@ func TestEtcdOutage(t *testing.T) {
 	// The server recovers during the outage; the publisher queues it.
 	p.Publish(report(s.Servers[0].Name, "c1", true))
 	h.e.Restart()
-	h.eventually("recovery published after etcd returns", 15*time.Second, s, func(av *health.Availability) bool { return av.Available[0] && av.Healthy[0] })
+	h.eventually("recovery published after etcd returns", 15*time.Second, s, func(av *avail.Availability) bool { return av.Available[0] && av.Healthy[0] })
 }

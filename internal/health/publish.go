@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -28,13 +29,9 @@ func reportKey(prefix, server, checker string) string {
 
 func checkerKey(prefix, checker string) string { return prefix + opstate.PrefixCheckers + checker }
 
-// CheckerInfo says a checker is alive (its key lives under its lease).
-type CheckerInfo struct {
-	ID        string    `json:"id"`
-	Region    string    `json:"region,omitempty"`
-	Targets   int       `json:"targets"`
-	StartedAt time.Time `json:"started_at"`
-}
+// CheckerInfo says a checker is alive (its key lives under its lease); it
+// is declared in avail, which lists the live checkers.
+type CheckerInfo = avail.CheckerInfo
 
 // Publisher writes one checker's reports to etcd under one lease of about
 // three probe intervals, so a checker that dies takes its verdicts with it.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/opstate"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
@@ -70,20 +71,20 @@ func TestDrainsApplyToAvailabilityAndSurviveRestarts(t *testing.T) {
 	ctx := context.Background()
 	x := watch(t, cli)
 	m := &health.Merger{Client: cli, Prefix: prefix, Logger: quiet}
-	avail := func() *health.Availability { return m.Compute(s, x.w.DrainReasons(s)) }
+	merged := func() *avail.Availability { return m.Compute(s, x.w.DrainReasons(s)) }
 
 	if err := opstate.SetDrain(ctx, cli, prefix, opstate.Drain{Kind: opstate.DrainServer, Name: s.Servers[1].Name, Reason: "disk swap"}); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "server drained", wait.DefaultTimeout, func() bool { return avail().Drained[1] })
-	av := avail()
+	wait.For(t, "server drained", wait.DefaultTimeout, func() bool { return merged().Drained[1] })
+	av := merged()
 	if av.Available[1] || !av.Healthy[1] || !strings.Contains(av.Why[1], "disk swap") || av.Drained[0] {
 		t.Fatalf("drained server: available %v healthy %v why %q; other server drained %v", av.Available[1], av.Healthy[1], av.Why[1], av.Drained[0])
 	}
 	if err := opstate.SetDrain(ctx, cli, prefix, opstate.Drain{Kind: opstate.DrainNode, Name: s.Nodes[0].Name}); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "node drained", wait.DefaultTimeout, func() bool { a := avail(); return a.Drained[0] && a.Drained[3] })
+	wait.For(t, "node drained", wait.DefaultTimeout, func() bool { a := merged(); return a.Drained[0] && a.Drained[3] })
 	x.stop()
 
 	y := watch(t, cli)

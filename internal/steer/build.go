@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/balance"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/topology"
 )
 
@@ -20,7 +20,7 @@ type Inputs struct {
 	// DefaultRegion serves clients in no coverage zone (see Options).
 	DefaultRegion string
 	// Avail is the merged health and drains; nil: every server available.
-	Avail *health.Availability
+	Avail *avail.Availability
 	// Balance is the in-node balance policy in force.
 	Balance balance.Config
 	// Prev is the balance tables in service: slow start, adaptive weights and
@@ -100,7 +100,7 @@ func Build(snap *topology.Snapshot, in Inputs) (*Engine, error) {
 
 // backSince is when each server came back into service: the later of its
 // health verdict's change and back (undrain, the end of an ejection).
-func backSince(snap *topology.Snapshot, av *health.Availability, back []time.Time) []time.Time {
+func backSince(snap *topology.Snapshot, av *avail.Availability, back []time.Time) []time.Time {
 	out := make([]time.Time, len(snap.Servers))
 	for i := range out {
 		if av != nil {
@@ -156,7 +156,7 @@ func (e *Engine) RampingUntil() time.Time {
 
 // nodeRanker ranks a region's nodes with balance.RankNodes from what the
 // checkers measured on their servers.
-func nodeRanker(snap *topology.Snapshot, av *health.Availability, opts balance.RankOptions) func([]int32, topology.Location) []int32 {
+func nodeRanker(snap *topology.Snapshot, av *avail.Availability, opts balance.RankOptions) func([]int32, topology.Location) []int32 {
 	states := make([]balance.NodeState, len(snap.Nodes))
 	for ni, nv := range snap.Nodes {
 		st := balance.NodeState{Index: int32(ni), Loc: balance.Point{Lat: nv.Loc.Lat, Lon: nv.Loc.Lon}}
@@ -203,7 +203,7 @@ func nodeRanker(snap *topology.Snapshot, av *health.Availability, opts balance.R
 
 // balanceTable builds the policy tables of pool p (-1: every server) from
 // the snapshot and merged health.
-func balanceTable(snap *topology.Snapshot, av *health.Availability, since []time.Time, uses []topology.Selection, in Inputs, now time.Time, p int32, prev *balance.Table) (*balance.Table, error) {
+func balanceTable(snap *topology.Snapshot, av *avail.Availability, since []time.Time, uses []topology.Selection, in Inputs, now time.Time, p int32, prev *balance.Table) (*balance.Table, error) {
 	nodes := make([]balance.NodeInput, len(snap.Nodes))
 	for ni, nv := range snap.Nodes {
 		var n balance.NodeInput

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/internal/balance"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/steer"
 )
 
@@ -47,7 +47,7 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 // in no coverage zone, and availability carries over.
 func TestAsRegionIsThatRegionsBuild(t *testing.T) {
 	s := withSelection(t, "nearest")
-	av := &health.Availability{Available: make([]bool, len(s.Servers)), Why: make([]string, len(s.Servers)), Figures: make([]health.Figures, len(s.Servers))}
+	av := &avail.Availability{Available: make([]bool, len(s.Servers)), Why: make([]string, len(s.Servers)), Figures: make([]avail.Figures, len(s.Servers))}
 	for i := range av.Available {
 		av.Available[i] = true
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/balance"
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/health/avail"
 	"github.com/anysched/anysched/internal/steer"
 	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/topology"
@@ -269,7 +269,7 @@ func TestSlowStartNearest(t *testing.T) {
 		t.Errorf("hefei-1-a's share: %.2f ramping, %.2f at full weight", rs, fs)
 	}
 	// Health's own verdict change counts the same as a scheduler-seen return.
-	av := &health.Availability{Figures: make([]health.Figures, len(s.Servers)), Available: make([]bool, len(s.Servers)), Why: make([]string, len(s.Servers))}
+	av := &avail.Availability{Figures: make([]avail.Figures, len(s.Servers)), Available: make([]bool, len(s.Servers)), Why: make([]string, len(s.Servers))}
 	for i := range av.Available {
 		av.Available[i] = true
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
@@ -301,7 +302,7 @@ func TestRegistrationExpiresWhenProcessDies(t *testing.T) {
 // with the configured certificate and is refused without one.
 func TestClientTLS(t *testing.T) {
 	certs := testcerts.Write(t, t.TempDir())
-	e := etcdtest.StartWith(t, store.EmbeddedOptions{ClientTLS: etcdtest.TLSInfo{
+	e := etcdtest.StartWith(t, etcdserver.EmbeddedOptions{ClientTLS: etcdtest.TLSInfo{
 		CertFile: certs.ServerCert, KeyFile: certs.ServerKey, TrustedCAFile: certs.CA, ClientCertAuth: true,
 	}})
 	connect := func(tls config.ClientTLS) error {

@@ -8,7 +8,7 @@
 // test on the machine can be handed them, and Restart comes back on the same
 // endpoint, which the clients made before the outage keep dialing. This is
 // why the server is configured here rather than through
-// store.StartEmbedded: the daemon's wrapper neither takes socket options
+// etcdserver.StartEmbedded: the daemon's wrapper neither takes socket options
 // nor reports the addresses it bound.
 package etcdtest
 
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/obs"
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/testbed/port"
@@ -34,7 +35,7 @@ import (
 type Etcd struct {
 	t      testing.TB
 	dir    string
-	opts   store.EmbeddedOptions
+	opts   etcdserver.EmbeddedOptions
 	client *port.Held
 	peer   *port.Held
 	etcd   *embed.Etcd
@@ -45,14 +46,14 @@ type Etcd struct {
 }
 
 // Start runs etcd until the test ends.
-func Start(t testing.TB) *Etcd { return StartWith(t, store.EmbeddedOptions{}) }
+func Start(t testing.TB) *Etcd { return StartWith(t, etcdserver.EmbeddedOptions{}) }
 
 // StartWith runs etcd with extra options: client TLS. It is always a
 // single-node cluster (InitialCluster must be empty).
-func StartWith(t testing.TB, opts store.EmbeddedOptions) *Etcd {
+func StartWith(t testing.TB, opts etcdserver.EmbeddedOptions) *Etcd {
 	t.Helper()
 	if opts.InitialCluster != "" {
-		t.Fatal("etcdtest: a single-node etcd; start cluster members with store.StartEmbedded")
+		t.Fatal("etcdtest: a single-node etcd; start cluster members with etcdserver.StartEmbedded")
 	}
 	e := &Etcd{
 		t: t, dir: t.TempDir(), opts: opts, Prefix: "/anysched/",
@@ -78,7 +79,7 @@ func (e *Etcd) config() *embed.Config {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // listen on the held ports
-	// As store.StartEmbedded: an hour of history, for readers fetching
+	// As etcdserver.StartEmbedded: an hour of history, for readers fetching
 	// chunks at the pointer's revision.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/pki"
-	"github.com/anysched/anysched/internal/store"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
 // A lab etcd cluster: member k (1-based) runs in namespace <prefix>-etcdk,
 // linked to the core at 10.0.1.(4k-2); clients on :2379, peers on :2380 and
-// the drill's control endpoint (store.MemberControl) on :2390. The core's
+// the drill's control endpoint (etcdserver.MemberControl) on :2390. The core's
 // BIRD offers the links to the city routers with its other networks, so
 // every scheduler reaches every member.
 const (
@@ -102,8 +102,8 @@ func RunEtcdMember(ctx context.Context, o MemberOptions, log *slog.Logger) error
 		return errors.New("etcd-member: --tls-cert, --tls-key and --tls-ca are required (a member listens beyond loopback)")
 	}
 	tlsInfo := transport.TLSInfo{CertFile: o.CertFile, KeyFile: o.KeyFile, TrustedCAFile: o.CAFile, ClientCertAuth: true}
-	e, err := store.StartEmbedded(ctx, config.Embedded{Name: o.Name, Dir: o.Dir, ClientListen: o.ClientListen, PeerListen: o.PeerListen},
-		store.EmbeddedOptions{InitialCluster: o.InitialCluster, ClusterToken: "anysched-lab", ClientTLS: tlsInfo, PeerTLS: tlsInfo}, log)
+	e, err := etcdserver.StartEmbedded(ctx, config.Embedded{Name: o.Name, Dir: o.Dir, ClientListen: o.ClientListen, PeerListen: o.PeerListen},
+		etcdserver.EmbeddedOptions{InitialCluster: o.InitialCluster, ClusterToken: "anysched-lab", ClientTLS: tlsInfo, PeerTLS: tlsInfo}, log)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func RunEtcdMember(ctx context.Context, o MemberOptions, log *slog.Logger) error
 	if err != nil {
 		return fmt.Errorf("control endpoint: %w", err)
 	}
-	srv := &http.Server{Handler: &store.MemberControl{Etcd: e, Ctx: ctx, Log: log}, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: &etcdserver.MemberControl{Etcd: e, Ctx: ctx, Log: log}, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); srv.Close() }()
 	log.Info("lab etcd member running", "member", o.Name, "client", o.ClientListen, "control", o.ControlURL)
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
@@ -123,10 +123,10 @@ func RunEtcdMember(ctx context.Context, o MemberOptions, log *slog.Logger) error
 
 // EtcdMembers asks each member of a running lab's cluster for its state
 // (from the core's namespace, as the center would); nil without a cluster.
-func (l *Lab) EtcdMembers(ctx context.Context) []store.MemberState {
-	var out []store.MemberState
+func (l *Lab) EtcdMembers(ctx context.Context) []etcdserver.MemberState {
+	var out []etcdserver.MemberState
 	for k, addr := range l.etcdControls() {
-		st := store.MemberState{Name: etcdName(k + 1)}
+		st := etcdserver.MemberState{Name: etcdName(k + 1)}
 		b, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName("core"), "curl", "-s", "--max-time", "3", "http://"+addr+"/member").Output()
 		if err != nil || json.Unmarshal(b, &st) != nil {
 			st.Error = "no answer from its control endpoint"

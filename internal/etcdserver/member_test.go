@@ -1,4 +1,4 @@
-package store_test
+package etcdserver_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/etcdserver"
 	"github.com/anysched/anysched/internal/testbed/port"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,7 +27,7 @@ func TestMemberControlQuorum(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var members []*store.Embedded
+	var members []*etcdserver.Embedded
 	for attempt := 1; ; attempt++ {
 		var err error
 		if members, err = startCluster(ctx, t, log); err == nil {
@@ -41,7 +41,7 @@ func TestMemberControlQuorum(t *testing.T) {
 	var endpoints []string
 	for _, m := range members {
 		defer m.Close()
-		srv := httptest.NewServer(&store.MemberControl{Etcd: m, Ctx: ctx, Log: log})
+		srv := httptest.NewServer(&etcdserver.MemberControl{Etcd: m, Ctx: ctx, Log: log})
 		defer srv.Close()
 		controls = append(controls, strings.TrimPrefix(srv.URL, "http://"))
 		endpoints = append(endpoints, m.ClientURL)
@@ -60,7 +60,7 @@ func TestMemberControlQuorum(t *testing.T) {
 	waitRunning := func(addr string) {
 		t.Helper()
 		wait.ForErr(t, "member at "+addr+" back", 30*time.Second, func() error {
-			st, err := store.GetMember(ctx, addr)
+			st, err := etcdserver.GetMember(ctx, addr)
 			if err == nil && !st.Running {
 				err = fmt.Errorf("%+v", st)
 			}
@@ -69,16 +69,16 @@ func TestMemberControlQuorum(t *testing.T) {
 	}
 
 	running := func(addr string) bool {
-		st, err := store.GetMember(ctx, addr)
+		st, err := etcdserver.GetMember(ctx, addr)
 		return err == nil && st.Running
 	}
 
 	t.Logf("cluster up +%s", time.Since(start).Round(time.Millisecond))
-	st, err := store.StopMember(ctx, controls[0], 6*time.Second)
+	st, err := etcdserver.StopMember(ctx, controls[0], 6*time.Second)
 	if err != nil || st.Name != "m1" || st.Running || st.Until.IsZero() {
 		t.Fatalf("stop: %+v %v", st, err)
 	}
-	if _, err := store.StopMember(ctx, controls[0], time.Second); err == nil || !strings.Contains(err.Error(), "409") {
+	if _, err := etcdserver.StopMember(ctx, controls[0], time.Second); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Errorf("second stop of a stopped member: %v", err)
 	}
 	// Writes go on (after an election, if m1 led the cluster) while m1 is
@@ -88,7 +88,7 @@ func TestMemberControlQuorum(t *testing.T) {
 		werr = put()
 		return werr == nil || running(controls[0])
 	})
-	if st, _ := store.GetMember(ctx, controls[0]); werr != nil || st.Running {
+	if st, _ := etcdserver.GetMember(ctx, controls[0]); werr != nil || st.Running {
 		t.Errorf("one member of three stopped (%+v): writes failed: %v", st, werr)
 	}
 	t.Logf("writes with m1 stopped +%s", time.Since(start).Round(time.Millisecond))
@@ -96,7 +96,7 @@ func TestMemberControlQuorum(t *testing.T) {
 	t.Logf("first member back +%s", time.Since(start).Round(time.Millisecond))
 
 	for _, c := range controls[1:] {
-		if _, err := store.StopMember(ctx, c, 4*time.Second); err != nil {
+		if _, err := etcdserver.StopMember(ctx, c, 4*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestMemberControlQuorum(t *testing.T) {
 	if err := put(); err != nil {
 		t.Errorf("members back: write failed: %v", err)
 	}
-	if _, err := store.StopMember(ctx, controls[0], time.Hour); err == nil || !strings.Contains(err.Error(), "400") {
+	if _, err := etcdserver.StopMember(ctx, controls[0], time.Hour); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("an hour: %v", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestMemberControlQuorum(t *testing.T) {
 // once: they differ); another process may take one before etcd binds it,
 // and then the start fails with an error port.InUse recognises, after
 // stopping whatever did start: the caller tries again on other ports.
-func startCluster(ctx context.Context, t *testing.T, log *slog.Logger) ([]*store.Embedded, error) {
+func startCluster(ctx context.Context, t *testing.T, log *slog.Logger) ([]*etcdserver.Embedded, error) {
 	t.Helper()
 	addrs := port.Pick(t, 6)
 	cfgs := make([]config.Embedded, 3)
@@ -141,12 +141,12 @@ func startCluster(ctx context.Context, t *testing.T, log *slog.Logger) ([]*store
 	// a quorum: its failure cancels their start.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	members := make([]*store.Embedded, 3)
+	members := make([]*etcdserver.Embedded, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range cfgs { // a member is ready only once a quorum runs: start them together
 		wg.Go(func() {
-			members[i], errs[i] = store.StartEmbedded(sctx, cfgs[i], store.EmbeddedOptions{InitialCluster: strings.Join(peers, ","), ClusterToken: "t"}, log)
+			members[i], errs[i] = etcdserver.StartEmbedded(sctx, cfgs[i], etcdserver.EmbeddedOptions{InitialCluster: strings.Join(peers, ","), ClusterToken: "t"}, log)
 			if errs[i] != nil {
 				cancel()
 			}

@@ -1,4 +1,9 @@
-package app
+// Package healthd is the health-check agent daemon's wiring: it assembles
+// the agent (internal/health), its snapshot syncer and its admin listener and
+// runs them under one errgroup. It is apart from internal/app, the
+// schedulers' wiring, so that the healthcheck binary links neither the
+// route announcement (GoBGP) nor the embedded etcd server.
+package healthd
 
 import (
 	"context"
@@ -16,18 +21,19 @@ import (
 	"github.com/anysched/anysched/internal/store"
 	"github.com/anysched/anysched/internal/topology"
 	"github.com/anysched/anysched/internal/version"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// checkerOptions maps the configuration onto the checker's options.
-func checkerOptions(c config.Check) health.CheckerOptions {
+// CheckerOptions maps the configuration onto the checker's options: the
+// daemon's, and those of the checker a regional scheduler embeds
+// (health.embedded).
+func CheckerOptions(c config.Check) health.CheckerOptions {
 	return health.CheckerOptions{Interval: c.Interval, Timeout: c.Timeout, Rise: c.Rise, Fall: c.Fall, BandwidthThreshold: c.BandwidthThreshold}
 }
 
-// RunHealthcheck runs the healthcheck daemon: it follows the topology (with
-// its own disk cache, so it knows what to probe while etcd is down), probes
-// its region's servers and publishes verdicts.
-func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opts ...Option) error {
+// Run runs the healthcheck daemon until ctx ends: it follows the topology
+// (with its own disk cache, so it knows what to probe while etcd is down),
+// probes its region's servers and publishes verdicts.
+func Run(ctx context.Context, c config.Checker, log *slog.Logger, opts ...daemon.Option) error {
 	id := c.CheckerID
 	if id == "" {
 		id, _ = os.Hostname()
@@ -40,7 +46,7 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opt
 	defer cli.Close()
 	st := store.New(cli, c.Etcd.Prefix, log)
 	reg := obs.NewRegistry()
-	agent, err := health.NewAgent(cli, c.Etcd.Prefix, health.AgentOptions{CheckerID: id, Region: c.Region, Servers: c.Servers, Checker: checkerOptions(c.Check)}, reg, log)
+	agent, err := health.NewAgent(cli, c.Etcd.Prefix, health.AgentOptions{CheckerID: id, Region: c.Region, Servers: c.Servers, Checker: CheckerOptions(c.Check)}, reg, log)
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
@@ -55,11 +61,11 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opt
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
 	}
 	admin := &obs.Admin{Gatherer: reg, Logger: log.With("component", "admin"), Ready: syncer.Ready}
-	if admin.TLS, err = adminTLS(c.Admin); err != nil {
+	if admin.TLS, err = daemon.AdminTLS(c.Admin); err != nil {
 		return err
 	}
 	serveAdmin := admin.Run // no address: it waits for the end
-	var l Listeners
+	var l daemon.Listeners
 	if c.Admin.Listen != "" {
 		ln, err := net.Listen("tcp", c.Admin.Listen)
 		if err != nil {
@@ -69,15 +75,6 @@ func RunHealthcheck(ctx context.Context, c config.Checker, log *slog.Logger, opt
 		serveAdmin = func(ctx context.Context) error { return admin.Serve(ctx, ln) }
 	}
 	log.Info("healthcheck starting", "version", version.String(), "region", c.Region, "interval", c.Interval, "etcd", c.Etcd.Endpoints)
-	collect(opts).listening(l)
-	return runAll(ctx, syncer.Run, serveAdmin, agent.Run)
-}
-
-// embeddedAgent returns the checker a small site runs inside its regional
-// scheduler, or nil when health.embedded is off.
-func embeddedAgent(s *Scheduler, c config.Regional, reg prometheus.Registerer) (*health.Agent, error) {
-	if !c.Health.Embedded {
-		return nil, nil
-	}
-	return health.NewAgent(s.Store.Client(), c.Etcd.Prefix, health.AgentOptions{CheckerID: s.ID, Region: c.Region, Checker: checkerOptions(c.Health.Check)}, reg, s.Logger)
+	daemon.CollectOptions(opts).Listening(l)
+	return daemon.RunAll(ctx, syncer.Run, serveAdmin, agent.Run)
 }

@@ -1,4 +1,4 @@
-package store
+package etcdserver
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func GetMember(ctx context.Context, addr string) (MemberState, error) {
 func memberCall(ctx context.Context, method, u string) (MemberState, error) {
 	st, err := callMember(ctx, method, u)
 	if err != nil {
-		return st, fmt.Errorf("store: member control: %w", err)
+		return st, fmt.Errorf("etcdserver: member control: %w", err)
 	}
 	return st, nil
 }
