@@ -24,22 +24,32 @@ import (
 func TestDrillEtcdMembers(t *testing.T) {
 	var mu sync.Mutex
 	stopped := map[string]string{}
+	released := map[string]time.Time{}
 	var addrs []string
 	for i := range 3 {
 		name := fmt.Sprintf("etcd%d", i+1)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && r.URL.Path == "/member" {
-				json.NewEncoder(w).Encode(etcdserver.MemberState{Name: name, Running: true})
-				return
+			mu.Lock()
+			defer mu.Unlock()
+			// A stopped member has left the group at once (the real one
+			// takes up to ~7 s: etcdserver's tests).
+			st := etcdserver.MemberState{Name: name, Running: true}
+			if _, ok := stopped[name]; ok {
+				st = etcdserver.MemberState{Name: name, Left: time.Now(), Until: released[name]}
 			}
-			if r.Method != http.MethodPost || r.URL.Path != "/member/stop" {
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path == "/member":
+			case r.Method == http.MethodPost && r.URL.Path == "/member/stop":
+				stopped[name] = r.URL.Query().Get("for")
+				st.Running = false
+			case r.Method == http.MethodPost && r.URL.Path == "/member/release":
+				released[name], _ = time.Parse(time.RFC3339Nano, r.URL.Query().Get("at"))
+				st.Until = released[name]
+			default:
 				http.NotFound(w, r)
 				return
 			}
-			mu.Lock()
-			stopped[name] = r.URL.Query().Get("for")
-			mu.Unlock()
-			json.NewEncoder(w).Encode(etcdserver.MemberState{Name: name, Until: time.Now().Add(time.Minute)})
+			json.NewEncoder(w).Encode(st)
 		}))
 		defer srv.Close()
 		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
@@ -54,12 +64,24 @@ func TestDrillEtcdMembers(t *testing.T) {
 		quorum  bool
 	}{{1, []string{"etcd1"}, true}, {2, []string{"etcd1", "etcd2"}, false}, {0, []string{"etcd1", "etcd2", "etcd3"}, false}} {
 		clear(stopped)
+		clear(released)
 		resp, err := s.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: 5, Members: c.members})
 		if err != nil {
 			t.Fatalf("members %d: %v", c.members, err)
 		}
-		if fmt.Sprint(resp.GetEtcdMembersStopped()) != fmt.Sprint(c.want) || resp.GetQuorumKept() != c.quorum || resp.GetEtcdMembers() != 3 || len(stopped) != len(c.want) || stopped["etcd1"] != "5s" {
+		// Stopped with a fallback hold (5 s + the 30 s they may take to
+		// leave), then released together, 5 s after the last had left.
+		if fmt.Sprint(resp.GetEtcdMembersStopped()) != fmt.Sprint(c.want) || resp.GetQuorumKept() != c.quorum || resp.GetEtcdMembers() != 3 || len(stopped) != len(c.want) || stopped["etcd1"] != "35s" {
 			t.Errorf("members %d: %v, stopped %v", c.members, resp, stopped)
+		}
+		until := resp.GetUntil().AsTime()
+		for _, name := range c.want {
+			if !released[name].Equal(until) {
+				t.Errorf("members %d: %s released at %v, want %v (the drill's until)", c.members, name, released[name], until)
+			}
+		}
+		if d := time.Until(until); d < 4*time.Second || d > 5*time.Second {
+			t.Errorf("members %d: released %v from now, want 5 s after they left", c.members, d)
 		}
 	}
 	// Leader first: the leader, then the others in order.
@@ -87,7 +109,7 @@ func TestDrillEtcdMembers(t *testing.T) {
 	}
 	s.Lab, s.LabEtcdMembers = true, append(addrs[:1:1], "127.0.0.1:1")
 	_, err := s.DrillEtcdLoss(ctx, &pb.DrillEtcdLossRequest{DurationSeconds: 5})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stopped [etcd1]; could not stop 127.0.0.1:1") {
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stopping members") || !strings.Contains(err.Error(), "127.0.0.1:1:") {
 		t.Errorf("an unreachable member: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/anysched/anysched/internal/audit"
@@ -46,9 +45,12 @@ func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossReques
 	}
 	until := time.Now().Add(d)
 	s.Logger.Warn("etcd-loss drill: stopping the embedded etcd", "until", until)
-	go func() { // stopping etcd takes a moment (it closes its listeners): answer now
+	// The drill outlives this call: not the request's context. Stopping
+	// takes a moment (etcd drains its clients): answer now, and hold the
+	// member down for d from when it has stopped (until is the earliest).
+	go func() { //nolint:gosec // G118: see above
 		s.Etcd.Stop()
-		time.Sleep(time.Until(until))
+		time.Sleep(d)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := s.Etcd.Start(ctx); err != nil {
@@ -61,8 +63,10 @@ func (s *Service) DrillEtcdLoss(ctx context.Context, req *pb.DrillEtcdLossReques
 }
 
 // drillEtcdMembers stops the first n (0: all) of the lab's etcd members
-// through their control endpoints, the current leader first when asked;
-// each starts again by itself after d.
+// through their control endpoints, the current leader first when asked,
+// and once all have left the group releases them together d later
+// (etcdserver.StopMembers): the drill's outage is d whatever each member
+// took to drain its clients. It answers when the members are down.
 func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, leaderFirst bool) (*pb.DrillResponse, error) {
 	total := len(s.LabEtcdMembers)
 	if n == 0 {
@@ -87,31 +91,16 @@ func (s *Service) drillEtcdMembers(ctx context.Context, d time.Duration, n int, 
 		first := addrs[i] // before Delete shifts the rest down
 		addrs = append([]string{first}, slices.Delete(addrs, i, i+1)...)
 	}
-	until := time.Now().Add(d)
-	resp := &pb.DrillResponse{Until: timestamppb.New(until), EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1, EtcdLeader: leader}
-	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "leader", leader, "leader_first", leaderFirst, "order", addrs[:n], "quorum_kept", resp.QuorumKept, "until", until)
-	names, errs := make([]string, n), make([]error, n)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, addr := range addrs[:n] { // together: the quorum goes at once
-		wg.Go(func() {
-			st, err := etcdserver.StopMember(ctx, addr, d)
-			names[i], errs[i] = st.Name, err
-		})
+	resp := &pb.DrillResponse{EtcdMembers: uint32(total), QuorumKept: total-n >= total/2+1, EtcdLeader: leader}
+	s.Logger.Warn("etcd-loss drill: stopping lab etcd members", "members", n, "of", total, "leader", leader, "leader_first", leaderFirst, "order", addrs[:n], "quorum_kept", resp.QuorumKept, "for", d)
+	// A member drains its clients for up to etcd's request timeout (~7 s)
+	// before it leaves the group: 30 s is ample.
+	names, until, err := etcdserver.StopMembers(ctx, addrs[:n], d, 30*time.Second)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "etcd-loss drill: %v", err)
 	}
-	wg.Wait()
-	var failed []string
-	for i, err := range errs {
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", addrs[i], err))
-			continue
-		}
-		resp.EtcdMembersStopped = append(resp.EtcdMembersStopped, names[i])
-	}
-	if len(failed) > 0 {
-		return nil, status.Errorf(codes.Unavailable, "stopped %v; could not stop %s", resp.EtcdMembersStopped, strings.Join(failed, "; "))
-	}
+	resp.EtcdMembersStopped, resp.Until = names, timestamppb.New(until)
+	s.Logger.Warn("etcd-loss drill: lab etcd members down", "members", names, "until", until)
 	return resp, nil
 }
 

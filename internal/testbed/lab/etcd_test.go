@@ -135,16 +135,10 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 	membersRunning(20 * time.Second)
 
 	// Two members: the quorum is lost, the STBs go on being answered.
+	// The drill holds both down together for its whole duration once both
+	// have left the group (a member draining watch streams takes seconds
+	// to), so the quorum loss is there every time.
 	report, at := drill("2", nil)
-	if strings.Contains(report, "the store answered throughout") {
-		// Seen once on a loaded machine: the store answered again 2.7 s
-		// into a 6 s stop of two members, so the quorum loss this part is
-		// about never happened (the drill says so). Run the experiment
-		// again rather than judge the STBs on an outage that was not there.
-		t.Logf("the quorum was not lost (the store answered throughout); the drill once more")
-		membersRunning(45 * time.Second)
-		report, at = drill("2", nil)
-	}
 	if !containsAll(report, "stopped 2 of 3 etcd members (etcd1 etcd2", "quorum lost", "store unreachable", "store back", "none restarted", "drill done") {
 		t.Errorf("report of --members 2:\n%s", report)
 	}
