@@ -2,6 +2,8 @@
 GO      ?= go
 BIN     := bin
 CMDS    := central-scheduler regional-scheduler schedctl healthcheck
+# Each fuzz target's budget in make test and make fuzz: the one place it is
+# set (33 targets; scripts/test.sh reports what each took).
 FUZZTIME ?= 10s
 # The version every binary reports (schedctl version, status's VERSION,
 # anysched_build_info): git describe of the work tree; outside a git
@@ -10,7 +12,7 @@ FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/version.stamped=$(VERSION))
 
-.PHONY: all build test unit fuzz demo demo-loopback bench proto deps clean screenshots
+.PHONY: all build test unit fuzz lint demo demo-loopback bench proto deps clean screenshots
 
 all: build
 
@@ -21,15 +23,16 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload ./deploy/lab
 
 # Everything: vet, unit and integration tests (real etcd embedded on
-# loopback), race detector on the concurrent packages, then a short run of
-# every fuzz target. Privileged tests run when this runs as root.
+# loopback), the race detector on every package that starts goroutines,
+# every fuzz target for FUZZTIME and golangci-lint; privileged tests (the
+# lab in network namespaces) when this runs as root. scripts/test.sh runs
+# the CPU-bound stages beside the lab and prints where the time went.
 test: deps build
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 10m ./internal/snapshot/... ./internal/store/... ./internal/health/... \
-		./internal/steer/... ./internal/balance/... ./internal/accesslog/... ./internal/announce/... ./internal/httpd/... \
-		./internal/app/... ./internal/allocator/... ./internal/token/...
-	@$(MAKE) --no-print-directory fuzz
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/test.sh
+
+# golangci-lint with .golangci.yml (installs the pinned version on first use).
+lint:
+	@GO=$(GO) scripts/lint.sh
 
 # Each fuzz target for FUZZTIME, starting from its committed seed corpus.
 fuzz:

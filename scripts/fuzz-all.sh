@@ -3,6 +3,11 @@
 # starting from its committed seed corpus. A crash fails the run and leaves the
 # reproducer under the package's testdata/fuzz/.
 #
+#   scripts/fuzz-all.sh [FUZZTIME [TIMES]]
+#
+# TIMES, if given, gets a record per target ("fuzz<TAB>package<TAB>target<TAB>
+# seconds", build and run) for scripts/testreport's report.
+#
 # The fuzzing engine itself sometimes fails on a loaded machine ("fuzzing
 # process hung or terminated unexpectedly", golang/go#56238), with no
 # reproducer or with one that does not reproduce. Such a failure is shown,
@@ -13,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-10s}
+times=${2:-/dev/null}
 log=$(mktemp)
 stamp=$(mktemp)
 trap 'rm -f "$log" "$stamp"' EXIT
@@ -20,6 +26,7 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
     echo "fuzz: $pkg $target ($t)"
+    began=$(date +%s.%N)
     corpus="$dir/testdata/fuzz/$target"
     for attempt in 1 2; do
       touch "$stamp"
@@ -46,5 +53,6 @@ for pkg in $(go list ./...); do
       fi
       echo "fuzz: $target: the fuzzing engine failed (output above); running it once more"
     done
+    awk -v p="$pkg" -v t="$target" -v a="$began" -v b="$(date +%s.%N)" 'BEGIN { printf "fuzz\t%s\t%s\t%.2f\n", p, t, b - a }' >>"$times"
   done
 done

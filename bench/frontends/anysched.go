@@ -81,7 +81,9 @@ func childAnysched(args []string) error {
 	defer func() {
 		cancel()
 		for ; running > 0; running-- {
-			_ = <-done // after cancel: each server's shutdown, nothing to report
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				fmt.Fprintln(os.Stderr, "frontends: a server stopped with:", err)
+			}
 		}
 	}()
 	info := anyschedInfo{Topology: w.describe(), BuildTime: w.buildTime, Zones: w.zonesUsed, GOMAXPROCS: runtime.GOMAXPROCS(0)}
