@@ -244,7 +244,7 @@ chmod +x "$root/root/steps.sh"
 : >"$root/root/timings"
 : >"$root/root/skips"
 
-begin "in the root: install-deps, $run (limit $timeout_)"
+begin "in the root: install-deps, ${run:-make test, bench/qoe} (limit $timeout_)"
 env_in=(HOME=/root USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8 CI=true
   PATH=/usr/local/go/bin:/root/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   GOPROXY="$goproxy")
