@@ -13,10 +13,11 @@
 #   lint              golangci-lint with .golangci.yml (scripts/lint.sh)
 #
 # The lab's tests wait on routers, timers and drills far more than they
-# compute, so the CPU-bound stages (race, fuzz, lint) run beside the plain
-# stage at a lower priority (nice) and take the cores the lab leaves idle;
-# the lab's daemons keep theirs. At the end: each stage's result and
-# duration, and the ten slowest tests, test packages and fuzz targets.
+# compute, so vet, the race run and lint run beside the plain stage at a
+# lower priority (nice) and take the cores the lab leaves idle; the lab's
+# daemons keep theirs. The fuzz targets follow the plain stage. At the
+# end: each stage's result and duration, and the ten slowest tests, test
+# packages and fuzz targets.
 #
 # env: GO (default go), FUZZTIME (default 10s, the one place the fuzz
 #      budget is set: make passes its FUZZTIME), ANYSCHED_TEST_SKIPS (a file
@@ -60,7 +61,6 @@ gotest() {
 }
 
 start=$(date +%s)
-stage "go vet ./..." "$GO" vet ./... || true
 
 mapfile -t all < <("$GO" list ./...)
 mapfile -t race < <("$report" race-packages ./...)
@@ -81,32 +81,44 @@ skipped_plain() {
                 END { for (p in list) print p, list[p] }' "$work/race-skips" | sort)
   return $rc
 }
-cpu() {
+# Two lanes. The lab lane: every test of the packages that start no
+# goroutines, with the lab as root (mostly waiting on routers, timers and
+# drills), then the fuzz targets, which have both cores to themselves by
+# then. The CPU lane, at nice 10 so that the lab's daemons keep their
+# cores: vet, the race run, the tests it skipped, lint.
+lab_lane() {
+  local rc=0
+  stage "plain: go test (${#rest[@]} packages, full size)" gotest "$skips" -count=1 -timeout 25m "${rest[@]}" || rc=$?
+  stage "fuzz: every target for $fuzztime" scripts/fuzz-all.sh "$fuzztime" "$times" || rc=$?
+  return $rc
+}
+cpu_lane() {
   local rc=0
   : >"$work/race-skips"
+  stage "go vet ./..." "$GO" vet ./... || rc=$?
   stage "race: go test -race -short (${#race[@]} packages)" \
     gotest "$work/race-skips" -count=1 -race -short -timeout 20m "${race[@]}" || rc=$?
   stage "plain: the tests the race run skipped, full size" skipped_plain || rc=$?
-  stage "fuzz: every target for $fuzztime" scripts/fuzz-all.sh "$fuzztime" "$times" || rc=$?
   stage "lint: golangci-lint (.golangci.yml)" scripts/lint.sh || rc=$?
   return $rc
 }
 
 if [ "${ANYSCHED_TEST_SERIAL:-}" = 1 ]; then
-  stage "plain: go test (${#rest[@]} packages, full size)" gotest "$skips" -count=1 -timeout 25m "${rest[@]}"
-  cpu
+  cpu_lane
+  lab_lane
 else
-  # nice 10, not 19: niced, a fuzz worker still runs often enough that Go's
-  # 10 s hang watchdog (golang/go#56238) does not take it for hung.
-  ( renice -n 10 -p "$BASHPID" >/dev/null 2>&1; cpu ) >"$work/cpu.log" 2>&1 &
+  # nice 10, not 19: a niced test still runs often enough that no deadline
+  # of its own, nor Go's 10 s fuzz hang watchdog (golang/go#56238), takes it
+  # for hung.
+  ( renice -n 10 -p "$BASHPID" >/dev/null 2>&1; cpu_lane ) >"$work/cpu.log" 2>&1 &
   cpupid=$!
-  stage "plain: go test (${#rest[@]} packages, full size)" gotest "$skips" -count=1 -timeout 25m "${rest[@]}"
+  lab_lane
   wait "$cpupid"
   cat "$work/cpu.log"
 fi
 
 echo
-echo "test: where the time went ($(nproc) cores; race and fuzz $( [ "${ANYSCHED_TEST_SERIAL:-}" = 1 ] && echo after || echo beside) the plain run, niced)"
+echo "test: where the time went ($(nproc) cores; $( [ "${ANYSCHED_TEST_SERIAL:-}" = 1 ] && echo "one stage after another" || echo "two lanes: plain then fuzz; beside them, niced, vet, race, skipped, lint"))"
 failed=0
 while IFS=$'\t' read -r name secs rc; do
   if [ "$rc" = 0 ]; then s=ok; else s="FAILED ($rc)"; failed=1; fi
