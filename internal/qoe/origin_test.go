@@ -130,7 +130,7 @@ func TestOriginZeroCostIgnoresChannels(t *testing.T) {
 		b := fresh(a)
 		b.Users = append([]User(nil), a.Users...)
 		withOrigin(rng, b, 1+rng.IntN(6), 0)
-		sa, sb := append(allSolvers(), &Planner{}), append(allSolvers(), &Planner{})
+		sa, sb := append(allSolvers(), &Planner{Solver: Lagrangian{TimeLimit: unhurried}}), append(allSolvers(), &Planner{Solver: Lagrangian{TimeLimit: unhurried}})
 		for k, s := range sa {
 			ra, err := s.Solve(ctx, a)
 			if err != nil {
@@ -160,13 +160,13 @@ func TestOriginGroupsViewers(t *testing.T) {
 	ctx := context.Background()
 	for it := 0; it < 2; it++ {
 		in := withOrigin(rng, randInstance(rng, 200+rng.IntN(200), 8+rng.IntN(8)), 4+rng.IntN(6), 0)
-		free, err := Lagrangian{}.Solve(ctx, in)
+		free, err := Lagrangian{TimeLimit: unhurried}.Solve(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		costly := fresh(in)
 		costly.Params.OriginCost = 5
-		res, err := Lagrangian{}.Solve(ctx, costly)
+		res, err := Lagrangian{TimeLimit: unhurried}.Solve(ctx, costly)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func TestPlannerWarm(t *testing.T) {
 	for _, sz := range []struct{ nu, ns int }{{300, 6}, {2000, 40}} {
 		rng := rand.New(rand.NewPCG(51, uint64(sz.nu)))
 		in := scaleInstance(rng, sz.nu, sz.ns)
-		pl := &Planner{}
+		pl := &Planner{Solver: Lagrangian{TimeLimit: unhurried}}
 		for period := 0; period < 4; period++ {
 			res, err := pl.Solve(context.Background(), in)
 			if err != nil {
@@ -46,7 +46,7 @@ func TestPlannerWarm(t *testing.T) {
 					t.Fatalf("period %d user %d: candidates %v, %d cover it", period, v, cand, k)
 				}
 			}
-			cold, err := Lagrangian{}.Solve(context.Background(), fresh(in))
+			cold, err := Lagrangian{TimeLimit: unhurried}.Solve(context.Background(), fresh(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,10 +89,10 @@ func TestWarmStartChoices(t *testing.T) {
 			t.Errorf("user %d: warm choice from Assign %+v, want %+v", v, got[v], want[v])
 		}
 	}
-	if _, err := (Lagrangian{}).SolveWarm(context.Background(), in, &Warm{Assign: make([]Choice, 3)}); err == nil {
+	if _, err := (Lagrangian{TimeLimit: unhurried}).SolveWarm(context.Background(), in, &Warm{Assign: make([]Choice, 3)}); err == nil {
 		t.Error("a warm Assign of 3 choices for 4 users was accepted")
 	}
-	res, err := (Lagrangian{}).SolveWarm(context.Background(), in, &Warm{Prices: make([]Price, 1)}) // wrong length: ignored
+	res, err := (Lagrangian{TimeLimit: unhurried}).SolveWarm(context.Background(), in, &Warm{Prices: make([]Price, 1)}) // wrong length: ignored
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestEmptyInstances(t *testing.T) {
 		{Params: DefaultParams(), Ladder: DefaultLadder(), Users: []User{{Profile: Profile{DesiredKbps: 1200}, Ingest: -1, PrevServer: -1}}},
 		{Params: DefaultParams(), Ladder: DefaultLadder(), Servers: []Server{{RadiusM: 1, Bandwidth: 1e4, Compute: 10}}},
 	} {
-		pl := &Planner{}
+		pl := &Planner{Solver: Lagrangian{TimeLimit: unhurried}}
 		for period := 0; period < 2; period++ {
 			res, err := pl.Solve(context.Background(), in)
 			if err != nil {
@@ -179,16 +179,16 @@ func TestEmptyInstances(t *testing.T) {
 func TestPlannerSeed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(61, 2000))
 	in := scaleInstance(rng, 2000, 40)
-	first, err := (&Planner{Solver: Lagrangian{Tol: 0.01}}).Solve(context.Background(), in)
+	first, err := (&Planner{Solver: Lagrangian{Tol: 0.01, TimeLimit: unhurried}}).Solve(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := nextPeriod(rng, in, first)
-	cold, err := (&Planner{Solver: Lagrangian{Tol: 0.01}}).Solve(context.Background(), fresh(next))
+	cold, err := (&Planner{Solver: Lagrangian{Tol: 0.01, TimeLimit: unhurried}}).Solve(context.Background(), fresh(next))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := &Planner{Solver: Lagrangian{Tol: 0.01}}
+	pl := &Planner{Solver: Lagrangian{Tol: 0.01, TimeLimit: unhurried}}
 	pl.Seed(first.Prices)
 	seeded, err := pl.Solve(context.Background(), fresh(next))
 	if err != nil {
