@@ -3,6 +3,7 @@ package etcdserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -221,17 +222,16 @@ func StopMembers(ctx context.Context, addrs []string, d, leaveWithin time.Durati
 	return names, until, nil
 }
 
+// joinMemberErrors joins the errors of the calls to addrs, each named by
+// its address; nil when all succeeded.
 func joinMemberErrors(addrs []string, errs []error) error {
-	var parts []string
+	var named []error
 	for i, err := range errs {
 		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v", addrs[i], err))
+			named = append(named, fmt.Errorf("%s: %w", addrs[i], err))
 		}
 	}
-	if len(parts) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s", strings.Join(parts, "; "))
+	return errors.Join(named...)
 }
 
 // releaseMember asks the control endpoint at addr to start its stopped

@@ -95,21 +95,16 @@ type event struct {
 
 // filter reads go test -json and prints what go test without -json prints.
 func filter(in io.Reader, stdout io.Writer, skipsPath, timesPath string) error {
-	skips, times := io.Discard, io.Discard
-	for _, f := range []struct {
-		path string
-		w    *io.Writer
-	}{{skipsPath, &skips}, {timesPath, &times}} {
-		if f.path == "" {
-			continue
-		}
-		file, err := os.OpenFile(f.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer file.Close()
-		*f.w = file
+	skips, err := appendTo(skipsPath)
+	if err != nil {
+		return err
 	}
+	defer skips.Close()
+	times, err := appendTo(timesPath)
+	if err != nil {
+		return err
+	}
+	defer times.Close()
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	buf := map[string][]string{} // package+test -> its output so far
@@ -151,6 +146,19 @@ func filter(in io.Reader, stdout io.Writer, skipsPath, timesPath string) error {
 	}
 	return sc.Err()
 }
+
+// appendTo opens path for appending (both lanes of make test append to the
+// same files; short O_APPEND writes do not interleave), or discards for "".
+func appendTo(path string) (io.WriteCloser, error) {
+	if path == "" {
+		return nopCloser{io.Discard}, nil
+	}
+	return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // recordTest writes a top-level test's time (subtests are inside theirs).
 func recordTest(w io.Writer, e event) {
