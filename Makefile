@@ -10,9 +10,9 @@ FUZZTIME ?= 10s
 # checkout (a tarball) nothing is stamped and the binaries fall back to the
 # VCS information the toolchain embeds, then "devel". VERSION=... overrides.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/version.stamped=$(VERSION))
+LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/wiring/version.stamped=$(VERSION))
 
-.PHONY: all build test unit fuzz lint demo demo-loopback bench proto deps clean screenshots
+.PHONY: all build test unit fuzz lint demo demo-loopback bench bench-province proto deps clean screenshots
 
 all: build
 
@@ -53,6 +53,14 @@ demo-loopback: deps build
 bench:
 	@scripts/bench.sh
 
+# The whole province on one machine (root: the namespace lab): the etcd
+# cluster, the center and the 16 city schedulers under synthetic sessions,
+# sampled over time; writes its section and plot in docs/benchmarks.md.
+# Never part of make test. ARGS=... passes flags (-sessions 3000000
+# -duration 30m for the design's prime time).
+bench-province: build
+	$(GO) run ./bench/province -doc docs/benchmarks.md $(ARGS)
+
 # Regenerate the protobuf code (protoc from Debian's protobuf-compiler; the
 # plugins are pinned in go.mod as tools).
 proto: deps
@@ -61,7 +69,7 @@ proto: deps
 # The operator console's screenshots in docs/img (console-*.png): the
 # browser test, in headless Chromium, writes each page as it drives it.
 screenshots: deps
-	ANYSCHED_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsoleInBrowser' ./internal/app/
+	ANYSCHED_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsoleInBrowser' ./internal/wiring/app/
 
 clean:
 	rm -rf $(BIN)

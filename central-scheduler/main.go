@@ -7,10 +7,10 @@ import (
 	"context"
 	"io"
 
-	"github.com/anysched/anysched/internal/app"
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/daemon"
-	"github.com/anysched/anysched/internal/obs"
+	"github.com/anysched/anysched/internal/wiring/app/center"
+	"github.com/anysched/anysched/internal/wiring/config"
+	"github.com/anysched/anysched/internal/wiring/daemon"
+	"github.com/anysched/anysched/internal/wiring/obs"
 )
 
 func main() { daemon.Main("central-scheduler", run) }
@@ -28,5 +28,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &daemon.ConfigError{Err: err}
 	}
-	return app.RunCenter(ctx, cfg, log)
+	return center.Run(ctx, cfg, log)
 }

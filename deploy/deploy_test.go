@@ -23,10 +23,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/pki"
-	"github.com/anysched/anysched/internal/signing"
-	"github.com/anysched/anysched/internal/yamlstrict"
+	"github.com/anysched/anysched/internal/routing/announce/announcecfg"
+	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/security/signing"
+	"github.com/anysched/anysched/internal/wiring/config"
+	"github.com/anysched/anysched/internal/wiring/yamlstrict"
 )
 
 const (
@@ -400,7 +401,7 @@ type unitSpec struct {
 	file, binary, config string
 	scheduler            bool
 	// drains: the stop timings the unit must outlast (defaults and examples).
-	drains []config.Drain
+	drains []announcecfg.Drain
 }
 
 func unitSpecs(t *testing.T) []unitSpec {
@@ -409,9 +410,9 @@ func unitSpecs(t *testing.T) []unitSpec {
 	standby := loadExample(t, filepath.Join(productionDir, "regional-standby.yaml")).cfg.(*config.Regional)
 	return []unitSpec{
 		{"anysched-central.service", "central-scheduler", "/etc/anysched/center.yaml", true,
-			[]config.Drain{config.DefaultCenter().Announce.Drain, center.Announce.Drain}},
+			[]announcecfg.Drain{config.DefaultCenter().Announce.Drain, center.Announce.Drain}},
 		{"anysched-regional.service", "regional-scheduler", "/etc/anysched/regional.yaml", true,
-			[]config.Drain{config.DefaultRegional().Announce.Drain, primary.Announce.Drain, standby.Announce.Drain}},
+			[]announcecfg.Drain{config.DefaultRegional().Announce.Drain, primary.Announce.Drain, standby.Announce.Drain}},
 		{"anysched-healthcheck.service", "healthcheck", "/etc/anysched/healthcheck.yaml", false, nil},
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/admin/ctl"
 )
 
 // ctlRun runs schedctl in-process, its output and errors to w.

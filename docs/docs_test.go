@@ -13,13 +13,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/daemon"
-	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/wiring/config"
+	"github.com/anysched/anysched/internal/wiring/daemon"
 )
 
 // docFiles are the documents whose names are checked against the code.
-var docFiles = []string{"operations.md", "security.md", "design.md", "../README.md", "../deploy/examples/loopback/README.md"}
+var docFiles = []string{"operations.md", "security.md", "design.md", "capacity.md", "../README.md", "../deploy/examples/loopback/README.md"}
 
 // reference is where every configuration key and metric must be named.
 var reference = []string{"operations.md", "security.md"}
@@ -287,9 +287,9 @@ func TestMetricsDocumented(t *testing.T) {
 }
 
 // TestHeadersDocumented: the STB answers' headers the documents name are
-// the ones internal/httpd sets, and operations.md names all of them.
+// the ones internal/stb/httpd sets, and operations.md names all of them.
 func TestHeadersDocumented(t *testing.T) {
-	files, err := filepath.Glob("../internal/httpd/*.go")
+	files, err := filepath.Glob("../internal/stb/httpd/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestHeadersDocumented(t *testing.T) {
 		code[h] = true
 	}
 	if len(code) < 4 {
-		t.Fatalf("found only %v in internal/httpd", code)
+		t.Fatalf("found only %v in internal/stb/httpd", code)
 	}
 	for _, name := range docFiles {
 		for _, h := range headerName.FindAllString(read(t, name), -1) {

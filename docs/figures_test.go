@@ -1,7 +1,6 @@
 package docs_test
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -32,25 +31,7 @@ func missingFigures(text, ref string) []string {
 // list is one docs/benchmarks.md states, so that regenerating the benchmark
 // page cannot leave the README quoting an older run.
 func TestREADMEFiguresAreBenchmarks(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bench, err := os.ReadFile("benchmarks.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- measured:begin -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- measured:end -->")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no <!-- measured:begin --> ... <!-- measured:end --> block")
-	}
-	if n := len(figure.FindAllString(block, -1)); n < 20 {
-		t.Fatalf("the measured block holds %d figures; the pattern no longer reads them", n)
-	}
-	if m := missingFigures(block, string(bench)); len(m) > 0 {
-		t.Errorf("README.md quotes figures docs/benchmarks.md does not state (update README from the benchmark page): %q", m)
-	}
+	checkMeasured(t, "README.md", read(t, "../README.md"))
 	// And the check itself: a stale figure is caught, a reformatted one is not.
 	if m := missingFigures("about 40,000 HTTP 302 redirects/s, 0.84 of a bare handler", "92393 req/s, 0.967"); len(m) != 3 || m[0] != "40,000" || m[1] != "302" || m[2] != "0.84" {
 		t.Errorf("stale figures: got %q", m)
@@ -58,4 +39,30 @@ func TestREADMEFiguresAreBenchmarks(t *testing.T) {
 	if m := missingFigures("92,393 req/s in 255.3 ms", "| 92393 | ApplyToSwap | 255.3  ms |"); len(m) != 0 {
 		t.Errorf("the same figures, formatted otherwise: got %q", m)
 	}
+}
+
+// checkMeasured fails unless every figure of doc's measured block
+// (<!-- measured:begin --> ... <!-- measured:end -->) is one
+// docs/benchmarks.md states.
+func checkMeasured(t *testing.T, name, doc string) {
+	t.Helper()
+	measured := block(t, doc, "measured")
+	if n := len(figure.FindAllString(measured, -1)); n < 20 {
+		t.Fatalf("%s: the measured block holds %d figures; the pattern no longer reads them", name, n)
+	}
+	if m := missingFigures(measured, read(t, "benchmarks.md")); len(m) > 0 {
+		t.Errorf("%s quotes figures docs/benchmarks.md does not state (update it from the benchmark page): %q", name, m)
+	}
+}
+
+// block returns what doc holds between <!-- name:begin --> and
+// <!-- name:end -->.
+func block(t *testing.T, doc, name string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "<!-- "+name+":begin -->")
+	b, _, ok2 := strings.Cut(rest, "<!-- "+name+":end -->")
+	if !ok || !ok2 {
+		t.Fatalf("no <!-- %s:begin --> ... <!-- %s:end --> block", name, name)
+	}
+	return b
 }

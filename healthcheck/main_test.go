@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/wiring/daemon"
 )
 
 // --help exits 0 with every flag on stdout, --log-format and --log-level

@@ -6,10 +6,10 @@ import (
 	"context"
 	"io"
 
-	"github.com/anysched/anysched/internal/app"
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/daemon"
-	"github.com/anysched/anysched/internal/obs"
+	"github.com/anysched/anysched/internal/wiring/app"
+	"github.com/anysched/anysched/internal/wiring/config"
+	"github.com/anysched/anysched/internal/wiring/daemon"
+	"github.com/anysched/anysched/internal/wiring/obs"
 )
 
 func main() { daemon.Main("regional-scheduler", run) }

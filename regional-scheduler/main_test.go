@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anysched/anysched/internal/daemon"
+	"github.com/anysched/anysched/internal/wiring/daemon"
 )
 
 func TestCheckConfig(t *testing.T) {

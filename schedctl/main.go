@@ -1,6 +1,6 @@
 // Command schedctl is the operator CLI of anysched: apply and inspect the
 // province topology and the state of every scheduler through the central
-// scheduler's admin API. The commands are in internal/ctl.
+// scheduler's admin API. The commands are in internal/admin/ctl.
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/admin/ctl"
 )
 
 func main() {

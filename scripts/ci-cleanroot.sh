@@ -39,7 +39,7 @@ run=${CLEANROOT_RUN:-}
 # Skips that are not about a missing Debian package (extended regular
 # expressions, matched against "package test: reason").
 ALLOWED_SKIPS=(
-  'set [A-Z_]+=1' 'set [A-Z_]+=DIR'        # opt-in tests (QOE_SCALE=1, QOE_CBC=DIR: CBC's LP runs)
+  'set [A-Z_]+=(1|N|DIR)'                 # opt-in probes (QOE_SCALE=1, ALLOC_SCALE=N, QOE_CBC=DIR: CBC's LP runs)
   ': short$' 'province-scale topology'    # -short only
   'kernel has no' 'no /dev/net/tun'       # a kernel without a feature (TCP-MD5, TUN)
   'binds non-local addresses anyway'      # a host with ip_nonlocal_bind set

@@ -17,8 +17,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anysched/anysched/internal/dnsd"
-	"github.com/anysched/anysched/internal/httpd"
+	"github.com/anysched/anysched/internal/stb/dnsd"
+	"github.com/anysched/anysched/internal/stb/httpd"
 )
 
 // anyschedInfo is what the anysched child serves, on its READY line.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/miekg/dns"
 )
 
@@ -185,14 +185,14 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 // dnsParts are the functions whose cumulative share of the DNS profile is
 // reported.
 var dnsParts = [][2]string{
-	{"UDP reader goroutines (batched, whole cycle)", "internal/dnsd.(*udpReader).run"},
-	{"  recvmmsg", "internal/dnsd.(*mmsgConn).recv"},
-	{"  sendmmsg", "internal/dnsd.(*mmsgConn).send"},
-	{"  fast path (parse, decide, patch the reply)", "internal/dnsd.(*Server).serveFast"},
-	{"    steer decision", "internal/steer.(*Engine).Decide"},
-	{"    access log Record (metrics, queue)", "internal/accesslog.(*Recorder).Record"},
-	{"  full path (miekg/dns handler)", "internal/dnsd.(*Server).serveFull"},
-	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
+	{"UDP reader goroutines (batched, whole cycle)", "internal/stb/dnsd.(*udpReader).run"},
+	{"  recvmmsg", "internal/stb/dnsd.(*mmsgConn).recv"},
+	{"  sendmmsg", "internal/stb/dnsd.(*mmsgConn).send"},
+	{"  fast path (parse, decide, patch the reply)", "internal/stb/dnsd.(*Server).serveFast"},
+	{"    steer decision", "internal/stb/steer.(*Engine).Decide"},
+	{"    access log Record (metrics, queue)", "internal/stb/accesslog.(*Recorder).Record"},
+	{"  full path (miekg/dns handler)", "internal/stb/dnsd.(*Server).serveFull"},
+	{"access log writer goroutine (JSON lines to the file)", "internal/stb/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
 	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},

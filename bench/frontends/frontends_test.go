@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/miekg/dns"
 )
 

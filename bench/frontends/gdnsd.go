@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/miekg/dns"
 )
 

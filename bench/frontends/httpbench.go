@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 )
 
 // Targets of the HTTP comparisons, per core: anysched/peer at least this.
@@ -217,16 +217,16 @@ func addrOf(a *anyschedProc, f func(anyschedInfo) string) string {
 // httpParts are the functions whose cumulative share of the HTTP profile
 // is reported (names as trimPprof prints them).
 var httpParts = [][2]string{
-	{"accept loops (accept4, first request answered there)", "internal/httpd.(*acceptor).loop"},
-	{"  first request of a connection", "internal/httpd.(*acceptor).first"},
-	{"event loops: kept-open connections (epoll, read, answer, write)", "internal/httpd.(*loop).run"},
-	{"  parse and answer (session)", "internal/httpd.(*session).process"},
-	{"    steer decision", "internal/steer.(*Engine).Decide"},
-	{"      zone lookup (bart)", "internal/topology.(*Snapshot).ZoneOf"},
-	{"    Location rendering", "internal/steer.(*Engine).AppendLocation"},
-	{"    access log Record (metrics, queue)", "internal/accesslog.(*Recorder).Record"},
+	{"accept loops (accept4, first request answered there)", "internal/stb/httpd.(*acceptor).loop"},
+	{"  first request of a connection", "internal/stb/httpd.(*acceptor).first"},
+	{"event loops: kept-open connections (epoll, read, answer, write)", "internal/stb/httpd.(*loop).run"},
+	{"  parse and answer (session)", "internal/stb/httpd.(*session).process"},
+	{"    steer decision", "internal/stb/steer.(*Engine).Decide"},
+	{"      zone lookup (bart)", "internal/province/topology.(*Snapshot).ZoneOf"},
+	{"    Location rendering", "internal/stb/steer.(*Engine).AppendLocation"},
+	{"    access log Record (metrics, queue)", "internal/stb/accesslog.(*Recorder).Record"},
 	{"net/http (handed-over requests, HTTPS)", "net/http.(*conn).serve"},
-	{"access log writer goroutine (JSON lines to the file)", "internal/accesslog.(*Recorder).Run"},
+	{"access log writer goroutine (JSON lines to the file)", "internal/stb/accesslog.(*Recorder).Run"},
 	{"garbage collector (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"allocation (mallocgc, every caller)", "runtime.mallocgc"},
 	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},

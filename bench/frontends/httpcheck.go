@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/steer"
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/stb/steer"
 )
 
 // verifyHTTP checks every server before the runs: anysched answers 302

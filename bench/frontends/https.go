@@ -16,14 +16,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/anysched/anysched/internal/certstore"
-	"github.com/anysched/anysched/internal/httpd"
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/stb/certstore"
+	"github.com/anysched/anysched/internal/stb/httpd"
 )
 
 // errNoHTTPS: the anysched side of the HTTPS comparison is not available
 // (kept for builds whose front end has no TLS listener).
-var errNoHTTPS = errors.New("internal/httpd has no HTTPS listener in this build")
+var errNoHTTPS = errors.New("internal/stb/httpd has no HTTPS listener in this build")
 
 // tlsFiles is what the HTTPS servers are given.
 type tlsFiles struct {
@@ -33,7 +33,7 @@ type tlsFiles struct {
 
 // anyschedHTTPS is the anysched side of the HTTPS comparison, as the daemon
 // serves https.listen: the same httpd server core over TLS (net/http), the
-// certificate from internal/certstore, with the engine and access log of
+// certificate from internal/stb/certstore, with the engine and access log of
 // w, the plain listener's configuration c, and the certificate nginx
 // serves too.
 func anyschedHTTPS(w *world, c httpd.Config, t tlsFiles) (func(ctx context.Context, ln net.Listener) error, error) {

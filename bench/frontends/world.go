@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/accesslog"
-	"github.com/anysched/anysched/internal/steer"
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/stb/accesslog"
+	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

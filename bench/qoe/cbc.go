@@ -22,7 +22,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/allocation/qoe"
 )
 
 // cbcRun is what CBC's log says about one run.

@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/allocation/qoe"
 )
 
 // algColors are the plots' colours, one per algorithm in experiment's

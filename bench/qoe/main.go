@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/data"
-	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/allocation/qoe"
 )
 
 // Synthetic-profile distributions (see profile).

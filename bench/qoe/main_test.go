@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/data"
-	"github.com/anysched/anysched/internal/qoe"
+	"github.com/anysched/anysched/internal/allocation/qoe"
 )
 
 func euaPoints(t *testing.T) (srv, usr [][2]float64) {

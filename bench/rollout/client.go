@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -14,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/bench/internal/host"
+	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/stbload"
-	"github.com/anysched/anysched/internal/topology"
 )
 
 // clientResult is what one city's STBs saw; the client prints it as JSON.
@@ -116,7 +115,7 @@ func runClient(args []string) error {
 // request is one STB asking the Anycast address where to play a channel;
 // the client address inside the city's coverage network goes in
 // X-Forwarded-For, as the lab's stbload does.
-func request(client *http.Client, host string, p netip.Prefix, rng *rand.Rand, zipf *rand.Zipf) (string, time.Duration, error) {
+func request(client *http.Client, hostname string, p netip.Prefix, rng *rand.Rand, zipf *rand.Zipf) (string, time.Duration, error) {
 	b := p.Addr().AsSlice()
 	hostBits := len(b)*8 - p.Bits()
 	for i := len(b) - 1; i >= 0 && hostBits > 0; i-- {
@@ -130,18 +129,7 @@ func request(client *http.Client, host string, p netip.Prefix, rng *rand.Rand, z
 	if err != nil {
 		return "", 0, err
 	}
-	req.Host = host
+	req.Host = hostname
 	req.Header.Set("X-Forwarded-For", addr.String())
-	t0 := time.Now()
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	lat := time.Since(t0)
-	if resp.StatusCode != http.StatusFound {
-		return "", 0, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return resp.Header.Get("X-Anysched-Instance"), lat, nil
+	return host.Ask(client, req)
 }

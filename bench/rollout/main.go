@@ -14,7 +14,7 @@
 //
 // With -steps one it starts instead from the center alone and rolls the 16
 // cities out one by one, as an operator would: each city's scheduler is
-// started while `schedctl rollout CITY` (internal/ctl, in this process,
+// started while `schedctl rollout CITY` (internal/admin/ctl, in this process,
 // inside the center's namespace) checks it against the center, and every
 // step is measured as a mode is, over shorter windows (steps.go).
 //
@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,14 +41,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anysched/anysched/bench/internal/host"
 	"github.com/anysched/anysched/internal/testbed/lab"
 )
 
 // allCities is the whole sample province.
 var allCities = lab.AllCities()
-
-// clkTck is USER_HZ, the unit of utime/stime in /proc/<pid>/stat (100 on Linux).
-const clkTck = 100
 
 func main() {
 	var err error
@@ -172,12 +169,8 @@ func run(args []string) error {
 	}
 	var res *Results
 	if *resultsIn != "" {
-		b, err := os.ReadFile(*resultsIn)
-		if err != nil {
-			return err
-		}
 		res = &Results{}
-		if err := json.Unmarshal(b, res); err != nil {
+		if err := host.ReadResults(*resultsIn, res); err != nil {
 			return err
 		}
 	} else {
@@ -194,9 +187,7 @@ func run(args []string) error {
 		var err error
 		res, err = measure(*prefix, *bin, *dir, set)
 		if res != nil && len(res.Modes) > 0 {
-			b, _ := json.MarshalIndent(res, "", "  ")
-			_ = os.WriteFile(filepath.Join(*dir, "results.json"), b, 0o644)
-			fmt.Printf("\nresults saved in %s\n", filepath.Join(*dir, "results.json"))
+			host.SaveResults(*dir, res)
 		}
 		if err != nil {
 			return err
@@ -210,38 +201,13 @@ func run(args []string) error {
 	}
 	fmt.Println()
 	fmt.Print(table(res))
-	if *png != "" {
-		if err := plotResults(res, *png); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-		fmt.Println("plot:", *png)
-	}
-	if *doc != "" {
-		if err := writeDoc(*doc, section(res, *png)); err != nil {
-			return err
-		}
-		fmt.Println("section written to", *doc)
-	}
-	return nil
+	return host.Publish(*png, *doc, docBegin, docEnd, func(png string) error { return plotResults(res, png) },
+		func(png string) string { return section(res, png) })
 }
 
 // measure runs the lab through every mode. The lab is always torn down.
 func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the lab needs root (network namespaces)")
-	}
-	for _, c := range []string{"ip", "bird", "birdc", "curl", "tc"} {
-		if _, err := exec.LookPath(c); err != nil {
-			return nil, fmt.Errorf("needs %s", c)
-		}
-	}
-	absBin, _ := filepath.Abs(bin)
-	for _, b := range []string{"central-scheduler", "regional-scheduler", "schedctl"} {
-		if _, err := os.Stat(filepath.Join(absBin, b)); err != nil {
-			return nil, fmt.Errorf("%s: run make build first", filepath.Join(absBin, b))
-		}
-	}
-	self, err := os.Executable()
+	absBin, self, err := host.Prepare(bin, []string{"ip", "bird", "birdc", "curl", "tc"}, []string{"central-scheduler", "regional-scheduler", "schedctl"})
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +215,7 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 	defer stop()
 
 	_ = os.RemoveAll(dir)
-	res = &Results{When: time.Now().UTC(), Machine: machine(), Settings: set, LoadAvg: loadAvg()}
+	res = &Results{When: time.Now().UTC(), Machine: host.Machine(), Settings: set, LoadAvg: loadAvg()}
 	step("bringing up the lab: %d cities, BIRD routers, core, center (namespaces %s-*)", len(allCities), prefix)
 	t0 := time.Now()
 	l, err := lab.Up(ctx, lab.Options{Prefix: prefix, Cities: allCities, Bin: absBin, Dir: dir, Delay: set.Delay, DistanceDelays: set.DistanceDelays})
@@ -257,15 +223,7 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 		lab.Cleanup(prefix)
 		return nil, err
 	}
-	defer func() {
-		step("tearing the lab down")
-		l.Down()
-		if left := leftovers(prefix); len(left) > 0 {
-			err = errors.Join(err, fmt.Errorf("namespaces left behind: %s", strings.Join(left, " ")))
-		} else {
-			fmt.Printf("  nothing left behind (no %s-* namespaces)\n", prefix)
-		}
-	}()
+	defer func() { err = errors.Join(err, host.Down(l, prefix, dir)) }()
 	res.Settings.NoNetem = l.NoNetem
 	res.Settings.Links = l.LinkDelays()
 	res.Settings.DelayBy = "netem"
@@ -274,18 +232,11 @@ func measure(prefix, bin, dir string, set Settings) (res *Results, err error) {
 	}
 	fmt.Printf("  city-core link delays (one-way, by %s): %s\n", res.Settings.DelayBy, lab.FormatDelays(res.Settings.Links))
 	step("applying the topology through the center's admin API")
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		argv := append([]string{"netns", "exec", l.NS("ctr"), filepath.Join(absBin, "schedctl")}, l.SchedctlArgs()...)
-		out, err := exec.CommandContext(ctx, "ip", append(argv, "apply", "--yes", "-f", filepath.Join(dir, "topology.yaml"))...).CombinedOutput()
-		if err == nil {
-			fmt.Print("  " + string(out))
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return res, fmt.Errorf("apply: %v: %s", err, out)
-		}
-		sleep(ctx, 300*time.Millisecond)
+	out, err := host.Apply(ctx, l, absBin, dir, 60*time.Second)
+	if err != nil {
+		return res, err
 	}
+	fmt.Print("  " + out)
 	fmt.Printf("  lab up in %s\n", time.Since(t0).Round(time.Second))
 	if set.Steps == "one" {
 		return res, rollOneByOne(ctx, l, self, dir, set, res)
@@ -344,34 +295,18 @@ func setMode(ctx context.Context, l *lab.Lab, k int) error {
 	}
 	// Wait for routing: each city answered by its own scheduler or the center,
 	// twice in a row.
-	deadline := time.Now().Add(120 * time.Second)
-	for i, c := range allCities {
-		want := lab.CenterID
+	want := func(i int) string {
 		if i < k {
-			want = lab.PrimaryID(c)
+			return lab.PrimaryID(allCities[i])
 		}
-		ok := 0
-		var inst string
-		var code int
-		for ok < 2 {
-			inst, code, _ = l.Request(ctx, i)
-			if code == 302 && inst == want {
-				ok++
-				continue
-			}
-			ok = 0
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: want answers from %s, got %q (HTTP %d)", c, want, inst, code)
-			}
-			sleep(ctx, 200*time.Millisecond)
-		}
+		return lab.CenterID
+	}
+	if err := host.Converge(ctx, l, allCities, want, 120*time.Second, 200*time.Millisecond); err != nil {
+		return err
 	}
 	fmt.Printf("  routing converged in %s: %d cities answered by their own scheduler, %d by the center\n",
 		time.Since(t0).Round(100*time.Millisecond), k, len(allCities)-k)
-	sleep(ctx, 5*time.Second) // let the BGP sessions and etcd watches of restarted schedulers settle
+	host.Sleep(ctx, 5*time.Second) // let the BGP sessions and etcd watches of restarted schedulers settle
 	return ctx.Err()
 }
 
@@ -394,9 +329,9 @@ func runMode(ctx context.Context, l *lab.Lab, self, dir string, k int, set Setti
 	// Idle: the center's own background work (etcd, BGP, the schedulers' watches and leases).
 	c0, _ := procCPU(center)
 	t0 := time.Now()
-	sleep(ctx, set.Idle)
+	host.Sleep(ctx, set.Idle)
 	c1, _ := procCPU(center)
-	m.CenterIdle = pct(c1-c0, time.Since(t0))
+	m.CenterIdle = host.Pct(c1-c0, time.Since(t0))
 
 	// Load: every city's client namespace, the same open-loop load.
 	start := time.Now().Add(1500 * time.Millisecond)
@@ -426,33 +361,33 @@ func runMode(ctx context.Context, l *lab.Lab, self, dir string, k int, set Setti
 		}()
 	}
 	fmt.Printf("  load: %d cities x %d STBs, one request per STB every %s, for %s\n", len(allCities), set.STBs, set.Pause, set.Duration)
-	sleep(ctx, time.Until(start))
+	host.Sleep(ctx, time.Until(start))
 	cc0, _ := procCPU(center)
 	var sum0 int64
 	for _, p := range cityPIDs {
 		v, _ := procCPU(p)
 		sum0 += v
 	}
-	busy0, total0 := machineCPU()
-	m.ForeignNS = foreignNS(l.NS(""))
+	busy0, total0 := host.MachineCPU()
+	m.ForeignNS = host.ForeignNS(l.NS(""))
 	w0 := time.Now()
-	sleep(ctx, time.Until(start.Add(set.Duration)))
+	host.Sleep(ctx, time.Until(start.Add(set.Duration)))
 	cc1, _ := procCPU(center)
 	var sum1 int64
 	for _, p := range cityPIDs {
 		v, _ := procCPU(p)
 		sum1 += v
 	}
-	busy1, total1 := machineCPU()
-	m.ForeignNS = max(m.ForeignNS, foreignNS(l.NS("")))
+	busy1, total1 := host.MachineCPU()
+	m.ForeignNS = max(m.ForeignNS, host.ForeignNS(l.NS("")))
 	window := time.Since(w0)
 	wg.Wait()
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
 		return m, err
 	}
 	m.Window = window.Seconds()
-	m.CenterCPU = pct(cc1-cc0, window)
-	m.CitiesCPU = pct(sum1-sum0, window)
+	m.CenterCPU = host.Pct(cc1-cc0, window)
+	m.CitiesCPU = host.Pct(sum1-sum0, window)
 	if total1 > total0 {
 		m.MachineBusy = 100 * float64(busy1-busy0) / float64(total1-total0)
 	}
@@ -524,38 +459,6 @@ func procCPU(pid int) (int64, error) {
 	return ut + st, nil
 }
 
-// machineCPU is the whole machine's busy and total ticks (/proc/stat).
-func machineCPU() (busy, total int64) {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	if !s.Scan() {
-		return 0, 0
-	}
-	fields := strings.Fields(s.Text())[1:]
-	for i, v := range fields {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		if i >= 8 { // guest time is already counted in user
-			break
-		}
-		total += n
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-	}
-	return busy, total
-}
-
-func pct(ticks int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return 100 * float64(ticks) / clkTck / d.Seconds()
-}
-
 func percentileMS(us []int64, p float64) float64 {
 	if len(us) == 0 {
 		return 0
@@ -563,41 +466,6 @@ func percentileMS(us []int64, p float64) float64 {
 	s := append([]int64(nil), us...)
 	slices.Sort(s)
 	return float64(s[int(float64(len(s)-1)*p/100)]) / 1000
-}
-
-func leftovers(prefix string) []string {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	var left []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); strings.HasPrefix(name, prefix+"-") {
-			left = append(left, name)
-		}
-	}
-	return left
-}
-
-// foreignNS counts network namespaces not named with our prefix (other engineers' labs).
-func foreignNS(ours string) int {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	n := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); name != "" && !strings.HasPrefix(name, ours) {
-			n++
-		}
-	}
-	return n
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 func step(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
@@ -609,31 +477,4 @@ func reportMode(k int) string {
 		return strconv.Itoa(k/4 + 1)
 	}
 	return "-"
-}
-
-// machine describes the host: CPU model, cores, memory, kernel.
-func machine() string {
-	model, cores := "unknown CPU", 0
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			switch strings.TrimSpace(k) {
-			case "model name":
-				model = strings.TrimSpace(v)
-			case "processor":
-				cores++
-			}
-		}
-	}
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		_, _ = fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%d", &kb)
-		mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
-	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return fmt.Sprintf("%s, %d cores%s, Linux %s", model, cores, mem, strings.TrimSpace(string(kernel)))
 }

@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/bench/internal/host"
 	"github.com/anysched/anysched/internal/testbed/lab"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 const (
@@ -142,13 +138,7 @@ func section(r *Results, png string) string {
 	b.WriteString("- Latency: the STB's round trip (connect, request, 302 answer) over all cities' requests.\n\n")
 	b.WriteString(table(r))
 	b.WriteString("\n")
-	if png != "" {
-		rel := png
-		if i := strings.Index(png, "docs/"); i >= 0 {
-			rel = png[i+len("docs/"):]
-		}
-		fmt.Fprintf(&b, "![center share, center CPU and STB latency against the number of city schedulers](%s)\n\n", rel)
-	}
+	b.WriteString(host.ImageLink("center share, center CPU and STB latency against the number of city schedulers", png))
 
 	// The comparison.
 	m0, ok0 := mode(r, 0)
@@ -258,47 +248,10 @@ func mLocalP50(r *Results) float64 {
 	return v
 }
 
-// writeDoc replaces the section between the markers, or appends it at the end.
-func writeDoc(path, sec string) error { return writeDocAt(path, sec, docBegin, docEnd, "") }
-
 // writeDocAt replaces the section between begin and end; without them it
 // goes on the line after the marker after, or at the end of the file.
 func writeDocAt(path, sec, begin, end, after string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	var out []byte
-	if i := bytes.Index(old, []byte(begin)); i >= 0 {
-		j := bytes.Index(old[i:], []byte(end))
-		if j < 0 {
-			return fmt.Errorf("%s: %s without %s", path, begin, end)
-		}
-		stop := i + j + len(end)
-		if stop < len(old) && old[stop] == '\n' {
-			stop++
-		}
-		out = append(append(append([]byte{}, old[:i]...), sec...), old[stop:]...)
-	} else if k := bytes.Index(old, []byte(after)); after != "" && k >= 0 {
-		at := k + len(after)
-		if nl := bytes.IndexByte(old[at:], '\n'); nl >= 0 {
-			at += nl + 1
-		} else {
-			old = append(old, '\n')
-			at = len(old)
-		}
-		out = append(append(append(append([]byte{}, old[:at]...), '\n'), sec...), old[at:]...)
-	} else {
-		out = append([]byte{}, old...)
-		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
-			out = append(out, '\n')
-		}
-		if len(out) > 0 {
-			out = append(out, '\n')
-		}
-		out = append(out, sec...)
-	}
-	return os.WriteFile(path, out, 0o644)
+	return host.WriteSection(path, sec, begin, end, after)
 }
 
 // plotResults draws three panels against the number of city schedulers:
@@ -399,29 +352,7 @@ func plotResults(r *Results, path string) error {
 		p.Y.Max = maxY * 1.35
 	}
 
-	const rows, cols = 2, 2
-	plots := [][]*plot.Plot{{share, cpu}, {rel, lat}}
-	img := vgimg.New(vg.Points(900), vg.Points(700))
-	dc := draw.New(img)
-	t := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(20), PadY: vg.Points(20), PadTop: vg.Points(10), PadBottom: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(15)}
-	canvases := plot.Align(plots, t, dc)
-	for j := range rows {
-		for i := range cols {
-			plots[j][i].Draw(canvases[j][i])
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return host.SavePNG([][]*plot.Plot{{share, cpu}, {rel, lat}}, vg.Points(900), vg.Points(700), path)
 }
 
 // linkRange is the smallest and largest one-way link delay.

@@ -17,7 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/bench/internal/host"
+	"github.com/anysched/anysched/internal/admin/ctl"
 	"github.com/anysched/anysched/internal/testbed/lab"
 )
 
@@ -81,7 +82,7 @@ type RolloutStep struct {
 	Detail         string  `json:"detail"`
 }
 
-// runCtl is the hidden `rollout ctl` mode: schedctl (internal/ctl) run in
+// runCtl is the hidden `rollout ctl` mode: schedctl (internal/admin/ctl) run in
 // this process inside the center's namespace, where the lab's admin API
 // listens.
 func runCtl(args []string) error {
@@ -96,11 +97,11 @@ func runCtl(args []string) error {
 // it are kept).
 func rollOneByOne(ctx context.Context, l *lab.Lab, self, dir string, set Settings, res *Results) error {
 	t0 := time.Now()
-	ours := labNetNS(l.NS(""))
-	before := procTimes()
+	ours := host.NetNS(l.NS(""))
+	before := host.Procs()
 	defer func() {
 		res.Took = time.Since(t0).Seconds()
-		res.Others = busiest(before, procTimes(), time.Since(t0), ours)
+		res.Others = busiest(before, host.Procs(), time.Since(t0), ours)
 	}()
 	step("step 0: the center alone (every city scheduler stopped: SIGTERM, withdraw, drain, exit)")
 	if err := setMode(ctx, l, 0); err != nil {
@@ -121,7 +122,7 @@ func rollOneByOne(ctx context.Context, l *lab.Lab, self, dir string, set Setting
 		if err != nil {
 			return err
 		}
-		sleep(ctx, afterRollout)
+		host.Sleep(ctx, afterRollout)
 		m, err := runMode(ctx, l, self, dir, i+1, set)
 		if err != nil {
 			return err
@@ -166,7 +167,7 @@ func rollOut(ctx context.Context, l *lab.Lab, self string, i int) (*RolloutCheck
 			default:
 				rc.ProbeOther++
 			}
-			sleep(pctx, probeEvery)
+			host.Sleep(pctx, probeEvery)
 		}
 	}()
 	defer func() { stopProbe(); pwg.Wait() }()
@@ -345,7 +346,7 @@ func stepSection(r *Results, png string, modes docModes) string {
 	b.WriteString("The report's operator added the city schedulers a few at a time. `-steps one` adds them one at a time in the\n" +
 		"same 16-city lab, the way `docs/operations.md` (\"Rolling out a new city\") has an operator do it: from the\n" +
 		"center alone (every city scheduler stopped, every city checked to be answered by the center), city k's\n" +
-		"scheduler is started while `schedctl rollout CITY` checks it against the center (`internal/ctl` run by the\n" +
+		"scheduler is started while `schedctl rollout CITY` checks it against the center (`internal/admin/ctl` run by the\n" +
 		"bench inside the center's namespace, with the lab's admin certificate): 1/3 the region, its servers and\n" +
 		"zones in the applied topology; 2/3 its scheduler registered, ready and announcing the /32 over an\n" +
 		"established BGP session; 3/3 the center's count of the city's STBs it answered standing still for 3 s,\n" +
@@ -389,13 +390,7 @@ func stepSection(r *Results, png string, modes docModes) string {
 		"  answer to the city (both from the command's start; the scheduler is started once the command watches).\n\n")
 	b.WriteString(stepTable(r))
 	b.WriteString("\n")
-	if png != "" {
-		rel := png
-		if i := strings.Index(png, "docs/"); i >= 0 {
-			rel = png[i+len("docs/"):]
-		}
-		fmt.Fprintf(&b, "![center share, center CPU and STB latency as the cities are rolled out one by one](%s)\n\n", rel)
-	}
+	b.WriteString(host.ImageLink("center share, center CPU and STB latency as the cities are rolled out one by one", png))
 
 	var rolled, failedLoad, probeCenter, probeLocal, probeFailed, probeFailedSteps int
 	var took3, ann, last []float64
@@ -542,77 +537,21 @@ type OtherProc struct {
 	CPU  float64 `json:"cpu"` // % of one core
 }
 
-// procTime is a process's name, nice, CPU ticks and network namespace.
-type procTime struct {
-	comm  string
-	nice  int
-	ticks int64
-	netns string
-}
-
-// procTimes reads every process's utime+stime from /proc.
-func procTimes() map[int]procTime {
-	out := map[int]procTime{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if i < 0 || j < i {
-			continue
-		}
-		f := strings.Fields(string(b[j+1:]))
-		if len(f) < 17 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		nice, _ := strconv.Atoi(f[16]) // field 19
-		ns, _ := os.Readlink("/proc/" + e.Name() + "/ns/net")
-		out[pid] = procTime{comm: string(b[i+1 : j]), nice: nice, ticks: ut + st, netns: ns}
-	}
-	return out
-}
-
-// labNetNS are the network namespaces of the lab (names starting with
-// prefix), as /proc/<pid>/ns/net names them.
-func labNetNS(prefix string) map[string]bool {
-	ours := map[string]bool{}
-	ents, _ := os.ReadDir("/run/netns")
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), prefix) {
-			continue
-		}
-		if fi, err := os.Stat("/run/netns/" + e.Name()); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				ours[fmt.Sprintf("net:[%d]", st.Ino)] = true
-			}
-		}
-	}
-	return ours
-}
-
 // busiest are the (at most 3) processes outside the lab and this one
 // still running at the end that used at least 5% of a core over the steps
 // (one started meanwhile counts all its time; one that ended is missed).
-func busiest(before, after map[int]procTime, d time.Duration, ours map[string]bool) []OtherProc {
+func busiest(before, after map[int]host.Proc, d time.Duration, ours map[string]string) []OtherProc {
 	var out []OtherProc
 	for pid, a := range after {
-		if pid == os.Getpid() || ours[a.netns] {
+		if _, lab := ours[a.NetNS]; pid == os.Getpid() || lab {
 			continue
 		}
 		b, ok := before[pid]
-		if !ok || b.comm != a.comm {
-			b = procTime{}
+		if !ok || b.Comm != a.Comm {
+			b = host.Proc{}
 		}
-		if c := pct(a.ticks-b.ticks, d); c >= 5 {
-			out = append(out, OtherProc{Comm: a.comm, Nice: a.nice, CPU: c})
+		if c := host.Pct(a.Ticks-b.Ticks, d); c >= 5 {
+			out = append(out, OtherProc{Comm: a.Comm, Nice: a.Nice, CPU: c})
 		}
 	}
 	slices.SortFunc(out, func(x, y OtherProc) int { return int(y.CPU*100 - x.CPU*100) })

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/stb/token"
 	"github.com/anysched/anysched/internal/testbed/stbload"
-	"github.com/anysched/anysched/internal/token"
-	"github.com/anysched/anysched/internal/topology"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/anysched/anysched/internal/testbed/lab"
-	"github.com/anysched/anysched/internal/yamlstrict"
+	"github.com/anysched/anysched/internal/wiring/yamlstrict"
 )
 
 // labFile is the small YAML a lab can be described with (lab up --file F):

@@ -21,8 +21,8 @@ const (
 // hotPath is the packages an STB's request runs through, and the data they
 // read.
 func hotPath() []string {
-	return ours("internal/steer", "internal/httpd", "internal/dnsd", "internal/balance", "internal/topology",
-		"internal/accesslog", "internal/overflow", "internal/outlier", "internal/geoip", "internal/token", "internal/health/avail")
+	return ours("internal/stb/steer", "internal/stb/httpd", "internal/stb/dnsd", "internal/stb/balance", "internal/province/topology",
+		"internal/stb/accesslog", "internal/stb/overflow", "internal/stb/outlier", "internal/stb/geoip", "internal/stb/token", "internal/province/health/avail")
 }
 
 // pkg is one package as go list reports it.
@@ -74,6 +74,13 @@ func TestImportDirection(t *testing.T) {
 		// schedctl and healthcheck run no etcd member and announce no route.
 		for _, v := range violations(g, ours("schedctl", "healthcheck"), prefixes(etcdServer, gobgp)) {
 			t.Errorf("schedctl or healthcheck links the etcd server or GoBGP: %s", v)
+		}
+	})
+	t.Run("regional scheduler links no etcd server", func(t *testing.T) {
+		// A city's scheduler is an etcd client: the embedded member is the
+		// center's (internal/wiring/app/center).
+		for _, v := range violations(g, ours("regional-scheduler"), prefixes(etcdServer)) {
+			t.Errorf("regional-scheduler links the etcd server: %s", v)
 		}
 	})
 	t.Run("internal imports no main package", func(t *testing.T) {
@@ -191,28 +198,28 @@ func sortedUnique(ps []string) []string {
 func TestViolationsNameTheChain(t *testing.T) {
 	m := func(dir string) string { return ours(dir)[0] }
 	g := graph{
-		m("internal/httpd"):    {Imports: []string{"net/http", m("internal/steer")}},
-		m("internal/steer"):    {Imports: []string{m("internal/health"), m("internal/topology")}},
-		m("internal/health"):   {Imports: []string{m("internal/topology"), etcdClient}},
-		m("internal/store"):    {Imports: []string{etcdClient, "go.etcd.io/etcd/client/pkg/v3/transport"}},
-		m("internal/topology"): {Imports: []string{"fmt"}},
-		m("internal/lib"):      {Imports: []string{"example.com/wrapper"}},
-		"example.com/wrapper":  {Imports: []string{etcdClient + "/concurrency"}},
-		etcdClient:             {Imports: []string{etcdServer + "/v3/embed"}}, // never looked into
-		"net/http":             {}, "fmt": {},
+		m("internal/stb/httpd"):         {Imports: []string{"net/http", m("internal/stb/steer")}},
+		m("internal/stb/steer"):         {Imports: []string{m("internal/province/health"), m("internal/province/topology")}},
+		m("internal/province/health"):   {Imports: []string{m("internal/province/topology"), etcdClient}},
+		m("internal/province/store"):    {Imports: []string{etcdClient, "go.etcd.io/etcd/client/pkg/v3/transport"}},
+		m("internal/province/topology"): {Imports: []string{"fmt"}},
+		m("internal/lib"):               {Imports: []string{"example.com/wrapper"}},
+		"example.com/wrapper":           {Imports: []string{etcdClient + "/concurrency"}},
+		etcdClient:                      {Imports: []string{etcdServer + "/v3/embed"}}, // never looked into
+		"net/http":                      {}, "fmt": {},
 	}
 	for _, c := range []struct {
 		name  string
 		roots []string
 		want  []string
 	}{
-		{"clean", ours("internal/topology"), nil},
-		{"through two packages", ours("internal/httpd"), []string{
-			"internal/health imports go.etcd.io/etcd/client/v3 (internal/httpd -> internal/steer -> internal/health -> go.etcd.io/etcd/client/v3)",
+		{"clean", ours("internal/province/topology"), nil},
+		{"through two packages", ours("internal/stb/httpd"), []string{
+			"internal/province/health imports go.etcd.io/etcd/client/v3 (internal/stb/httpd -> internal/stb/steer -> internal/province/health -> go.etcd.io/etcd/client/v3)",
 		}},
-		{"each importer once, from the nearest root", ours("internal/httpd", "internal/store", "internal/steer"), []string{
-			"internal/store imports go.etcd.io/etcd/client/v3 (internal/store -> go.etcd.io/etcd/client/v3)",
-			"internal/health imports go.etcd.io/etcd/client/v3 (internal/steer -> internal/health -> go.etcd.io/etcd/client/v3)",
+		{"each importer once, from the nearest root", ours("internal/stb/httpd", "internal/province/store", "internal/stb/steer"), []string{
+			"internal/province/store imports go.etcd.io/etcd/client/v3 (internal/province/store -> go.etcd.io/etcd/client/v3)",
+			"internal/province/health imports go.etcd.io/etcd/client/v3 (internal/stb/steer -> internal/province/health -> go.etcd.io/etcd/client/v3)",
 		}},
 		{"through a package not ours", ours("internal/lib"), []string{
 			"example.com/wrapper imports go.etcd.io/etcd/client/v3/concurrency (internal/lib -> example.com/wrapper -> go.etcd.io/etcd/client/v3/concurrency)",

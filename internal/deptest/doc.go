@@ -7,8 +7,10 @@
 //     avail) links the etcd client, the etcd server or GoBGP: answering an
 //     STB does no etcd I/O and announces nothing;
 //   - schedctl or healthcheck links the etcd server or GoBGP: a binary
-//     links only what it runs (internal/etcdserver and internal/announce
+//     links only what it runs (internal/etcd/etcdserver and internal/routing/announce
 //     are the schedulers');
+//   - regional-scheduler links the etcd server: only the center runs an
+//     embedded member (internal/wiring/app/center);
 //   - a package under internal/ imports a main package;
 //   - a package that ships imports internal/testbed (only the testbed, the
 //     bench programs and the lab binary may).

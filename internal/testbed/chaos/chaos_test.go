@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/province/store"
 )
 
 func targets() Targets {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/province/store"
 )
 
 // The bounds the invariants allow.

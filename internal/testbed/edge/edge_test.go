@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/health"
+	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/testbed/port"
 	"github.com/anysched/anysched/internal/testbed/wait"
 )

@@ -13,18 +13,21 @@
 package etcdtest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/etcdserver"
-	"github.com/anysched/anysched/internal/obs"
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/etcd/etcdserver"
+	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/testbed/port"
+	"github.com/anysched/anysched/internal/wiring/obs"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -48,7 +51,8 @@ type Etcd struct {
 // Start runs etcd until the test ends.
 func Start(t testing.TB) *Etcd { return StartWith(t, etcdserver.EmbeddedOptions{}) }
 
-// StartWith runs etcd with extra options: client TLS. It is always a
+// StartWith runs etcd with extra options: client TLS, the quota, the
+// auto-compaction's revisions. It is always a
 // single-node cluster (InitialCluster must be empty).
 func StartWith(t testing.TB, opts etcdserver.EmbeddedOptions) *Etcd {
 	t.Helper()
@@ -79,10 +83,8 @@ func (e *Etcd) config() *embed.Config {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // listen on the held ports
-	// As etcdserver.StartEmbedded: an hour of history, for readers fetching
-	// chunks at the pointer's revision.
-	cfg.AutoCompactionMode = embed.CompactorModePeriodic
-	cfg.AutoCompactionRetention = "1h"
+	// As etcdserver.StartEmbedded: compaction by revision, the quota.
+	etcdserver.AutoCompaction(cfg, e.opts)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLogger(e.Logger.With("component", "etcd"), zapcore.WarnLevel))
 	return cfg
 }
@@ -146,7 +148,11 @@ func (e *Etcd) Restart() {
 // Client returns a plain client closed at the end of the test.
 func (e *Etcd) Client() *clientv3.Client {
 	e.t.Helper()
-	cli, err := store.Connect(config.Etcd{DialTimeout: 5 * time.Second}, []string{e.Endpoint()}, e.Logger)
+	// A plain loopback client, not etcdclient.Connect: that takes the
+	// daemons' configuration, which composes the allocator's, whose tests
+	// use this package.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second,
+		Logger: obs.ZapLogger(e.Logger.With("component", "etcd-client"), zapcore.ErrorLevel)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -159,3 +165,29 @@ func (e *Etcd) Store() *store.Store { return store.New(e.Client(), e.Prefix, e.L
 
 // TLSInfo is a convenience for StartWith.
 type TLSInfo = transport.TLSInfo
+
+// FillToNoSpace writes 256 KiB values to keys prefix+"fill/<n>", n
+// cycling through keys of them, until etcd refuses a write for its quota
+// (StartWith's QuotaBackendBytes: a few MiB) and raises NOSPACE. With a
+// few keys the history of the overwritten values fills it, as the
+// province's plan state does (compaction makes room); with as many keys as
+// writes, live data does (it does not). It returns the bytes written.
+func FillToNoSpace(t testing.TB, cli *clientv3.Client, prefix string, keys int) int64 {
+	t.Helper()
+	val := strings.Repeat("x", 256<<10)
+	var n int64
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(ctx, fmt.Sprintf("%sfill/%d", prefix, i%keys), val)
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrNoSpace):
+			return n
+		case err != nil:
+			t.Fatalf("filling etcd: %v", err)
+		case n > 1<<30:
+			t.Fatal("filling etcd: 1 GiB written and no NOSPACE (is QuotaBackendBytes set?)")
+		}
+		n += int64(len(val))
+	}
+}

@@ -16,18 +16,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdauth"
-	"github.com/anysched/anysched/internal/pki"
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
+	"github.com/anysched/anysched/internal/security/pki"
 	"github.com/vishvananda/netns"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
 
-// The fault actions and probes of a chaos run (chaos_run.go): sockets made
-// inside a lab namespace from this process, the cluster's etcd as its root
-// user, a city's core link down and up, schedctl as the lab's admin, and
-// what a torn-down lab left behind.
+// The fault actions and probes of a chaos run (chaos_run.go, the faults in
+// chaos_fault*.go): sockets made inside a lab namespace from this process,
+// the cluster's etcd as its root user, a city's core link down and up,
+// schedctl as the lab's admin, and what a torn-down lab left behind.
 
 // DialIn returns a dialer whose connections start in the lab namespace
 // short ("c1", "s2", "core"): the socket is made on a thread switched into

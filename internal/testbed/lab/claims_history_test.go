@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/opstate"
-	"github.com/anysched/anysched/internal/store"
+	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 )
@@ -21,7 +21,7 @@ import (
 func TestClaimHistoryInitialState(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	ctx := context.Background()
-	prefix := etcdPrefix + opstate.PrefixAllocClaims + "hefei/"
+	prefix := etcdPrefix + keyspace.PrefixAllocClaims + "hefei/"
 	put := func(instance string, c store.Claims) int64 {
 		t.Helper()
 		b, err := json.Marshal(c)

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdauth"
-	"github.com/anysched/anysched/internal/pki"
-	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
+	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/stb/token"
 )
 
 // schedulerConfig writes a scheduler's configuration.
@@ -46,6 +46,14 @@ func (l *Lab) StartCenter() error {
 	if err != nil {
 		return err
 	}
+	// A chaos run checks the claims at every revision since it began: keep
+	// an hour of history, not the production five minutes, unless the
+	// options say otherwise.
+	history := time.Hour
+	if l.o.EtcdMaxHistory > 0 {
+		history = l.o.EtcdMaxHistory
+	}
+	etcdYAML += fmt.Sprintf("  housekeeping: {max_history: %s}\n", history)
 	if l.clusterSize() > 0 {
 		etcdYAML += fmt.Sprintf("lab_etcd_members: [%s]\n", strings.Join(l.etcdControls(), ", "))
 	} else {
@@ -107,7 +115,7 @@ access_log:
 			return err
 		}
 		// The cities' timings: the center plans a fallen city as it would.
-		body += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+		body += l.allocYAML(keyFile)
 	}
 	if l.o.Outlier {
 		body += OutlierConfig
@@ -135,7 +143,7 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 		if err != nil {
 			return err
 		}
-		healthYAML += fmt.Sprintf("alloc:\n  period: 2s\n  session_ttl: 4s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", TokenKeyID, keyFile)
+		healthYAML += l.allocYAML(keyFile)
 	}
 	if l.o.Outlier {
 		healthYAML += OutlierConfig
@@ -185,6 +193,20 @@ access_log:
 		return err
 	}
 	return l.start(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
+}
+
+// allocYAML is a scheduler's alloc section with QoE: the timings
+// (Options.AllocPeriod, SessionTTL; the lab's 2 s and 4 s by default) and
+// the lab's viewer-token key, required.
+func (l *Lab) allocYAML(keyFile string) string {
+	period, ttl := 2*time.Second, 4*time.Second
+	if l.o.AllocPeriod > 0 {
+		period = l.o.AllocPeriod
+	}
+	if l.o.SessionTTL > 0 {
+		ttl = l.o.SessionTTL
+	}
+	return fmt.Sprintf("alloc:\n  period: %s\n  session_ttl: %s\n  auth: required\n  keys: [{id: %s, secret_file: %s}]\n", period, ttl, TokenKeyID, keyFile)
 }
 
 // The QoE lab's server capacities: two servers per city carry 180 Mbps,

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/data"
-	"github.com/anysched/anysched/internal/geo"
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/stb/geo"
 )
 
 // Link delays from the cities' distances. A city's link to the core stands

@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/config"
-	"github.com/anysched/anysched/internal/etcdserver"
-	"github.com/anysched/anysched/internal/pki"
+	"github.com/anysched/anysched/internal/etcd/etcdmember"
+	"github.com/anysched/anysched/internal/etcd/etcdserver"
+	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/wiring/config"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
@@ -123,10 +124,10 @@ func RunEtcdMember(ctx context.Context, o MemberOptions, log *slog.Logger) error
 
 // EtcdMembers asks each member of a running lab's cluster for its state
 // (from the core's namespace, as the center would); nil without a cluster.
-func (l *Lab) EtcdMembers(ctx context.Context) []etcdserver.MemberState {
-	var out []etcdserver.MemberState
+func (l *Lab) EtcdMembers(ctx context.Context) []etcdmember.State {
+	var out []etcdmember.State
 	for k, addr := range l.etcdControls() {
-		st := etcdserver.MemberState{Name: etcdName(k + 1)}
+		st := etcdmember.State{Name: etcdName(k + 1)}
 		b, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName("core"), "curl", "-s", "--max-time", "3", "http://"+addr+"/member").Output()
 		if err != nil || json.Unmarshal(b, &st) != nil {
 			st.Error = "no answer from its control endpoint"

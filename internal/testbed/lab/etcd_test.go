@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/wait"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // TestPrivilegedEtcdCluster: a 2-city lab whose etcd is a 3-member cluster,

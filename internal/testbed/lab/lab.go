@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/testbed/tunlink"
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // Options describe a lab province.
@@ -55,10 +55,19 @@ type Options struct {
 	// namespace of its own on the core (etcd1...), listed in every
 	// scheduler's configuration.
 	EtcdMembers int
-	// QoE: the service selects by QoE allocation (internal/qoe): the servers get
+	// QoE: the service selects by QoE allocation (internal/allocation/qoe): the servers get
 	// capacities, the regional schedulers require viewer tokens signed with
 	// the lab's key (TokenKey) and re-solve their city every 2 s.
 	QoE bool
+	// AllocPeriod and SessionTTL, with QoE: the planners' alloc.period and
+	// alloc.session_ttl (the center's too); zero keeps the lab's short 2 s
+	// and 4 s, which tests need and a province-scale benchmark cannot
+	// afford (every session re-asking every few seconds).
+	AllocPeriod, SessionTTL time.Duration
+	// EtcdMaxHistory is the center's etcd.housekeeping.max_history, how
+	// long etcd keeps its history; zero: an hour, which chaos runs need
+	// (production keeps five minutes).
+	EtcdMaxHistory time.Duration
 	// Outlier turns on passive outlier ejection in every scheduler with
 	// short lab timings (OutlierConfig): an STB that asks again for the same
 	// channel soon after a redirect counts as a failure of that server.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/ctl"
+	"github.com/anysched/anysched/internal/admin/ctl"
 	"github.com/anysched/anysched/internal/testbed/edge"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/wait"

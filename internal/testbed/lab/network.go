@@ -9,10 +9,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anysched/anysched/internal/routerconf"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/routing/routerconf"
 	"github.com/anysched/anysched/internal/testbed/tunlink"
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // network creates namespaces, links, addresses and static defaults.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anysched/anysched/internal/etcdauth"
-	"github.com/anysched/anysched/internal/pki"
-	"github.com/anysched/anysched/internal/signing"
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
+	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/security/signing"
 )
 
 // The lab runs the secure configuration: every listener beyond loopback

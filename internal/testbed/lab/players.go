@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 )
 
 // Player timings.

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/stb/token"
 	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/stbload"
-	"github.com/anysched/anysched/internal/token"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // qoeRow is one phase of a drill report's QoE table.

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/stbload"
 	"github.com/anysched/anysched/internal/testbed/wait"
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
 )
 
 // TestPrivilegedRollout: `schedctl rollout` adds a city to a running

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/allocator"
+	"github.com/anysched/anysched/internal/allocation/allocator"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/lab"
-	"github.com/anysched/anysched/internal/topology/topogen"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )

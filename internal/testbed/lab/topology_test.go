@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anysched/anysched/internal/topology"
-	"github.com/anysched/anysched/internal/topology/topogen"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/province/topology/topogen"
 )
 
 // TestLabTopology: the topology every lab applies, in each mode: both

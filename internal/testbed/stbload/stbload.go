@@ -25,7 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/anysched/anysched/internal/topology"
+	"github.com/anysched/anysched/internal/province/topology"
 )
 
 // City is where a group of STBs lives and which scheduler its routers reach.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anysched/anysched/internal/token"
+	"github.com/anysched/anysched/internal/stb/token"
 )
 
 // Profile is what the business platform would put in a viewer's token.

@@ -2596,6 +2596,9 @@ type StatusResponse struct {
 	// took a city's STBs over and when they went back.
 	CenterId      string           `protobuf:"bytes,6,opt,name=center_id,json=centerId,proto3" json:"center_id,omitempty"`
 	CenterTraffic []*RegionTraffic `protobuf:"bytes,7,rep,name=center_traffic,json=centerTraffic,proto3" json:"center_traffic,omitempty"`
+	// The store's size against its quota and its alarms, as the answering
+	// center's etcd housekeeper last read them (unset: not reported).
+	Etcd          *EtcdStatus `protobuf:"bytes,8,opt,name=etcd,proto3" json:"etcd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2679,6 +2682,276 @@ func (x *StatusResponse) GetCenterTraffic() []*RegionTraffic {
 	return nil
 }
 
+func (x *StatusResponse) GetEtcd() *EtcdStatus {
+	if x != nil {
+		return x.Etcd
+	}
+	return nil
+}
+
+// EtcdStatus is the province's etcd as a center's housekeeper sees it
+// every etcd.housekeeping.interval (docs/operations.md, "etcd
+// housekeeping and the NOSPACE alarm").
+type EtcdStatus struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// This center compacts, defragments and clears NOSPACE; the other
+	// centers only watch.
+	Leading  bool  `protobuf:"varint,2,opt,name=leading,proto3" json:"leading,omitempty"`
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The revision this center last compacted to (0: none yet).
+	CompactedRevision int64         `protobuf:"varint,4,opt,name=compacted_revision,json=compactedRevision,proto3" json:"compacted_revision,omitempty"`
+	Members           []*EtcdMember `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	// Raised alarms: NOSPACE (every write fails), CORRUPT.
+	Alarms []*EtcdAlarm `protobuf:"bytes,6,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// What the housekeeper cannot mend by itself, for the operator.
+	Problems       []string               `protobuf:"bytes,7,rep,name=problems,proto3" json:"problems,omitempty"`
+	LastCompaction *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_compaction,json=lastCompaction,proto3" json:"last_compaction,omitempty"`
+	LastDefrag     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_defrag,json=lastDefrag,proto3" json:"last_defrag,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EtcdStatus) Reset() {
+	*x = EtcdStatus{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdStatus) ProtoMessage() {}
+
+func (x *EtcdStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdStatus.ProtoReflect.Descriptor instead.
+func (*EtcdStatus) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *EtcdStatus) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *EtcdStatus) GetLeading() bool {
+	if x != nil {
+		return x.Leading
+	}
+	return false
+}
+
+func (x *EtcdStatus) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *EtcdStatus) GetCompactedRevision() int64 {
+	if x != nil {
+		return x.CompactedRevision
+	}
+	return 0
+}
+
+func (x *EtcdStatus) GetMembers() []*EtcdMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *EtcdStatus) GetAlarms() []*EtcdAlarm {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
+}
+
+func (x *EtcdStatus) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *EtcdStatus) GetLastCompaction() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastCompaction
+	}
+	return nil
+}
+
+func (x *EtcdStatus) GetLastDefrag() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDefrag
+	}
+	return nil
+}
+
+// EtcdMember is one member's backend: db_size counts against the quota;
+// what is not in use a defragmentation gives back.
+type EtcdMember struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Endpoint         string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Leader           bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	DbSizeBytes      int64                  `protobuf:"varint,4,opt,name=db_size_bytes,json=dbSizeBytes,proto3" json:"db_size_bytes,omitempty"`
+	DbSizeInUseBytes int64                  `protobuf:"varint,5,opt,name=db_size_in_use_bytes,json=dbSizeInUseBytes,proto3" json:"db_size_in_use_bytes,omitempty"`
+	QuotaBytes       int64                  `protobuf:"varint,6,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
+	// Its status could not be read.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtcdMember) Reset() {
+	*x = EtcdMember{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdMember) ProtoMessage() {}
+
+func (x *EtcdMember) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
+func (*EtcdMember) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *EtcdMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EtcdMember) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *EtcdMember) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *EtcdMember) GetDbSizeBytes() int64 {
+	if x != nil {
+		return x.DbSizeBytes
+	}
+	return 0
+}
+
+func (x *EtcdMember) GetDbSizeInUseBytes() int64 {
+	if x != nil {
+		return x.DbSizeInUseBytes
+	}
+	return 0
+}
+
+func (x *EtcdMember) GetQuotaBytes() int64 {
+	if x != nil {
+		return x.QuotaBytes
+	}
+	return 0
+}
+
+func (x *EtcdMember) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type EtcdAlarm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Alarm         string                 `protobuf:"bytes,2,opt,name=alarm,proto3" json:"alarm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtcdAlarm) Reset() {
+	*x = EtcdAlarm{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdAlarm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdAlarm) ProtoMessage() {}
+
+func (x *EtcdAlarm) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdAlarm.ProtoReflect.Descriptor instead.
+func (*EtcdAlarm) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *EtcdAlarm) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *EtcdAlarm) GetAlarm() string {
+	if x != nil {
+		return x.Alarm
+	}
+	return ""
+}
+
 // RegionTraffic is what one scheduler answered to the STBs of one region
 // (their coverage zone's region; "none" outside every zone).
 type RegionTraffic struct {
@@ -2697,7 +2970,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2982,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2995,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -2798,7 +3071,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3083,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3096,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Instance) GetId() string {
@@ -2991,7 +3264,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3276,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3289,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -3155,7 +3428,7 @@ type DrainForecast struct {
 
 func (x *DrainForecast) Reset() {
 	*x = DrainForecast{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3440,7 @@ func (x *DrainForecast) String() string {
 func (*DrainForecast) ProtoMessage() {}
 
 func (x *DrainForecast) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3453,7 @@ func (x *DrainForecast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainForecast.ProtoReflect.Descriptor instead.
 func (*DrainForecast) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainForecast) GetRegion() string {
@@ -3258,7 +3531,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3543,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3556,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -3511,7 +3784,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x129\n" +
 	"\n" +
 	"applied_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\x0f\n" +
-	"\rStatusRequest\"\xdf\x02\n" +
+	"\rStatusRequest\"\x8c\x03\n" +
 	"\x0eStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
@@ -3519,7 +3792,34 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\bcheckers\x18\x04 \x03(\v2\x1a.anysched.v1.CheckerStatusR\bcheckers\x12/\n" +
 	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\x12\x1b\n" +
 	"\tcenter_id\x18\x06 \x01(\tR\bcenterId\x12A\n" +
-	"\x0ecenter_traffic\x18\a \x03(\v2\x1a.anysched.v1.RegionTrafficR\rcenterTraffic\"\xd1\x01\n" +
+	"\x0ecenter_traffic\x18\a \x03(\v2\x1a.anysched.v1.RegionTrafficR\rcenterTraffic\x12+\n" +
+	"\x04etcd\x18\b \x01(\v2\x17.anysched.v1.EtcdStatusR\x04etcd\"\xaf\x03\n" +
+	"\n" +
+	"EtcdStatus\x12;\n" +
+	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\x12\x18\n" +
+	"\aleading\x18\x02 \x01(\bR\aleading\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12-\n" +
+	"\x12compacted_revision\x18\x04 \x01(\x03R\x11compactedRevision\x121\n" +
+	"\amembers\x18\x05 \x03(\v2\x17.anysched.v1.EtcdMemberR\amembers\x12.\n" +
+	"\x06alarms\x18\x06 \x03(\v2\x16.anysched.v1.EtcdAlarmR\x06alarms\x12\x1a\n" +
+	"\bproblems\x18\a \x03(\tR\bproblems\x12C\n" +
+	"\x0flast_compaction\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0elastCompaction\x12;\n" +
+	"\vlast_defrag\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastDefrag\"\xdf\x01\n" +
+	"\n" +
+	"EtcdMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\"\n" +
+	"\rdb_size_bytes\x18\x04 \x01(\x03R\vdbSizeBytes\x12.\n" +
+	"\x14db_size_in_use_bytes\x18\x05 \x01(\x03R\x10dbSizeInUseBytes\x12\x1f\n" +
+	"\vquota_bytes\x18\x06 \x01(\x03R\n" +
+	"quotaBytes\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"9\n" +
+	"\tEtcdAlarm\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x14\n" +
+	"\x05alarm\x18\x02 \x01(\tR\x05alarm\"\xd1\x01\n" +
 	"\rRegionTraffic\x12#\n" +
 	"\rclient_region\x18\x01 \x01(\tR\fclientRegion\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
@@ -3615,7 +3915,7 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_anysched_v1_admin_proto_goTypes = []any{
 	(*GetBalanceRequest)(nil),     // 0: anysched.v1.GetBalanceRequest
 	(*SetBalanceRequest)(nil),     // 1: anysched.v1.SetBalanceRequest
@@ -3654,81 +3954,90 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*GetTopologyResponse)(nil),   // 34: anysched.v1.GetTopologyResponse
 	(*StatusRequest)(nil),         // 35: anysched.v1.StatusRequest
 	(*StatusResponse)(nil),        // 36: anysched.v1.StatusResponse
-	(*RegionTraffic)(nil),         // 37: anysched.v1.RegionTraffic
-	(*Instance)(nil),              // 38: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 39: anysched.v1.QoEPlan
-	(*DrainForecast)(nil),         // 40: anysched.v1.DrainForecast
-	(*BGPPeer)(nil),               // 41: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*EtcdStatus)(nil),            // 37: anysched.v1.EtcdStatus
+	(*EtcdMember)(nil),            // 38: anysched.v1.EtcdMember
+	(*EtcdAlarm)(nil),             // 39: anysched.v1.EtcdAlarm
+	(*RegionTraffic)(nil),         // 40: anysched.v1.RegionTraffic
+	(*Instance)(nil),              // 41: anysched.v1.Instance
+	(*QoEPlan)(nil),               // 42: anysched.v1.QoEPlan
+	(*DrainForecast)(nil),         // 43: anysched.v1.DrainForecast
+	(*BGPPeer)(nil),               // 44: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
-	42, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	45, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
 	32, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
 	7,  // 3: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
 	12, // 4: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
 	13, // 5: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
 	14, // 6: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	42, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	42, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	45, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	16, // 9: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	42, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	40, // 11: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
-	42, // 12: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	42, // 13: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	45, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	43, // 11: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
+	45, // 12: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	45, // 13: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
 	29, // 14: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
 	32, // 15: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
 	12, // 16: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
 	32, // 17: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	42, // 18: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	38, // 19: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	45, // 18: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	41, // 19: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
 	24, // 20: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
 	25, // 21: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
 	26, // 22: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	37, // 23: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	42, // 24: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	42, // 25: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	42, // 26: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	42, // 27: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 28: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	39, // 29: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	37, // 30: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	39, // 31: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
-	30, // 32: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	33, // 33: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	35, // 34: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	27, // 35: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	21, // 36: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	22, // 37: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	19, // 38: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	18, // 39: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	6,  // 40: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	9,  // 41: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	11, // 42: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	15, // 43: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	4,  // 44: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	0,  // 45: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
-	1,  // 46: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	31, // 47: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	34, // 48: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	36, // 49: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	28, // 50: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	23, // 51: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	23, // 52: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	20, // 53: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	20, // 54: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	8,  // 55: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	10, // 56: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	31, // 57: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	17, // 58: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	5,  // 59: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 60: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 61: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	40, // 23: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	37, // 24: anysched.v1.StatusResponse.etcd:type_name -> anysched.v1.EtcdStatus
+	45, // 25: anysched.v1.EtcdStatus.observed_at:type_name -> google.protobuf.Timestamp
+	38, // 26: anysched.v1.EtcdStatus.members:type_name -> anysched.v1.EtcdMember
+	39, // 27: anysched.v1.EtcdStatus.alarms:type_name -> anysched.v1.EtcdAlarm
+	45, // 28: anysched.v1.EtcdStatus.last_compaction:type_name -> google.protobuf.Timestamp
+	45, // 29: anysched.v1.EtcdStatus.last_defrag:type_name -> google.protobuf.Timestamp
+	45, // 30: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	45, // 31: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	45, // 32: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	45, // 33: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	44, // 34: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	42, // 35: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	40, // 36: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	42, // 37: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
+	30, // 38: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	33, // 39: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	35, // 40: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	27, // 41: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	21, // 42: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	22, // 43: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	19, // 44: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	18, // 45: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	6,  // 46: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	9,  // 47: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	11, // 48: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	15, // 49: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	4,  // 50: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	0,  // 51: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	1,  // 52: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	31, // 53: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	34, // 54: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	36, // 55: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	28, // 56: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	23, // 57: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	23, // 58: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	20, // 59: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	20, // 60: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	8,  // 61: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	10, // 62: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	31, // 63: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	17, // 64: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	5,  // 65: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 66: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 67: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -3742,7 +4051,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

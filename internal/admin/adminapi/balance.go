@@ -1,0 +1,187 @@
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/province/audit"
+	"github.com/anysched/anysched/internal/province/opstate"
+	"github.com/anysched/anysched/internal/stb/balance"
+	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/wiring/yamlstrict"
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// balanceTarget is how balance policy changes are named in the audit trail.
+const balanceTarget = keyspace.KeyBalance
+
+// GetBalance returns the stored balance policy document, the policy in
+// force with every default filled in, and the servers the center's engine
+// weighs differently from the topology.
+func (s *Service) GetBalance(ctx context.Context, _ *pb.GetBalanceRequest) (*pb.BalanceResponse, error) {
+	st, err := opstate.ReadBalance(ctx, s.Store.Client(), s.Store.Prefix())
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	cfg, perr := parseBalance(st.Document)
+	resp := &pb.BalanceResponse{Document: st.Document, Revision: st.Revision, Weights: s.serverWeights()}
+	if perr != nil {
+		// What every scheduler does with it: the defaults are in force.
+		resp.Invalid, cfg = perr.Error(), balance.DefaultConfig()
+	}
+	if resp.Effective, err = cfg.Effective().YAML(); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return resp, nil
+}
+
+// SetBalance validates a balance policy document and, unless dry_run,
+// stores it, guarded by the revision it was read at: a document someone
+// changed meanwhile is not overwritten unseen.
+func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*pb.BalanceResponse, error) {
+	audit.Annotate(ctx, func(n *audit.Note) { n.Target = balanceTarget })
+	doc := req.GetDocument()
+	if len(bytes.TrimSpace(doc)) == 0 {
+		doc = nil // blank: no document, the defaults
+	}
+	cfg, err := parseBalance(doc)
+	if err == nil {
+		err = s.checkBalanceServers(cfg)
+	}
+	if err != nil {
+		return nil, balanceInvalid(err)
+	}
+	st, err := opstate.ReadBalance(ctx, s.Store.Client(), s.Store.Prefix())
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if b := req.GetBaseRevision(); b != 0 && max(b, 0) != st.Revision {
+		read := fmt.Sprintf("at revision %d", b)
+		if b < 0 {
+			read = "when none was stored"
+		}
+		now := fmt.Sprintf("the stored one is at revision %d", st.Revision)
+		if st.Revision == 0 {
+			now = "none is stored now"
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "the balance policy was read %s but %s: someone changed it meanwhile; read it again (schedctl balance get)", read, now)
+	}
+	old, oerr := parseBalance(st.Document)
+	if oerr != nil {
+		old = balance.DefaultConfig()
+	}
+	diff := balance.Diff(old.Effective(), cfg.Effective())
+	resp := &pb.BalanceResponse{Document: doc, Revision: st.Revision, Changed: !bytes.Equal(doc, st.Document)}
+	if resp.Effective, err = cfg.Effective().YAML(); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if req.GetDryRun() || !resp.Changed {
+		resp.Weights = s.serverWeights()
+		return resp, nil
+	}
+	rev, err := opstate.SetBalance(ctx, s.Store.Client(), s.Store.Prefix(), doc, st.Revision)
+	if errors.Is(err, opstate.ErrBalanceChanged) {
+		return nil, status.Error(codes.FailedPrecondition, "the balance policy changed while this one was being stored; read it again (schedctl balance get)")
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	resp.Revision = rev
+	detail := balanceDetail(doc, diff)
+	audit.Annotate(ctx, func(n *audit.Note) { n.Detail = detail })
+	s.Logger.Info("balance policy stored", "revision", rev, "change", detail)
+	return resp, nil
+}
+
+// parseBalance is the policy a document stands for: none is the defaults.
+func parseBalance(doc []byte) (balance.Config, error) {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return balance.DefaultConfig(), nil
+	}
+	return balance.ParseConfig(doc)
+}
+
+// checkBalanceServers refuses weights for servers the topology does not
+// have: a misspelt name would otherwise override nothing, silently.
+func (s *Service) checkBalanceServers(cfg balance.Config) error {
+	eng := s.engine()
+	if eng == nil || len(cfg.Weights) == 0 {
+		return nil
+	}
+	snap := eng.Snapshot()
+	var errs yamlstrict.Errors
+	for _, name := range slices.Sorted(maps.Keys(cfg.Weights)) {
+		if _, ok := snap.Server(name); !ok {
+			errs.Add("weights."+name, "no server named %q in topology revision %d", name, snap.Revision)
+		}
+	}
+	return errs.Err()
+}
+
+func (s *Service) engine() *steer.Engine {
+	if s.Engine == nil {
+		return nil
+	}
+	return s.Engine()
+}
+
+// serverWeights is what the center's engine weighs differently from the
+// topology (nil before a snapshot).
+func (s *Service) serverWeights() []*pb.ServerWeight {
+	eng := s.engine()
+	if eng == nil {
+		return nil
+	}
+	snap := eng.Snapshot()
+	var out []*pb.ServerWeight
+	for _, w := range eng.Weights() {
+		out = append(out, &pb.ServerWeight{Server: snap.Servers[w.Server].Name, Topology: int32(w.Topology), Effective: w.Effective, Why: w.Why})
+	}
+	return out
+}
+
+// balanceDetail is the audit record's one line: what changed.
+func balanceDetail(doc []byte, diff []string) string {
+	head := "set"
+	if doc == nil {
+		head = "reset to the defaults"
+	}
+	switch {
+	case len(diff) == 0:
+		return head + ": the effective policy is unchanged"
+	case len(diff) > 5:
+		diff = append(diff[:5:5], fmt.Sprintf("and %d more", len(diff)-5))
+	}
+	return head + ": " + strings.Join(diff, "; ")
+}
+
+// balanceInvalid is a rejected policy document as INVALID_ARGUMENT, one
+// field violation per problem.
+func balanceInvalid(err error) error {
+	fes, ok := yamlstrict.AsErrors(err)
+	if !ok {
+		return status.Errorf(codes.InvalidArgument, "balance policy rejected, nothing was stored: %v", err)
+	}
+	br := &errdetails.BadRequest{}
+	for _, fe := range fes[:min(len(fes), maxViolations)] {
+		desc := fe.Msg
+		if fe.Line > 0 {
+			desc = fmt.Sprintf("%s (line %d)", fe.Msg, fe.Line)
+		}
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: fe.Path, Description: desc})
+	}
+	st, derr := status.New(codes.InvalidArgument, fmt.Sprintf("balance policy rejected: %d problem(s), nothing was stored", len(fes))).WithDetails(br)
+	if derr != nil {
+		return status.Errorf(codes.InvalidArgument, "balance policy rejected, nothing was stored: %v", err)
+	}
+	return st.Err()
+}

@@ -1,0 +1,193 @@
+package allocator
+
+import (
+	"hash/maphash"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/anysched/anysched/internal/allocation/qoe"
+	"github.com/anysched/anysched/internal/province/topology"
+)
+
+// key identifies a session: one viewer (the token's subject, "" without a
+// token) on one STB (its address) watching one channel of one service.
+type key struct {
+	service int32
+	user    string
+	addr    netip.Addr
+	channel string
+}
+
+// viewer is a key without the channel: an STB plays one channel at a time,
+// so a viewer's new session ends its previous one.
+type viewer struct {
+	service int32
+	user    string
+	addr    netip.Addr
+}
+
+func (k *key) viewer() viewer { return viewer{k.service, k.user, k.addr} }
+
+// assignment is where a session was sent: a server of snap (or Fallback) at
+// a ladder rung. Plans share theirs with the sessions they place.
+type assignment struct {
+	snap   *topology.Snapshot
+	gen    uint64 // the plan whose capacity accounts for it
+	server int32  // snapshot index; qoe.Fallback for the regional fallback
+	rung   int
+	kbps   float64
+}
+
+// session is one live (user, channel).
+type session struct {
+	key     key
+	profile qoe.Profile
+	loc     topology.Location
+	snap    *topology.Snapshot // the one its service index refers to
+	seen    atomic.Int64       // unix nanoseconds of the last request
+	cur     atomic.Pointer[assignment]
+	placed  atomic.Int64 // unix nanoseconds cur was last given to the STB
+	// planned is where the plan of its generation puts the session (plans
+	// share one assignment per server and rung); released is the plan
+	// generation whose capacity it gave back when it ended, so that it is
+	// given back once.
+	planned  atomic.Pointer[assignment]
+	released atomic.Uint64
+}
+
+const shards = 64
+
+// table holds the live sessions, sharded so requests on different sessions
+// do not contend.
+type table struct {
+	seed  maphash.Seed
+	max   int64
+	count atomic.Int64
+	shard [shards]struct {
+		mu      sync.Mutex
+		m       map[key]*session
+		playing map[viewer]key // the viewer's current session
+	}
+}
+
+func newTable(max int) *table {
+	t := &table{seed: maphash.MakeSeed(), max: int64(max)}
+	for i := range t.shard {
+		t.shard[i].m = map[key]*session{}
+		t.shard[i].playing = map[viewer]key{}
+	}
+	return t
+}
+
+// shardOf hashes the viewer, not the channel: a viewer's sessions share a
+// shard, so switching channel is one critical section.
+func (t *table) shardOf(k *key) int {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.WriteString(k.user)
+	b := k.addr.As16()
+	h.Write(b[:])
+	return int(h.Sum64() % shards)
+}
+
+// touch returns k's session, creating it (or replacing it when the viewer's
+// profile or place changed), and marks it seen at now. When the viewer was
+// playing another channel, that session ends and is returned as ended, so
+// its capacity can be given back. s is nil when the table is full: the
+// request is still answered, the session is not planned.
+func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topology.Snapshot, now int64) (s, ended *session) {
+	sh := &t.shard[t.shardOf(&k)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	v := k.viewer()
+	if prev, ok := sh.playing[v]; ok && prev != k {
+		if old := sh.m[prev]; old != nil {
+			delete(sh.m, prev)
+			t.count.Add(-1)
+			ended = old
+		}
+	}
+	s = sh.m[k]
+	if s != nil && (s.profile != prof || s.loc != loc) {
+		n := &session{key: k, profile: prof, loc: loc, snap: snap}
+		n.cur.Store(s.cur.Load()) // the viewer is still where it was
+		n.planned.Store(s.planned.Load())
+		sh.m[k], s = n, n
+	} else if s == nil {
+		if t.count.Load() >= t.max {
+			delete(sh.playing, v)
+			return nil, ended
+		}
+		s = &session{key: k, profile: prof, loc: loc, snap: snap}
+		sh.m[k] = s
+		t.count.Add(1)
+	}
+	sh.playing[v] = k
+	s.seen.Store(now)
+	return s, ended
+}
+
+// sweep drops sessions not seen since cutoff and returns the others.
+func (t *table) sweep(cutoff int64) []*session {
+	out := make([]*session, 0, t.count.Load())
+	for i := range t.shard {
+		sh := &t.shard[i]
+		sh.mu.Lock()
+		for k, s := range sh.m {
+			if s.seen.Load() < cutoff {
+				delete(sh.m, k)
+				if sh.playing[k.viewer()] == k {
+					delete(sh.playing, k.viewer())
+				}
+				t.count.Add(-1)
+				continue
+			}
+			out = append(out, s)
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// adopt puts a session another planner had (a published state) into the
+// table with the place it was sent to at seen, unless this table placed
+// or saw the viewer more recently. It returns whether it did.
+func (t *table) adopt(k key, prof qoe.Profile, loc topology.Location, snap *topology.Snapshot, seen int64, cur *assignment) bool {
+	sh := &t.shard[t.shardOf(&k)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	v := k.viewer()
+	if prev, ok := sh.playing[v]; ok {
+		old := sh.m[prev]
+		switch {
+		case old == nil:
+		case prev == k:
+			// Known here: the other planner's place wins if it is newer
+			// than where this table last sent the STB (its requests here
+			// since, if any, were unplanned).
+			if old.placed.Load() >= seen {
+				return false
+			}
+			old.cur.Store(cur)
+			old.placed.Store(seen)
+			return true
+		case old.seen.Load() >= seen:
+			return false // on another channel here since
+		default:
+			delete(sh.m, prev)
+			t.count.Add(-1)
+		}
+	}
+	if t.count.Load() >= t.max {
+		return false
+	}
+	s := &session{key: k, profile: prof, loc: loc, snap: snap}
+	s.cur.Store(cur)
+	s.seen.Store(seen)
+	s.placed.Store(seen)
+	sh.m[k] = s
+	sh.playing[v] = k
+	t.count.Add(1)
+	return true
+}

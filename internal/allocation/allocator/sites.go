@@ -1,0 +1,262 @@
+package allocator
+
+import (
+	"math"
+
+	"github.com/anysched/anysched/internal/allocation/qoe"
+	"github.com/anysched/anysched/internal/province/topology"
+)
+
+// Servers the model cannot tell apart (one place, one coverage radius, one
+// pool: the servers of a node, in a dense city twenty of them) are solved
+// as one site with their capacities summed, and the site's viewers are
+// then split among its servers. A viewer sees the same value on each, but
+// for the switch of one leaving its own server; so the split keeps viewers
+// on their server where it has room, and counts a move within the site as
+// the switch it is. Solving sites is a relaxation of solving servers (a
+// plan of servers is one of sites, worth as much or more), so its bound
+// is a bound of the city's; the published objective is the split's.
+// With an origin cost the pulls are per server, and servers are solved one
+// by one.
+
+// sites maps the solve's positions to sites.
+type sites struct {
+	of  []int32   // position -> site
+	pos [][]int32 // site -> its positions
+}
+
+// siteKey is what makes two servers alike to the model.
+type siteKey struct {
+	lat, lon, radius float64
+	excluded         bool
+}
+
+// siteServers groups in's servers into sites; every server its own site
+// when in has an origin cost or group is false.
+func siteServers(in *qoe.Instance, group bool) *sites {
+	st := &sites{of: make([]int32, len(in.Servers))}
+	at := map[siteKey]int32{}
+	for m, s := range in.Servers {
+		k := siteKey{s.Lat, s.Lon, s.RadiusM, s.Excluded}
+		i, ok := at[k]
+		if !ok || in.Params.OriginCost > 0 || !group {
+			i = int32(len(st.pos))
+			at[k] = i
+			st.pos = append(st.pos, nil)
+		}
+		st.of[m] = i
+		st.pos[i] = append(st.pos[i], int32(m))
+	}
+	return st
+}
+
+// alone reports whether every site is one server.
+func (st *sites) alone() bool { return len(st.pos) == len(st.of) }
+
+// instance is in over sites: a site's capacities are its servers' summed.
+func (st *sites) instance(in *qoe.Instance) *qoe.Instance {
+	if st.alone() {
+		return &qoe.Instance{Params: in.Params, Ladder: in.Ladder, Servers: in.Servers}
+	}
+	out := &qoe.Instance{Params: in.Params, Ladder: in.Ladder, Servers: make([]qoe.Server, len(st.pos))}
+	for i, ps := range st.pos {
+		s := in.Servers[ps[0]]
+		s.Bandwidth, s.Compute = 0, 0
+		for _, m := range ps {
+			s.Bandwidth += in.Servers[m].Bandwidth
+			s.Compute += in.Servers[m].Compute
+		}
+		out.Servers[i] = s
+	}
+	return out
+}
+
+// prices is the sites' prices for each position.
+func (st *sites) prices(site []qoe.Price) []qoe.Price {
+	out := make([]qoe.Price, len(st.of))
+	if len(site) != len(st.pos) {
+		return out
+	}
+	for m, i := range st.of {
+		out[m] = site[i]
+	}
+	return out
+}
+
+// prevPos is the position of the server s was last sent to in plan p, -1
+// for none (the fallback, a new session, a server gone); and whether it
+// was on a server before this plan.
+func prevPos(s *session, snap *topology.Snapshot, p *plan) (pos int, had bool) {
+	cur := s.cur.Load()
+	if cur == nil || cur.server < 0 {
+		return -1, false
+	}
+	si := cur.server
+	if cur.snap != snap {
+		j, ok := snap.Server(cur.snap.Servers[cur.server].Name)
+		if !ok {
+			return -1, true
+		}
+		si = j
+	}
+	return int(p.pos[si]), true
+}
+
+// placing is the split of one solve's sites among their servers.
+type placing struct {
+	a        *Allocator
+	snap     *topology.Snapshot
+	p        *plan
+	sp       *servicePlan
+	in       *qoe.Instance // the service's servers (pricing)
+	solveIn  *qoe.Instance // what was solved (sites)
+	sites    *sites
+	mine     []*session
+	chOf     []int32 // the channel number of each of mine
+	g        *grouped
+	res      *qoe.Result
+	capBw    []float64 // left to the plan, by position
+	capCPU   []float64
+	useBw    []float64
+	useCPU   []float64
+	objDelta float64 // the split's objective less the solve's
+	pulls    map[pull]struct{}
+	room     []float64          // Fbar by channel number
+	groupAt  map[[3]int32]int32 // (class, position, rung) -> its group in p.groups[position]
+}
+
+// fits reports whether rung k fits position m (the solve's own capacity
+// tolerance: a plan at a server's exact capacity may round above it).
+func (pl *placing) fits(m int32, k int) bool {
+	bw, cpu := pl.in.Uses(k)
+	return bw <= pl.capBw[m]*(1+1e-9)+1e-6 && cpu <= pl.capCPU[m]*(1+1e-9)+1e-6
+}
+
+// take places session i at position m, rung k (m < 0: the fallback).
+func (pl *placing) take(i int32, m int32, k int) {
+	s := pl.mine[i]
+	st := &pl.p.stats
+	in := pl.in
+	if m >= 0 {
+		server := pl.p.servers[m]
+		bw, cpu := in.Uses(k)
+		pl.useBw[m] += bw
+		pl.useCPU[m] += cpu
+		pl.capBw[m] = math.Max(0, pl.capBw[m]-bw)
+		pl.capCPU[m] = math.Max(0, pl.capCPU[m]-cpu)
+		st.UsersByServer[pl.snap.Servers[server].Name]++
+		pl.pulls[pull{m, pl.chOf[i]}] = struct{}{}
+		pl.group(i, m, k)
+		top := in.Ladder[len(in.Ladder)-1]
+		if want := s.profile.DesiredKbps; in.Ladder[k] >= min(top, want) || want <= 0 {
+			st.AtDesired++
+		}
+	} else {
+		k = in.Params.FallbackRung
+		st.Fallback++
+	}
+	if prev := pl.g.prev[i]; prev != -1 && prev != m {
+		st.Switches++
+	}
+	if cur := s.cur.Load(); cur != nil && cur.kbps > 0 && in.Ladder[k] < cur.kbps {
+		st.Drops++
+	}
+	s.planned.Store(pl.sp.placeAt(pl.p, m, k))
+}
+
+// group counts session i, placed at position m and rung k, in the plan's
+// drain-forecast groups.
+func (pl *placing) group(i, m int32, k int) {
+	c := pl.g.classOf[i]
+	key := [3]int32{c, m, int32(k)}
+	j, ok := pl.groupAt[key]
+	if !ok {
+		cl := &pl.g.classes[c]
+		vk := viewerKind{service: pl.sp.svc, loc: cl.loc, profile: cl.profile, room: pl.room[cl.channel], channel: -1, prev: m, prevKbps: pl.in.Ladder[k], rung: int32(k)}
+		if pl.in.Params.OriginCost > 0 {
+			vk.channel = cl.channel // the pulls it would open differ by channel
+		}
+		if pl.p.groups == nil {
+			pl.p.groups = make([][]group, len(pl.p.servers))
+		}
+		j = int32(len(pl.p.groups[m]))
+		pl.groupAt[key] = j
+		pl.p.groups[m] = append(pl.p.groups[m], group{kind: vk})
+	}
+	pl.p.groups[m][j].n++
+}
+
+// place splits every user's choice among the servers of its site: first
+// the viewers whose own server is in the site and has room keep it, then
+// the others go where most bandwidth is left; a viewer no server of the
+// site has room for (the site's capacity is a sum: what is left on each
+// server may be less than a viewer's) goes to the fallback.
+func (pl *placing) place() {
+	st := &pl.p.stats
+	cand := pl.solveIn.Candidates()
+	later := make([]bool, len(pl.mine))
+	for pass := 0; pass < 2; pass++ {
+		for v, c := range pl.res.Assign {
+			members := pl.g.order[pl.g.start[v]:pl.g.start[v+1]]
+			if c.Server == qoe.Fallback {
+				if pass == 0 {
+					for _, i := range members {
+						pl.take(i, -1, 0)
+					}
+					if len(cand[v]) > 0 {
+						st.Starved += len(members) // a server covers them: they lacked capacity
+					}
+				}
+				continue
+			}
+			ps := pl.sites.pos[c.Server]
+			for _, i := range members {
+				if pass == 0 {
+					if prev := pl.g.prev[i]; prev >= 0 && pl.sites.of[prev] == int32(c.Server) && (len(ps) == 1 || pl.fits(int32(prev), c.Rung)) {
+						pl.take(i, int32(prev), c.Rung)
+					} else {
+						later[i] = true
+					}
+					continue
+				}
+				if !later[i] {
+					continue
+				}
+				best := int32(-1)
+				for _, m := range ps {
+					if (len(ps) == 1 || pl.fits(m, c.Rung)) && (best < 0 || pl.capBw[m] > pl.capBw[best]) {
+						best = m
+					}
+				}
+				// The solve valued the viewer on the site; the split may move it
+				// off its own server in the site (a switch) or find no room.
+				if prev := pl.g.prev[i]; best < 0 || (prev >= 0 && pl.sites.of[prev] == int32(c.Server)) {
+					pl.objDelta += pl.valueAt(i, best, c.Rung, false) - pl.valueAt(i, ps[0], c.Rung, true)
+				}
+				if best < 0 {
+					st.Starved++
+				}
+				pl.take(i, best, c.Rung)
+			}
+		}
+	}
+}
+
+// valueAt is one viewer's value for session i at position m (-1: the
+// fallback) at rung k: as the solve saw it (solved: no switch within the
+// site of the viewer's own server) or as it is.
+func (pl *placing) valueAt(i, m int32, k int, solved bool) float64 {
+	s := pl.mine[i]
+	prev := int(max(pl.g.prev[i], -1))
+	u := qoe.User{Lat: s.loc.Lat, Lon: s.loc.Lon, Profile: s.profile, RoomMean: pl.sp.roomOf(s.key.channel), Ingest: -1, PrevServer: prev}
+	if cur := s.cur.Load(); cur != nil {
+		u.PrevKbps = cur.kbps
+	}
+	if m < 0 {
+		return pl.in.ValueFor(&u, qoe.Fallback, 0)
+	}
+	if solved && prev >= 0 && pl.sites.of[prev] == pl.sites.of[m] {
+		u.PrevServer = int(m)
+	}
+	return pl.in.ValueFor(&u, int(m), k)
+}

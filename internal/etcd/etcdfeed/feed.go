@@ -1,0 +1,143 @@
+// Package etcdfeed follows keys in etcd: list them in one transaction, watch
+// from the next revision, list again after any watch failure, and keep the
+// last state meanwhile. It is the one way the schedulers follow etcd besides
+// the topology pointer: health's Merger and opstate's Watcher are fed by one.
+package etcdfeed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// KV is one key of a Feed, relative to the feed's prefix.
+type KV struct {
+	Key     string
+	Value   []byte
+	Deleted bool
+}
+
+// Feed follows some keys of the province: it lists them in one consistent
+// read, then watches them from that revision, and lists again after any
+// watch failure, so its follower converges after an etcd outage while the
+// last known state stays in use. Both the health merger and the operator
+// state Watcher are fed by one.
+type Feed struct {
+	Client *clientv3.Client
+	Prefix string   // etcd.prefix
+	Keys   []string // keys or key prefixes (ending in "/") under Prefix, from internal/etcd/keyspace
+	// Listed replaces the follower's state with a full listing.
+	Listed func(kvs []KV)
+	// Updated applies watched changes and reports whether any mattered.
+	Updated func(kvs []KV) bool
+	// Changed is called after a listing, after updates that mattered, and
+	// every Tick (state that expires with time, such as grace periods).
+	Changed func()
+	Tick    time.Duration // 0: no tick
+	Logger  *slog.Logger  // already With the component
+	// Retry is the pause after a failure (default 500ms).
+	Retry time.Duration
+}
+
+// Run follows etcd until ctx ends.
+func (f *Feed) Run(ctx context.Context) error {
+	retry := f.Retry
+	if retry == 0 {
+		retry = 500 * time.Millisecond
+	}
+	var tick <-chan time.Time
+	if f.Tick > 0 {
+		t := time.NewTicker(f.Tick)
+		defer t.Stop()
+		tick = t.C
+	}
+	failing := false
+	for {
+		err := f.follow(ctx, tick, func() {
+			if failing {
+				f.Logger.Info("feed restored", "keys", f.Keys)
+				failing = false
+			}
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !failing {
+			f.Logger.Warn("lost the feed from etcd; keeping the last known state", "keys", f.Keys, "err", err)
+		}
+		failing = true
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+	}
+}
+
+// matches reports whether rel (a key relative to Prefix) is one of Keys.
+func (f *Feed) matches(rel string) bool {
+	for _, k := range f.Keys {
+		if rel == k || (strings.HasSuffix(k, "/") && strings.HasPrefix(rel, k)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func()) error {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ops := make([]clientv3.Op, len(f.Keys))
+	for i, k := range f.Keys {
+		if strings.HasSuffix(k, "/") {
+			ops[i] = clientv3.OpGet(f.Prefix+k, clientv3.WithPrefix())
+		} else {
+			ops[i] = clientv3.OpGet(f.Prefix + k)
+		}
+	}
+	// One transaction: every key read at the same revision.
+	resp, err := f.Client.Txn(lctx).Then(ops...).Commit()
+	cancel()
+	if err != nil {
+		return err
+	}
+	var kvs []KV
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			kvs = append(kvs, KV{Key: strings.TrimPrefix(string(kv.Key), f.Prefix), Value: kv.Value})
+		}
+	}
+	f.Listed(kvs)
+	listed()
+	f.Changed()
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer wcancel()
+	wch := f.Client.Watch(wctx, f.Prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-wch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+			kvs = kvs[:0]
+			for _, ev := range wr.Events {
+				if rel := strings.TrimPrefix(string(ev.Kv.Key), f.Prefix); f.matches(rel) {
+					kvs = append(kvs, KV{Key: rel, Value: ev.Kv.Value, Deleted: ev.Type == clientv3.EventTypeDelete})
+				}
+			}
+			if len(kvs) > 0 && f.Updated(kvs) {
+				f.Changed()
+			}
+		case <-tick:
+			f.Changed()
+		}
+	}
+}

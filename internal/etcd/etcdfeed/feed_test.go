@@ -1,0 +1,119 @@
+package etcdfeed_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/etcd/etcdfeed"
+	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
+)
+
+// follower keeps what a Feed told it, as health's Merger and opstate's
+// Watcher do.
+type follower struct {
+	mu      sync.Mutex
+	state   map[string]string
+	changed int
+}
+
+func (f *follower) list(kvs []etcdfeed.KV) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state = map[string]string{}
+	for _, kv := range kvs {
+		f.state[kv.Key] = string(kv.Value)
+	}
+}
+
+func (f *follower) update(kvs []etcdfeed.KV) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, kv := range kvs {
+		if kv.Deleted {
+			delete(f.state, kv.Key)
+		} else {
+			f.state[kv.Key] = string(kv.Value)
+		}
+	}
+	return true
+}
+
+func (f *follower) change() {
+	f.mu.Lock()
+	f.changed++
+	f.mu.Unlock()
+}
+
+func (f *follower) is(want map[string]string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Equal(f.state, want)
+}
+
+// TestFeedListsWatchesAndFollowsAfterAnOutage: the follower gets its keys
+// (a key and a prefix, nothing else under the etcd prefix) listed, then
+// every change, and keeps its state through an etcd outage.
+func TestFeedListsWatchesAndFollowsAfterAnOutage(t *testing.T) {
+	e := etcdtest.Start(t)
+	cli := e.Client()
+	ctx := context.Background()
+	put := func(k, v string) {
+		t.Helper()
+		if _, err := cli.Put(ctx, e.Prefix+k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a/1", "one")
+	put("b", "bee")
+	put("bb", "not b") // a key, not a prefix: its neighbours stay out
+	put("c/1", "not followed")
+
+	f := &follower{}
+	feed := &etcdfeed.Feed{
+		Client: cli, Prefix: e.Prefix, Keys: []string{"a/", "b"},
+		Listed: f.list, Updated: f.update, Changed: f.change,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Retry: 50 * time.Millisecond,
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- feed.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	wait.For(t, "the listing, then Changed", wait.DefaultTimeout, func() bool {
+		f.mu.Lock()
+		changed := f.changed > 0
+		f.mu.Unlock()
+		return changed && f.is(map[string]string{"a/1": "one", "b": "bee"})
+	})
+
+	put("a/2", "two")
+	put("c/2", "still not followed")
+	if _, err := cli.Delete(ctx, e.Prefix+"b"); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the watched changes", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/1": "one", "a/2": "two"}) })
+
+	// An outage: the follower keeps its state, and once etcd is back it
+	// follows again (by a new listing, or by a watch the client resumed).
+	e.Stop()
+	if !f.is(map[string]string{"a/1": "one", "a/2": "two"}) {
+		t.Fatal("the state was lost with etcd")
+	}
+	e.Restart()
+	put("a/3", "three")
+	if _, err := cli.Delete(ctx, e.Prefix+"a/1"); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "following after the outage", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/2": "two", "a/3": "three"}) })
+}

@@ -1,0 +1,201 @@
+// Package keyspace is the province's etcd key layout. Every key the system
+// reads or writes sits under the configured prefix (etcd.prefix, default
+// "/anysched/") and is listed here, with who writes it, so that an operator
+// granting etcd roles or reading `etcdctl get --prefix` has one place to
+// look, and so that the packages owning the concepts (store, health, opstate,
+// audit) and the permissions confining their writers (etcdauth) build the
+// same keys. Each writer's keys share a prefix of their own, so that etcd's
+// key-prefix permissions confine it: the center writes everything, a
+// regional scheduler only instances/<instance-id>,
+// alloc/claims/<region>/<instance-id> and alloc/state/<region>/<instance-id>/,
+// a checker only health/<checker-id>/ and checkers/<checker-id>; everyone
+// reads the whole prefix.
+//
+// Keys here are relative to the prefix; callers put the prefix in front.
+package keyspace
+
+import (
+	"fmt"
+	"strings"
+)
+
+const (
+	// KeyTopologyCurrent points at the topology in force (revision and
+	// digest). Written by the central scheduler's admin API (schedctl
+	// apply), in one transaction with its blobs.
+	KeyTopologyCurrent = "topology/current"
+	// PrefixTopologyBlobs holds topology documents by digest, gzipped in
+	// chunks: topology/blobs/<digest>/<n>. Written with KeyTopologyCurrent.
+	PrefixTopologyBlobs = "topology/blobs/"
+	// PrefixTopologyHistory holds one entry per apply or rollback,
+	// topology/history/<sequence, zero-padded>: digest, time, who, note,
+	// diff summary, counts; the key's mod revision is the topology
+	// revision. Written with KeyTopologyCurrent, in the same transaction;
+	// the last apply.history_keep revisions' blobs are kept, entries up to
+	// 1000 applies.
+	PrefixTopologyHistory = "topology/history/"
+	// PrefixInstances holds each scheduler's registration
+	// (instances/<instance-id>), written by the scheduler itself under its
+	// lease: role, region, snapshot revision, announce state, QoE summary.
+	PrefixInstances = "instances/"
+	// PrefixHealth holds the checkers' verdicts: health/<checker-id>/<server>,
+	// written by each health checker under its lease (checker first, so
+	// that one prefix permission holds a checker to its own verdicts).
+	PrefixHealth = "health/"
+	// PrefixCheckers holds each live checker's description
+	// (checkers/<checker-id>), written by the checker under its lease.
+	PrefixCheckers = "checkers/"
+	// PrefixDrain holds operator drains: drain/<kind>/<name>. Written by the
+	// admin API (schedctl drain, undrain); kept until undrained.
+	PrefixDrain = "drain/"
+	// PrefixDrill holds failover drills in force: drill/<target> where the
+	// target is a region or "center". Written by the admin API (schedctl
+	// drill) under a lease that outlives the drill by a few seconds.
+	PrefixDrill = "drill/"
+	// KeyBalance is the in-node balance policy document (YAML), written by
+	// the admin API (schedctl balance set, reset) after validating it;
+	// absent means defaults.
+	KeyBalance = "balance/config"
+	// PrefixAllocClaims holds the QoE allocation's capacity claims:
+	// alloc/claims/<region>/<instance-id>, written by each regional
+	// scheduler of the region under its lease.
+	PrefixAllocClaims = "alloc/claims/"
+	// PrefixAllocState holds each QoE planner's last published plan
+	// (store.AllocState) under alloc/state/<region>/<instance-id>/: a
+	// generation's base in parts (b/<generation>/<part>), the deltas
+	// published since (d/<generation>/<sequence>) and the head naming
+	// them (h), in a binary format (docs/design.md, "Plan state in
+	// etcd"); before it, gzipped JSON in parts (<part, 4 digits>), which
+	// is still read. Without a lease, so that it outlives the instance:
+	// whoever plans the region next (the center when the city falls, the
+	// city when it returns) starts from it.
+	PrefixAllocState = "alloc/state/"
+	// PrefixAudit holds the admin audit trail: audit/<unix nanos, 20
+	// digits>-<random>, one record per audited admin call (who, from where,
+	// what, outcome). Written by the central scheduler's admin API, trimmed
+	// by it to audit.keep entries and audit.max_age.
+	PrefixAudit = "audit/"
+)
+
+// All lists every key and prefix above, for tests and tooling.
+func All() []string {
+	return []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAllocState, PrefixAudit}
+}
+
+// Concepts of the layout, as Concept names them: the label an etcd write
+// meter counts a key's bytes under (etcdclient.WriteMeter).
+const (
+	ConceptTopology    = "topology"     // topology/current, blobs/, history/: one apply
+	ConceptInstances   = "instances"    // PrefixInstances
+	ConceptHealth      = "health"       // PrefixHealth: verdicts
+	ConceptCheckers    = "checkers"     // PrefixCheckers
+	ConceptDrain       = "drain"        // PrefixDrain
+	ConceptDrill       = "drill"        // PrefixDrill
+	ConceptBalance     = "balance"      // KeyBalance
+	ConceptAllocClaims = "alloc_claims" // PrefixAllocClaims
+	ConceptAllocState  = "alloc_state"  // PrefixAllocState
+	ConceptAudit       = "audit"        // PrefixAudit
+	// ConceptOther is a key under no prefix of the layout (or outside the
+	// province's prefix).
+	ConceptOther = "other"
+)
+
+// Concept names the concept of key, relative to the prefix: the concept
+// of the layout's key or prefix it falls under, ConceptOther for none.
+// Keys of the layout do not overlap (no key is a prefix of another's), so
+// at most one matches.
+func Concept(key string) string {
+	has := func(p string) bool { return strings.HasPrefix(key, p) }
+	switch {
+	case has(KeyTopologyCurrent), has(PrefixTopologyBlobs), has(PrefixTopologyHistory):
+		return ConceptTopology
+	case has(PrefixInstances):
+		return ConceptInstances
+	case has(PrefixHealth):
+		return ConceptHealth
+	case has(PrefixCheckers):
+		return ConceptCheckers
+	case has(PrefixDrain):
+		return ConceptDrain
+	case has(PrefixDrill):
+		return ConceptDrill
+	case has(KeyBalance):
+		return ConceptBalance
+	case has(PrefixAllocClaims):
+		return ConceptAllocClaims
+	case has(PrefixAllocState):
+		return ConceptAllocState
+	case has(PrefixAudit):
+		return ConceptAudit
+	}
+	return ConceptOther
+}
+
+// ConceptNames lists every name Concept returns, ConceptOther last.
+func ConceptNames() []string {
+	return []string{ConceptTopology, ConceptInstances, ConceptHealth, ConceptCheckers, ConceptDrain, ConceptDrill,
+		ConceptBalance, ConceptAllocClaims, ConceptAllocState, ConceptAudit, ConceptOther}
+}
+
+// TopologyBlobs is the prefix of one topology document's chunks.
+func TopologyBlobs(digest string) string { return PrefixTopologyBlobs + digest + "/" }
+
+// TopologyHistory is the history entry of an apply; zero-padded so that
+// keys sort in apply order.
+func TopologyHistory(seq int64) string { return fmt.Sprintf("%s%012d", PrefixTopologyHistory, seq) }
+
+// Instance is a scheduler's registration.
+func Instance(id string) string { return PrefixInstances + id }
+
+// Verdicts is the prefix of one checker's verdicts, the prefix its etcd
+// user may write.
+func Verdicts(checker string) string { return PrefixHealth + checker + "/" }
+
+// Verdict is one checker's verdict on one server.
+func Verdict(checker, server string) string { return Verdicts(checker) + server }
+
+// Checker is a live checker's description.
+func Checker(id string) string { return PrefixCheckers + id }
+
+// Drain is an operator drain of a server, node or region.
+func Drain(kind, name string) string { return PrefixDrain + kind + "/" + name }
+
+// Drill is the failover drill of a region or "center".
+func Drill(target string) string { return PrefixDrill + target }
+
+// AllocClaims is the prefix of a region's capacity claims.
+func AllocClaims(region string) string { return PrefixAllocClaims + region + "/" }
+
+// AllocClaim is one instance's capacity claims in its region.
+func AllocClaim(region, instance string) string { return AllocClaims(region) + instance }
+
+// AllocStates is the prefix of a region's published plans.
+func AllocStates(region string) string { return PrefixAllocState + region + "/" }
+
+// AllocState is the prefix of one instance's plan of a region, in parts.
+func AllocState(region, instance string) string { return AllocStates(region) + instance + "/" }
+
+// AllocStatePart is one part of an instance's plan in the gzipped JSON
+// layout that the binary one replaced: read, no longer written.
+func AllocStatePart(region, instance string, part int) string {
+	return fmt.Sprintf("%s%04d", AllocState(region, instance), part)
+}
+
+// AllocStateHead is the head of an instance's plan: which generation and
+// how many of its deltas make the plan.
+func AllocStateHead(region, instance string) string { return AllocState(region, instance) + "h" }
+
+// AllocStateBases is the prefix of one generation's base parts.
+func AllocStateBases(region, instance string, gen uint64) string {
+	return fmt.Sprintf("%sb/%016x/", AllocState(region, instance), gen)
+}
+
+// AllocStateBase is part n of a generation's base.
+func AllocStateBase(region, instance string, gen uint64, part int) string {
+	return fmt.Sprintf("%s%04d", AllocStateBases(region, instance, gen), part)
+}
+
+// AllocStateDelta is delta seq (from 1) of a generation.
+func AllocStateDelta(region, instance string, gen uint64, seq int) string {
+	return fmt.Sprintf("%sd/%016x/%06d", AllocState(region, instance), gen, seq)
+}

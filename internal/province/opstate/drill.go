@@ -1,0 +1,130 @@
+package opstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/province/topology"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// centerName is how the central scheduler is named as a drill target;
+// topology validation reserves it, so no region can take it.
+const centerName = topology.CenterName
+
+// DrillTarget is whose route a failover drill withdraws: the central
+// scheduler's aggregate or one region's schedulers' /32.
+type DrillTarget struct {
+	Center bool
+	Region string // when !Center
+}
+
+// CenterTarget is the central scheduler.
+var CenterTarget = DrillTarget{Center: true}
+
+// RegionTarget is the schedulers of region.
+func RegionTarget(region string) DrillTarget { return DrillTarget{Region: region} }
+
+// ParseDrillTarget reads "center" or a region name.
+func ParseDrillTarget(s string) (DrillTarget, error) {
+	switch s {
+	case "":
+		return DrillTarget{}, fmt.Errorf("region: required (a region name, or %q for the central scheduler)", centerName)
+	case centerName:
+		return CenterTarget, nil
+	}
+	return RegionTarget(s), nil
+}
+
+// String is the target's name in keys, logs and the API: "center" or the region.
+func (t DrillTarget) String() string {
+	if t.Center {
+		return centerName
+	}
+	return t.Region
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t DrillTarget) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *DrillTarget) UnmarshalText(b []byte) error {
+	v, err := ParseDrillTarget(string(b))
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+// Drill is a failover drill in force (key drill/<target>, under a lease that
+// ends shortly after Until, so a forgotten drill cleans itself up).
+type Drill struct {
+	Target  DrillTarget `json:"region"`
+	Until   time.Time   `json:"until"`
+	Started time.Time   `json:"started"`
+}
+
+// drillLeaseSlack keeps a drill's key a little past its end, so every
+// scheduler has read Until before the key goes.
+const drillLeaseSlack = 10 * time.Second
+
+// StartDrill records a drill for target lasting d.
+func StartDrill(ctx context.Context, cli *clientv3.Client, prefix string, target DrillTarget, d time.Duration) (Drill, error) {
+	return StartDrillIf(ctx, cli, prefix, target, d, 0)
+}
+
+// ErrDrillsChanged: another drill started or ended since the drills were
+// read; read them again and decide again.
+var ErrDrillsChanged = errors.New("opstate: the drills in force changed meanwhile")
+
+// StartDrillIf records a drill for target lasting d, provided no drill key
+// changed after etcd revision rev (from ListDrills; 0: unconditionally), so
+// that a decision taken on the drills in force holds when it is written.
+func StartDrillIf(ctx context.Context, cli *clientv3.Client, prefix string, target DrillTarget, d time.Duration, rev int64) (Drill, error) {
+	now := time.Now().UTC()
+	dr := Drill{Target: target, Started: now, Until: now.Add(d)}
+	b, err := json.Marshal(dr)
+	if err != nil {
+		return dr, fmt.Errorf("opstate: drill: %w", err)
+	}
+	lease, err := cli.Grant(ctx, int64((d+drillLeaseSlack)/time.Second))
+	if err != nil {
+		return dr, err
+	}
+	put := clientv3.OpPut(prefix+keyspace.Drill(target.String()), string(b), clientv3.WithLease(lease.ID))
+	if rev == 0 {
+		_, err = cli.Do(ctx, put)
+		return dr, err
+	}
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(prefix+keyspace.PrefixDrill).WithPrefix(), "<", rev+1)).Then(put).Commit()
+	if err != nil {
+		return dr, err
+	}
+	if !resp.Succeeded {
+		_, _ = cli.Revoke(ctx, lease.ID)
+		return dr, ErrDrillsChanged
+	}
+	return dr, nil
+}
+
+// ListDrills reads the drills recorded (including any just ended, whose
+// key lingers a few seconds), and the etcd revision it read them at.
+func ListDrills(ctx context.Context, cli *clientv3.Client, prefix string) ([]Drill, int64, error) {
+	resp, err := cli.Get(ctx, prefix+keyspace.PrefixDrill, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("opstate: list drills: %w", err)
+	}
+	var out []Drill
+	for _, kv := range resp.Kvs {
+		var dr Drill
+		if err := json.Unmarshal(kv.Value, &dr); err != nil {
+			continue // a key a newer release wrote: it does not decide here
+		}
+		out = append(out, dr)
+	}
+	return out, resp.Header.Revision, nil
+}

@@ -1,0 +1,385 @@
+// Package snapshot keeps a scheduler's copy of the province current: it
+// watches the store, compiles each new topology into an immutable Snapshot off
+// the hot path, swaps it in through an atomic.Pointer, and persists the last
+// good one on disk so that a scheduler restarted while etcd is down still
+// serves.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/anysched/anysched/internal/province/store"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/security/signing"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Source is what the syncer needs from the store.
+type Source interface {
+	CurrentRevision(ctx context.Context) (int64, error)
+	Current(ctx context.Context) (*store.Stored, error)
+	WatchCurrent(ctx context.Context) clientv3.WatchChan
+}
+
+// Syncer follows the store and holds the current Snapshot.
+type Syncer struct {
+	Source          Source
+	CacheFile       string        // "" disables the disk cache
+	ConfirmInterval time.Duration // how often the revision is checked besides the watch
+	MaxStaleness    time.Duration // older than this, Ready reports an error
+	Logger          *slog.Logger
+	// OnSwap, if set, is called after each swap, off the hot path.
+	OnSwap func(*topology.Snapshot)
+	// Verifier checks the center's signature of each document, from the
+	// store and from the cache (snapshot.trusted_keys); nil accepts
+	// unsigned documents, with a warning at start.
+	Verifier *signing.Verifier
+	// Limits are the province's route-safety limits
+	// (anycast.center_prefix_min_length); zero: the defaults.
+	Limits topology.Limits
+	// Endpoints name the store in messages about reaching it.
+	Endpoints []string
+
+	cur       atomic.Pointer[topology.Snapshot]
+	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
+	badRev    int64        // a stored revision that failed to compile or verify; not retried
+	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
+	lastTouch time.Time
+
+	// The current outage, for Run's goroutine: when it began and how many
+	// attempts failed since; outageErr is the last failure, for Ready.
+	outageSince    time.Time
+	outageFailures int
+	outageErr      atomic.Pointer[outage]
+
+	swaps      prometheus.Counter
+	errs       *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
+	buildTime  prometheus.Histogram
+	metricsSet bool
+}
+
+// Register adds the syncer's metrics to reg. Call once, before Run.
+func (s *Syncer) Register(reg prometheus.Registerer) {
+	s.swaps = prometheus.NewCounter(prometheus.CounterOpts{Name: "anysched_snapshot_swaps_total", Help: "Snapshots swapped in."})
+	s.errs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_errors_total", Help: "Failures keeping the snapshot current, by stage (fetch, build, cache)."}, []string{"stage"})
+	s.buildTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "anysched_snapshot_build_duration_seconds", Help: "Time to fetch and compile a new snapshot.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	for _, st := range []string{"fetch", "build", "cache"} {
+		s.errs.WithLabelValues(st)
+	}
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology documents refused for their signature (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature); the previous snapshot stays in use."}, []string{"reason"})
+	for _, r := range []string{"unsigned", "unknown_key", "bad_signature"} {
+		s.rejected.WithLabelValues(r)
+	}
+	reg.MustRegister(s.swaps, s.errs, s.rejected, s.buildTime,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_signature_verified_bool", Help: "1 when the snapshot in use was verified against a trusted key (snapshot.trusted_keys), 0 when none is configured and an unsigned document was accepted, or there is no snapshot."}, func() float64 {
+			if s.cur.Load() != nil && s.verified.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_age_seconds", Help: "Seconds since the snapshot was last confirmed current against the store; -1 when there is none."}, func() float64 {
+			if s.cur.Load() == nil {
+				return -1
+			}
+			return s.Age().Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_revision_number", Help: "Topology revision of the snapshot in use (0: none)."}, func() float64 {
+			if c := s.cur.Load(); c != nil {
+				return float64(c.Revision)
+			}
+			return 0
+		}),
+	)
+	s.metricsSet = true
+}
+
+// Snapshot returns the current snapshot, or nil before the first one.
+func (s *Syncer) Snapshot() *topology.Snapshot { return s.cur.Load() }
+
+// Age is the time since the snapshot was last confirmed current.
+func (s *Syncer) Age() time.Duration {
+	c := s.confirmed.Load()
+	if c == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, c))
+}
+
+// Ready says whether the scheduler has a snapshot fresh enough to answer from.
+func (s *Syncer) Ready() error {
+	if s.cur.Load() == nil {
+		if o := s.outageErr.Load(); o != nil {
+			return fmt.Errorf("no topology snapshot yet: the store at %s does not answer: %s", strings.Join(o.endpoints, ","), o.err)
+		}
+		return errors.New("no topology snapshot yet")
+	}
+	if age := s.Age(); s.MaxStaleness > 0 && age > s.MaxStaleness {
+		return fmt.Errorf("snapshot is %s old, more than snapshot.max_staleness %s", age.Round(time.Second), s.MaxStaleness)
+	}
+	return nil
+}
+
+// LoadCache swaps in the snapshot persisted on disk, if there is one. Call it
+// before Run so that the scheduler serves before etcd answers.
+func (s *Syncer) LoadCache() error {
+	if s.CacheFile == "" {
+		return nil
+	}
+	c, err := readCache(s.CacheFile)
+	if err != nil {
+		s.count("cache")
+		return err
+	}
+	if c == nil {
+		return nil
+	}
+	verified, err := s.verify(c.Digest, c.KeyID, c.Signature)
+	if err != nil {
+		return fmt.Errorf("snapshot cache %s: revision %d refused: %w", s.CacheFile, c.Revision, err)
+	}
+	snap, err := s.Limits.Compile(c.topology, c.Revision)
+	if err != nil {
+		s.count("cache")
+		return fmt.Errorf("snapshot cache %s: %w", s.CacheFile, err)
+	}
+	s.swap(snap, verified)
+	s.confirmed.Store(c.confirmedAt.UnixNano())
+	s.Logger.Info("serving the cached snapshot until the store answers", "revision", c.Revision, "age", time.Since(c.confirmedAt).Round(time.Second).String(), "file", s.CacheFile)
+	return nil
+}
+
+// Run follows the store until ctx ends. It never gives up: while the store is
+// unreachable the current snapshot stays in service and its age grows. Every
+// failed attempt counts (anysched_snapshot_errors_total{stage="fetch"}); an
+// outage is logged once at WARN, naming the endpoints, and its end once.
+func (s *Syncer) Run(ctx context.Context) error {
+	if s.Verifier == nil {
+		s.Logger.Warn("no snapshot.trusted_keys: topology documents are used unverified; anyone who can write to etcd can redirect this scheduler")
+	} else {
+		s.Logger.Info("topology documents must be signed by a trusted key", "key_ids", s.Verifier.KeyIDs())
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.count("fetch")
+		s.lost(err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+		if s.outageSince.IsZero() {
+			// follow() reached the store before it failed again.
+			backoff = 100 * time.Millisecond
+		}
+	}
+}
+
+// storeHint is what to check when the store does not answer: the client's
+// own error is often only "context deadline exceeded".
+const storeHint = "check that etcd runs and is reachable from this host at etcd.endpoints, that each endpoint's scheme (http, https) is the server's, and with https that etcd.tls.ca_file signs the server's certificate and etcd.tls.cert_file is a client certificate the server accepts (its CN an etcd user with a role)"
+
+// lost records a failed attempt to follow the store: the first of an
+// outage is logged at WARN, the rest only counted.
+func (s *Syncer) lost(err error) {
+	s.outageErr.Store(&outage{err: err.Error(), endpoints: s.Endpoints})
+	if !s.outageSince.IsZero() {
+		s.outageFailures++
+		return
+	}
+	s.outageSince, s.outageFailures = time.Now(), 1
+	args := []any{"endpoints", s.Endpoints, "err", err}
+	if errors.Is(err, errUnreachable) {
+		args = append(args, "hint", storeHint)
+	}
+	if rev := s.revision(); rev != 0 {
+		s.Logger.Warn("lost the store; keeping the current snapshot until it answers", append(args, "revision", rev)...)
+	} else {
+		s.Logger.Warn("cannot reach the store, and there is no snapshot to serve: not ready until it answers", args...)
+	}
+}
+
+// reachable records that the store answered; it ends an outage.
+func (s *Syncer) reachable() {
+	s.outageErr.Store(nil)
+	if s.outageSince.IsZero() {
+		return
+	}
+	s.Logger.Info("store reachable again", "endpoints", s.Endpoints, "after", time.Since(s.outageSince).Round(time.Millisecond).String(), "failed_attempts", s.outageFailures)
+	s.outageSince, s.outageFailures = time.Time{}, 0
+}
+
+// errUnreachable marks a failure to get any answer from the store.
+var errUnreachable = errors.New("store unreachable")
+
+// outage is the last failure to follow the store, for Ready.
+type outage struct {
+	err       string
+	endpoints []string
+}
+
+func (s *Syncer) follow(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// clientv3's Watch blocks until an endpoint answers: started aside, so
+	// that the bounded probes below notice a store that is unreachable
+	// from the start (a scheduler started during an outage, or pointed at
+	// a wrong endpoint).
+	watches := make(chan clientv3.WatchChan, 1)
+	go func() { watches <- s.Source.WatchCurrent(wctx) }()
+	if err := s.refresh(ctx); err != nil {
+		return err
+	}
+	var wch clientv3.WatchChan // nil, never ready, until the watch is set up
+	tick := time.NewTicker(s.ConfirmInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wch = <-watches:
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+			if err := s.refresh(ctx); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := s.refresh(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Syncer) revision() int64 {
+	if c := s.cur.Load(); c != nil {
+		return c.Revision
+	}
+	return 0
+}
+
+// refresh confirms the held revision against the store and loads a new one
+// when it differs.
+func (s *Syncer) refresh(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, max(s.ConfirmInterval, time.Second))
+	rev, err := s.Source.CurrentRevision(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUnreachable, err) // "store: read topology revision: ..."
+	}
+	s.reachable()
+	if rev == 0 || rev == s.revision() || rev == s.badRev {
+		s.confirm()
+		return nil
+	}
+	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	st, err := s.Source.Current(lctx)
+	cancel()
+	if errors.Is(err, store.ErrNoTopology) {
+		s.confirm()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load topology revision %d: %w", rev, err)
+	}
+	verified, err := s.verify(st.Digest, st.KeyID, st.Signature)
+	if err != nil {
+		// Someone with write access to etcd but not the center's key, or a
+		// center signing with a key not trusted here: keep the last good
+		// snapshot; logged once per revision (badRev is not fetched again).
+		s.badRev = st.Revision
+		s.Logger.Error("stored topology refused: its signature does not verify; keeping the previous snapshot", "revision", st.Revision, "serving", s.revision(), "err", err)
+		return nil
+	}
+	snap, err := s.Limits.Compile(st.Topology, st.Revision)
+	if err != nil {
+		// Written by a newer version or corrupted: keep serving what we have,
+		// let staleness grow so readiness and alerts notice.
+		s.count("build")
+		s.badRev = st.Revision
+		s.Logger.Error("stored topology does not compile; keeping the previous snapshot", "revision", st.Revision, "err", err)
+		return nil
+	}
+	s.swap(snap, verified)
+	s.confirm()
+	if s.metricsSet {
+		s.buildTime.Observe(time.Since(start).Seconds())
+	}
+	c := snap.Counts()
+	s.Logger.Info("snapshot swapped in", "revision", snap.Revision, "regions", c.Regions, "servers", c.Servers, "networks", c.Networks, "took", time.Since(start).Round(time.Millisecond).String())
+	if s.CacheFile != "" {
+		if err := writeCache(s.CacheFile, st); err != nil {
+			s.count("cache")
+			s.Logger.Warn("persisting the snapshot failed; a restart without etcd would start empty", "file", s.CacheFile, "err", err)
+		}
+		s.lastTouch = time.Now()
+	}
+	return nil
+}
+
+// verify checks a document's signature; verified is false when no key is
+// trusted (accepted unsigned). A refusal is counted by its reason.
+func (s *Syncer) verify(digest, keyID string, sig []byte) (verified bool, err error) {
+	if s.Verifier == nil {
+		return false, nil
+	}
+	err = s.Verifier.Verify(digest, keyID, sig)
+	if err != nil && s.metricsSet {
+		reason := "bad_signature"
+		switch {
+		case errors.Is(err, signing.ErrUnsigned):
+			reason = "unsigned"
+		case errors.Is(err, signing.ErrUnknownKey):
+			reason = "unknown_key"
+		}
+		s.rejected.WithLabelValues(reason).Inc()
+	}
+	return err == nil, err
+}
+
+func (s *Syncer) swap(snap *topology.Snapshot, verified bool) {
+	s.verified.Store(verified)
+	s.cur.Store(snap)
+	if s.metricsSet {
+		s.swaps.Inc()
+	}
+	if s.OnSwap != nil {
+		s.OnSwap(snap)
+	}
+}
+
+// confirm records that the held snapshot is the store's current one. The
+// cache file's mtime carries the confirmation time across restarts.
+func (s *Syncer) confirm() {
+	now := time.Now()
+	s.confirmed.Store(now.UnixNano())
+	if s.CacheFile != "" && s.cur.Load() != nil && now.Sub(s.lastTouch) > 10*time.Second {
+		if err := touch(s.CacheFile, now); err == nil {
+			s.lastTouch = now
+		}
+	}
+}
+
+func (s *Syncer) count(stage string) {
+	if s.metricsSet {
+		s.errs.WithLabelValues(stage).Inc()
+	}
+}

@@ -1,0 +1,335 @@
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// AllocState is one QoE planner's plan of a region as it published it:
+// the sessions with where they were sent, and the plan's prices. Whoever
+// plans the region next starts from the freshest one, so viewers keep
+// their server and bitrate across a failover and back.
+type AllocState struct {
+	Instance string    `json:"instance"`
+	Made     time.Time `json:"made"`
+	Revision int64     `json:"revision"` // of the topology the plan was made on
+	// Servers and Services name what the sessions refer to by index.
+	Servers  []string       `json:"servers"`
+	Services []ServiceState `json:"services"`
+	Sessions []SessionState `json:"sessions"`
+}
+
+// ServiceState is a service's part of the plan: the prices of its
+// servers' capacities (by Servers index; zero when absent).
+type ServiceState struct {
+	Name   string       `json:"name"`
+	Prices [][2]float64 `json:"prices,omitempty"` // bandwidth per kbps, compute per unit
+}
+
+// SessionState is one session (a viewer on one STB watching a channel).
+// Short field names: a city's state holds up to a million of them.
+type SessionState struct {
+	Service int32      `json:"v"`           // Services index
+	User    string     `json:"u,omitempty"` // the token's subject
+	Addr    netip.Addr `json:"a"`
+	Channel string     `json:"c"`
+	Desired float64    `json:"d,omitempty"` // kbps
+	Danmaku float64    `json:"f,omitempty"`
+	Gift    float64    `json:"g,omitempty"`
+	Lat     float64    `json:"la"`
+	Lon     float64    `json:"lo"`
+	Server  int32      `json:"s"` // Servers index; -1 for the fallback
+	Kbps    float64    `json:"k"`
+	Seen    int64      `json:"t"` // unix milliseconds of its last request
+}
+
+// stateWriterIdle: what a store remembers of a state it has not published
+// for this long is dropped (a center that planned a fallen city and
+// stopped); the next publication starts a generation.
+const stateWriterIdle = time.Hour
+
+func (s *Store) statePrefix(region string) string {
+	return s.prefix + keyspace.AllocStates(region)
+}
+
+// writerFor returns what the store remembers of instance's state of
+// region, locked; stale ones of others are dropped.
+func (s *Store) writerFor(region, instance string, now time.Time) *lockedWriter {
+	s.statesMu.Lock()
+	defer s.statesMu.Unlock()
+	if s.states == nil {
+		s.states = map[string]*lockedWriter{}
+	}
+	for k, w := range s.states {
+		if w.TryLock() {
+			if now.Sub(w.w.used) > stateWriterIdle {
+				delete(s.states, k)
+			}
+			w.Unlock()
+		}
+	}
+	k := region + "/" + instance
+	w := s.states[k]
+	if w == nil {
+		w = &lockedWriter{w: stateWriter{seed: maphash.MakeSeed()}}
+		s.states[k] = w
+	}
+	w.Lock()
+	w.w.used = now
+	return w
+}
+
+// lockedWriter is a stateWriter with its lock: one publication of a
+// state at a time.
+type lockedWriter struct {
+	sync.Mutex
+	w stateWriter
+}
+
+// PutAllocState publishes st as instance's state of region: the changes
+// since the previous publication as one delta, in one transaction with the
+// head, or a new generation (docs/design.md, "Plan state in etcd"): its
+// base parts first, then, in one transaction, the head and the deletion
+// of everything else of the instance's (the previous generation, the
+// gzipped JSON parts of an older build). So a reader sees either
+// publication whole. Sessions come back in slot order, not st's, and Seen
+// rounded down to stateSeenGrid.
+func (s *Store) PutAllocState(ctx context.Context, region string, st *AllocState) error {
+	if err := checkState(region, st); err != nil {
+		return err
+	}
+	lw := s.writerFor(region, st.Instance, time.Now())
+	defer lw.Unlock()
+	err := s.putState(ctx, region, st, &lw.w)
+	if err != nil {
+		lw.w.forget() // its outcome unknown: the next publication starts afresh
+		return fmt.Errorf("store: publish allocation state of %s: %w", region, err)
+	}
+	return nil
+}
+
+func (s *Store) putState(ctx context.Context, region string, st *AllocState, w *stateWriter) error {
+	p, err := w.next(st)
+	if err != nil {
+		return err
+	}
+	inst := st.Instance
+	headKey := s.prefix + keyspace.AllocStateHead(region, inst)
+	if p.delta != nil {
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(headKey), "=", w.headRev)).
+			Then(clientv3.OpPut(s.prefix+keyspace.AllocStateDelta(region, inst, p.head.gen, p.head.seq), string(p.delta)), clientv3.OpPut(headKey, string(p.value))).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			w.headRev = resp.Header.Revision
+			return nil
+		}
+		// The head is not the one this store wrote last (deleted, or
+		// written by another process): start a generation.
+		if p, err = w.generation(st); err != nil {
+			return err
+		}
+	}
+	for k, part := range p.base {
+		if _, err := s.cli.Put(ctx, s.prefix+keyspace.AllocStateBase(region, inst, p.head.gen, k), string(part)); err != nil {
+			return err
+		}
+	}
+	all, bases := s.prefix+keyspace.AllocState(region, inst), s.prefix+keyspace.AllocStateBases(region, inst, p.head.gen)
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpPut(headKey, string(p.value)),
+		clientv3.OpDelete(all, clientv3.WithRange(bases)),
+		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(bases), clientv3.WithRange(headKey)),
+		clientv3.OpDelete(headKey+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(all))),
+	).Commit()
+	if err != nil {
+		return err
+	}
+	w.headRev = resp.Header.Revision
+	return nil
+}
+
+// DeleteAllocState removes instance's state of region.
+func (s *Store) DeleteAllocState(ctx context.Context, region, instance string) error {
+	lw := s.writerFor(region, instance, time.Now())
+	lw.w.forget()
+	lw.Unlock()
+	_, err := s.cli.Delete(ctx, s.prefix+keyspace.AllocState(region, instance), clientv3.WithPrefix())
+	return err
+}
+
+// AllocState returns the freshest state of region published by an
+// instance other than except (nil if none). The freshest one must be
+// whole: a head whose parts or deltas are missing or do not add up is an
+// error naming the instance and what is wrong, not a reason to take an
+// older one. A state in the gzipped JSON parts of an older build is read
+// as that build did (a generation being written is passed over).
+func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocState, error) {
+	resp, err := s.cli.Get(ctx, s.statePrefix(region), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("store: read allocation states of %s: %w", region, err)
+	}
+	type stored struct {
+		head         *head
+		base, deltas map[string][]byte // by the rest of the key
+		legacy       []*mvccpb.KeyValue
+		legacyLatest *AllocState
+	}
+	byInst := map[string]*stored{}
+	for _, kv := range resp.Kvs {
+		inst, rest, _ := strings.Cut(string(kv.Key[len(s.statePrefix(region)):]), "/")
+		if inst == except {
+			continue
+		}
+		in := byInst[inst]
+		if in == nil {
+			in = &stored{base: map[string][]byte{}, deltas: map[string][]byte{}}
+			byInst[inst] = in
+		}
+		switch {
+		case rest == "h":
+			h, err := decodeHead(kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("store: allocation state of %s by %s: head: %w", region, inst, err)
+			}
+			if h.instance != inst {
+				return nil, fmt.Errorf("store: allocation state of %s by %s: the head names instance %q", region, inst, h.instance)
+			}
+			in.head = h
+		case strings.HasPrefix(rest, "b/"):
+			in.base[rest] = kv.Value
+		case strings.HasPrefix(rest, "d/"):
+			in.deltas[rest] = kv.Value
+		default:
+			in.legacy = append(in.legacy, kv)
+		}
+	}
+	var best *AllocState
+	var bestInst string
+	for inst, in := range byInst {
+		if in.head == nil {
+			st, err := legacyState(in.legacy)
+			if err != nil {
+				return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, inst, err)
+			}
+			in.legacyLatest = st
+			if st != nil && (best == nil || st.Made.After(best.Made)) {
+				best, bestInst = st, inst
+			}
+			continue
+		}
+		made := time.Unix(0, in.head.made)
+		if best == nil || made.After(best.Made) {
+			best, bestInst = &AllocState{Made: made}, inst
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	in := byInst[bestInst]
+	if in.head == nil {
+		return in.legacyLatest, nil
+	}
+	h := in.head
+	base := make([][]byte, 0, h.baseParts)
+	for k := range h.baseParts {
+		v, ok := in.base[strings.TrimPrefix(keyspace.AllocStateBase("", "", h.gen, k), keyspace.AllocState("", ""))]
+		if !ok {
+			return nil, fmt.Errorf("store: allocation state of %s by %s: base part %d of %d of generation %016x missing", region, bestInst, k, h.baseParts, h.gen)
+		}
+		base = append(base, v)
+	}
+	deltas := make([][]byte, 0, h.seq)
+	for q := 1; q <= h.seq; q++ {
+		v, ok := in.deltas[strings.TrimPrefix(keyspace.AllocStateDelta("", "", h.gen, q), keyspace.AllocState("", ""))]
+		if !ok {
+			return nil, fmt.Errorf("store: allocation state of %s by %s: delta %d of %d of generation %016x missing", region, bestInst, q, h.seq, h.gen)
+		}
+		deltas = append(deltas, v)
+	}
+	st, err := reconstruct(h, base, deltas)
+	if err != nil {
+		return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, bestInst, err)
+	}
+	return st, nil
+}
+
+// statePart is one part of the gzipped JSON layout: parts were written in
+// order, each naming the generation it belongs to, so a reader takes only
+// complete ones.
+type statePart struct {
+	Gen   int64       `json:"gen"`
+	Part  int         `json:"part"`
+	Parts int         `json:"parts"`
+	State *AllocState `json:"state"` // part 0 carries everything but the later parts' sessions
+}
+
+// legacyState is the freshest complete generation among one instance's
+// gzipped JSON parts (nil: none complete).
+func legacyState(kvs []*mvccpb.KeyValue) (*AllocState, error) {
+	type gen struct {
+		parts map[int]*AllocState
+		n     int
+	}
+	gens := map[int64]*gen{}
+	for _, kv := range kvs {
+		p, err := decodePart(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kv.Key, err)
+		}
+		g := gens[p.Gen]
+		if g == nil {
+			g = &gen{parts: map[int]*AllocState{}, n: p.Parts}
+			gens[p.Gen] = g
+		}
+		g.parts[p.Part] = p.State
+	}
+	var best *AllocState
+	for _, g := range gens {
+		if len(g.parts) != g.n || g.parts[0] == nil {
+			continue // being written: an older or another instance's will do
+		}
+		st := *g.parts[0]
+		for i := 1; i < g.n; i++ {
+			st.Sessions = append(st.Sessions, g.parts[i].Sessions...)
+		}
+		if best == nil || st.Made.After(best.Made) {
+			best = &st
+		}
+	}
+	return best, nil
+}
+
+func decodePart(val []byte) (*statePart, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(val))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	var p statePart
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.State == nil || p.Parts < 1 || p.Part < 0 || p.Part >= p.Parts {
+		return nil, fmt.Errorf("part %d of %d without a state", p.Part, p.Parts)
+	}
+	return &p, nil
+}

@@ -1,0 +1,249 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/province/instance"
+	"github.com/anysched/anysched/internal/province/opstate"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Instance is one running scheduler as it registers itself.
+type Instance struct {
+	ID               string         `json:"id"`
+	Role             instance.Role  `json:"role"`
+	Region           string         `json:"region,omitempty"`
+	Version          string         `json:"version"`
+	Hostname         string         `json:"hostname,omitempty"`
+	AdminAddress     string         `json:"admin_address,omitempty"`
+	SnapshotRevision int64          `json:"snapshot_revision"`
+	SnapshotAge      float64        `json:"snapshot_age_seconds"`
+	State            instance.State `json:"state"`
+	Announced        bool           `json:"announced"`
+	AnnounceWhy      string         `json:"announce_why,omitempty"` // why the route is not announced
+	Announces        string         `json:"announces,omitempty"`    // the prefix
+	Peers            []Peer         `json:"peers,omitempty"`
+	QoE              *QoEPlan       `json:"qoe,omitempty"`
+	// Planning: the plans a center makes for cities whose schedulers are
+	// gone (their STBs reach it), one per region.
+	Planning []QoEPlan `json:"planning,omitempty"`
+	// Traffic: a central scheduler's answers by the STBs' region, so that
+	// a drill can count what every center answered, not only its own.
+	Traffic   []RegionTraffic `json:"traffic,omitempty"`
+	StartedAt time.Time       `json:"started_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// NotAnnouncedModeNone is the AnnounceWhy of a scheduler that announces
+// nothing itself (announce.mode none): routing to it is the host's
+// business, so while ready it serves whatever reaches it.
+const NotAnnouncedModeNone = "announce.mode none"
+
+// Covers reports whether the instance takes the STBs routing brings to it:
+// its route is announced, or it is ready and routed by other means.
+func (in Instance) Covers() bool {
+	return in.Announced || (in.AnnounceWhy == NotAnnouncedModeNone && in.State == instance.Ready)
+}
+
+// QoEPlan summarises a regional scheduler's QoE allocation plan.
+type QoEPlan struct {
+	Region    string    `json:"region,omitempty"`
+	Sessions  int       `json:"sessions"`
+	Planned   int       `json:"planned"`
+	Fallback  int       `json:"fallback"`
+	Objective float64   `json:"objective"`
+	Gap       float64   `json:"gap"`
+	MadeAt    time.Time `json:"made_at"`
+	Peers     int       `json:"peers"`
+	// AtDesired is the share of the planned sessions on a server at or
+	// above the bitrate their viewer desires (the top rung for none).
+	AtDesired float64 `json:"at_desired"`
+	// Switches and Drops count the sessions this plan moved to another
+	// server, and put on a lower bitrate, than they had before it.
+	Switches int `json:"switches"`
+	Drops    int `json:"drops"`
+	// Starved: sessions a server covers sent to the fallback for lack of
+	// capacity.
+	Starved int `json:"starved"`
+	// SafeMode: the plan was made without reading the region's claims
+	// (etcd unreachable).
+	SafeMode bool `json:"safe_mode,omitempty"`
+	// Idle: the instance received no STB of its region lately and holds
+	// no capacity for it.
+	Idle bool `json:"idle,omitempty"`
+	// HeldKbps is the bandwidth this instance may use on the region's
+	// servers (its claims, or in safe mode what its rank allows);
+	// CapacityKbps the region's total.
+	HeldKbps     float64 `json:"held_kbps"`
+	CapacityKbps float64 `json:"capacity_kbps"`
+	// Drain forecasts, per server and per node of the region, what a
+	// drain of it would do to this instance's viewers at their next
+	// request.
+	Drain []DrainForecast `json:"drain,omitempty"`
+}
+
+// DrainForecast is what draining one server, or one node (all its servers
+// at once), would do to the sessions an instance's plan keeps there: each
+// is priced again, as its next request would be, without them.
+type DrainForecast struct {
+	Kind     opstate.DrainKind `json:"kind"` // server or node
+	Name     string            `json:"name"`
+	Sessions int               `json:"sessions"` // planned there
+	// Where they would go: another server at the same bitrate (or a higher
+	// one) or a lower one, or the region's fallback.
+	SameRung   int `json:"same_rung"`
+	LowerRung  int `json:"lower_rung"`
+	ToFallback int `json:"to_fallback"`
+	// ObjectiveDelta is the change of the plan's QoE objective: the moved
+	// sessions' values after less before, switch and bitrate-drop losses
+	// included.
+	ObjectiveDelta float64 `json:"objective_delta"`
+}
+
+// RegionTraffic is what a scheduler answered to one region's STBs since it
+// started (accesslog.RegionTraffic).
+type RegionTraffic struct {
+	ClientRegion string    `json:"client_region"`
+	Answered     uint64    `json:"answered"`
+	Failed       uint64    `json:"failed"`
+	RunStart     time.Time `json:"run_start"`
+	Last         time.Time `json:"last"`
+}
+
+// Peer is one BGP session of an instance.
+type Peer struct {
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	State   string `json:"state"`
+}
+
+func (s *Store) instanceKey(id string) string { return s.prefix + keyspace.Instance(id) }
+
+// Instances lists the registered scheduler instances, by role, region, id.
+func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
+	resp, err := s.cli.Get(ctx, s.prefix+keyspace.PrefixInstances, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("store: list instances: %w", err)
+	}
+	out := make([]Instance, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var in Instance
+		if err := json.Unmarshal(kv.Value, &in); err != nil {
+			s.log.Warn("unreadable instance record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Role != b.Role {
+			return a.Role < b.Role
+		}
+		if a.Region != b.Region {
+			return a.Region < b.Region
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// Registration keeps one instance record alive under a lease: when the process
+// dies the record vanishes after TTL, so `schedctl status` shows the living.
+type Registration struct {
+	Store    *Store
+	TTL      time.Duration
+	Interval time.Duration   // how often the record is refreshed
+	Current  func() Instance // the record to publish, read at every refresh
+	// Kick, if set, asks for a refresh now (a state change worth telling).
+	Kick <-chan struct{}
+	// Refresh, if longer than Interval: a record that changed only in
+	// what moves all the time (UpdatedAt, SnapshotAge, the answer counts
+	// and last answer of Traffic) is written again only this long after
+	// the last write, any other change at once; meanwhile the lease is
+	// kept alive every Interval without a write. A city scheduler's
+	// record carries its plan's drain forecasts (tens of kB in a city of
+	// 600 servers): written every 2 s, the province's records were 730
+	// kB/s into etcd, more than everything else (bench/etcdload).
+	Refresh time.Duration
+}
+
+// steady is the record without what moves all the time: two records the
+// same here differ only in figures a reader can take a little late.
+func (in Instance) steady() []byte {
+	in.UpdatedAt, in.SnapshotAge = time.Time{}, 0
+	in.Traffic = slices.Clone(in.Traffic)
+	for i := range in.Traffic {
+		in.Traffic[i].Answered, in.Traffic[i].Failed, in.Traffic[i].Last = 0, 0, time.Time{}
+	}
+	b, _ := json.Marshal(in)
+	return b
+}
+
+// Run publishes the record until ctx ends, then deletes it.
+func (r *Registration) Run(ctx context.Context) error {
+	log := r.Store.log.With("component", "registration")
+	ttl := max(int64(r.TTL/time.Second), 2)
+	tick := time.NewTicker(r.Interval)
+	defer tick.Stop()
+	var lease clientv3.LeaseID
+	var id string
+	var written []byte // steady() of the record last written
+	var writtenAt time.Time
+	failing := false
+	for {
+		in := r.Current()
+		id = in.ID
+		in.UpdatedAt = time.Now().UTC()
+		err := func() error {
+			cctx, cancel := context.WithTimeout(ctx, r.Interval)
+			defer cancel()
+			fresh := lease == 0
+			if fresh {
+				g, err := r.Store.cli.Grant(cctx, ttl)
+				if err != nil {
+					return err
+				}
+				lease = g.ID
+			} else if _, err := r.Store.cli.KeepAliveOnce(cctx, lease); err != nil {
+				lease = 0 // expired or etcd lost it: grant anew next time
+				return err
+			}
+			steady := in.steady()
+			if !fresh && bytes.Equal(steady, written) && in.UpdatedAt.Sub(writtenAt) < r.Refresh {
+				return nil
+			}
+			val, _ := json.Marshal(in)
+			if _, err := r.Store.cli.Put(cctx, r.Store.instanceKey(id), string(val), clientv3.WithLease(lease)); err != nil {
+				written = nil
+				return err
+			}
+			written, writtenAt = steady, in.UpdatedAt
+			return nil
+		}()
+		if err != nil && ctx.Err() == nil && !failing {
+			log.Warn("registering instance failed; retrying", "id", id, "err", err)
+		}
+		if err == nil && failing {
+			log.Info("instance registered again", "id", id)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			if lease != 0 {
+				dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, _ = r.Store.cli.Revoke(dctx, lease)
+				cancel()
+			}
+			return nil
+		case <-tick.C:
+		case <-r.Kick:
+		}
+	}
+}

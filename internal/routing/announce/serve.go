@@ -1,0 +1,84 @@
+package announce
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/anysched/anysched/netconfig"
+	"golang.org/x/sync/errgroup"
+)
+
+// Route is a scheduler's announcement: the speaker, the controller that
+// follows readiness, and the service address the host must accept.
+type Route struct {
+	Speaker    Speaker
+	Controller *Controller
+	// VIP is the address to keep on the host while announcing (BGP: the
+	// kernel must accept packets for it; OSPF: on lo, so that a withdrawn
+	// address still accepts the STBs routed here until OSPF converged);
+	// nil: the host's business.
+	VIP    func() (*netconfig.VIP, error)
+	Logger *slog.Logger
+}
+
+// Serve runs the scheduler's components (run) with the route until ctx
+// ends, then stops in order: the controller withdraws (after
+// GRACEFUL_SHUTDOWN in BGP mode) and drains while the components still
+// answer, and only then are they stopped. The controller runs outside the
+// components' context for that reason. A failing component withdraws at
+// once.
+func (r *Route) Serve(ctx context.Context, run func(context.Context) error) error {
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	g, gctx := errgroup.WithContext(serveCtx)
+	g.Go(func() error { return run(gctx) })
+	g.Go(func() error { return r.Speaker.Run(gctx) })
+	g.Go(func() error {
+		ctrlCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			<-gctx.Done()
+			r.Controller.StopFast()
+			cancel()
+		}()
+		if r.VIP != nil {
+			go r.keepVIP(ctrlCtx)
+		}
+		err := r.Controller.Run(ctrlCtx)
+		if r.VIP != nil {
+			if v, verr := r.VIP(); verr == nil {
+				_ = v.Down(context.Background())
+			}
+		}
+		stopServing()
+		return err
+	})
+	return g.Wait()
+}
+
+// keepVIP keeps the service address on its interface, following topology
+// changes.
+func (r *Route) keepVIP(ctx context.Context) {
+	var current *netconfig.VIP
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if v, err := r.VIP(); err == nil && (current == nil || current.Prefix() != v.Prefix()) {
+			if err := v.Up(ctx); err != nil {
+				r.Logger.Error("putting the service address on the interface failed", "component", "announce", "address", v, "err", err)
+			} else {
+				if current != nil {
+					_ = current.Down(ctx)
+				}
+				current = v
+				r.Logger.Info("service address up", "component", "announce", "address", v)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

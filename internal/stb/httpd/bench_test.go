@@ -1,0 +1,66 @@
+package httpd_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/anysched/anysched/internal/stb/accesslog"
+	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// discardWriter is the least a ResponseWriter can be, so the benchmark
+// measures the handler rather than net/http's response machinery.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+// BenchmarkHandler: the 302 path for an STB inside a zone of the sample
+// province (16 regions, 128 servers).
+//
+//	go test ./internal/stb/httpd -run '^$' -bench BenchmarkHandler -benchmem
+//
+// "record" includes the access-log Recorder's metrics (log lines sampled
+// away so the log writer's own work on another goroutine is not counted);
+// "norecord" is the handler alone; "json" is the operator path.
+func BenchmarkHandler(b *testing.B) {
+	snap := compile(b, readFile(b, "../../../deploy/examples/topology.yaml"))
+	eng := steer.New(snap, steer.Options{})
+	engine := func() *steer.Engine { return eng }
+	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{SampleEvery: 1 << 62})
+	for _, bc := range []struct {
+		name   string
+		rec    *accesslog.Recorder
+		target string
+		status int
+	}{
+		{"record", rec, "/cctv1/index.m3u8", http.StatusFound},
+		{"norecord", nil, "/cctv1/index.m3u8", http.StatusFound},
+		{"json", nil, "/cctv1/index.m3u8?format=json", http.StatusOK},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := httpd.New(httpd.Config{InstanceID: instance}, engine, bc.rec, nil)
+			h := s.Handler()
+			r := httptest.NewRequest(http.MethodGet, "http://live.iptv.example"+bc.target, nil)
+			r.RemoteAddr = "100.64.1.7:51234"
+			w := &discardWriter{h: make(http.Header, 8)}
+			h.ServeHTTP(w, r)
+			if w.code != bc.status {
+				b.Fatalf("status %d, want %d", w.code, bc.status)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				h.ServeHTTP(w, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,31 @@
+package app
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/anysched/anysched/internal/admin/adminapi"
+	"github.com/anysched/anysched/internal/admin/authz"
+	"github.com/anysched/anysched/internal/admin/console"
+	"github.com/anysched/anysched/internal/stb/netutil"
+)
+
+// MountConsole serves the operator console on the admin listener (and
+// sends / there), calling svc through gate. A plaintext caller on a
+// loopback admin listener is "local" with localRole, as on the gRPC
+// listener; beyond loopback the configuration demands mutual TLS.
+func (s *Scheduler) MountConsole(svc *adminapi.Service, gate *adminapi.Gate, localRole authz.Role, readOnly bool) (*console.Console, error) {
+	loopback := false
+	if host, _, err := net.SplitHostPort(s.common.Admin.Listen); err == nil {
+		loopback = netutil.LoopbackHost(host)
+	}
+	name := s.Role.String() + " " + s.ID
+	con, err := console.New(console.Config{Service: svc, Gate: gate, ReadOnly: readOnly, Loopback: loopback, LocalRole: localRole,
+		Gatherer: s.Registry, Scheduler: name, Logger: s.Logger.With("component", "console")})
+	if err != nil {
+		return nil, err
+	}
+	s.Admin.Extra[console.Prefix] = con.Handler()
+	s.Admin.Extra["GET /{$}"] = http.RedirectHandler(console.Prefix, http.StatusFound)
+	return con, nil
+}

@@ -1,0 +1,94 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/anysched/anysched/internal/province/instance"
+	"github.com/anysched/anysched/internal/province/opstate"
+	"github.com/anysched/anysched/internal/stb/steer"
+)
+
+// mergerGrace is how long a starting scheduler waits for the first read of
+// health verdicts and operator drains before answering without them (etcd
+// is unreachable: the cached snapshot is served, with every server
+// available).
+const mergerGrace = 5 * time.Second
+
+// rebuildEngine has s.builder build the routing engine from the current
+// snapshot, the merged health, the operator's drains and the balance
+// policy, off the hot path, and swaps it in. It is called on every snapshot
+// swap, health change and operator-state change; when the builder keeps
+// the engine it only refreshes the availability that status shows.
+func (s *Scheduler) rebuildEngine() {
+	s.rebuildMu.Lock()
+	defer s.rebuildMu.Unlock()
+	snap := s.Syncer.Snapshot()
+	if snap == nil {
+		return
+	}
+	if !s.fed() && time.Since(s.started) < mergerGrace {
+		// Drains and health not read yet (a restart): answering now could
+		// send STBs to a drained server. The first read rebuilds; without
+		// etcd the grace timer does (from the cached snapshot).
+		return
+	}
+	av := s.Merger.Compute(snap, s.Ops.DrainReasons(snap))
+	bc, _ := s.Ops.Balance() // an invalid document is reported by the watcher, and the defaults are in use
+	in := steer.Inputs{
+		DefaultRegion: s.DefaultRegion, Avail: av, Balance: bc, Now: time.Now(),
+		StripQuery: s.common.HTTP.StripQueryParams,
+	}
+	s.policy.inputs(snap, av, &in) // ejections, overflow, GeoIP
+	eng, err := s.builder.Build(snap, in)
+	if err != nil {
+		s.Logger.Error("routing engine built without balance tables", "component", "balance", "err", err)
+	}
+	if eng != nil {
+		s.engine.Store(eng)
+	}
+	s.avail.Store(av) // with the engine kept: checker liveness, current for status
+}
+
+// fed reports whether the health verdicts and the operator state have both
+// been read from etcd since the start.
+func (s *Scheduler) fed() bool { return s.Merger.Synced() && s.Ops.Synced() }
+
+// answerAfterGrace builds the routing tables once mergerGrace has passed,
+// whether or not etcd could be read by then.
+func (s *Scheduler) answerAfterGrace(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(time.Until(s.started.Add(mergerGrace))):
+	}
+	if !s.fed() {
+		s.Logger.Warn("drains and health verdicts not read from etcd yet; answering from the snapshot without them", "component", "health-merger", "waited", mergerGrace)
+	}
+	s.rebuildEngine()
+	<-ctx.Done()
+	return nil
+}
+
+// drillTarget is how drills name this scheduler.
+func (s *Scheduler) drillTarget() opstate.DrillTarget {
+	if s.Role == instance.Central {
+		return opstate.CenterTarget
+	}
+	return opstate.RegionTarget(s.Region)
+}
+
+// onDrill withdraws this scheduler's route while a failover drill for it is
+// in force. The watcher calls it directly: a drill changes what is
+// announced, not what is answered, so no engine rebuild is involved.
+func (s *Scheduler) onDrill(d opstate.Drill) {
+	if s.announcer == nil || d.Target != s.drillTarget() {
+		return
+	}
+	left := time.Until(d.Until)
+	if left <= 0 {
+		return
+	}
+	s.Logger.Warn("failover drill: withdrawing the route", "component", "announce", "until", d.Until.Format(time.RFC3339))
+	s.announcer.Controller.Withdraw(left)
+}

@@ -1,0 +1,164 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/security/signing"
+)
+
+// etcdCerts writes a CA, a server certificate and client certificates
+// of the given CNs; it returns the files by name ("ca", "server", cn).
+func etcdCerts(t *testing.T, cns ...string) map[string][2]string {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, caKey, err := ca.WriteCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]string{"ca": {caFile, caKey}}
+	priv, pub := filepath.Join(dir, "signing.key"), filepath.Join(dir, "signing.pub")
+	if _, err := signing.WriteKeyPair(priv, pub); err != nil {
+		t.Fatal(err)
+	}
+	out["signing"] = [2]string{priv, pub}
+	leaves := map[string]pki.Leaf{"server": {CN: "etcd", Hosts: []string{"127.0.0.1"}, Server: true}}
+	for _, cn := range cns {
+		leaves[cn] = pki.Leaf{CN: cn, Client: true}
+	}
+	for name, l := range leaves {
+		c, k, err := ca.WriteLeaf(dir, name, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = [2]string{c, k}
+	}
+	return out
+}
+
+func expectErrs(t *testing.T, what string, err error, want ...string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		return
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: missing %q in: %v", what, w, err)
+		}
+	}
+}
+
+// TestEtcdTransport: etcd.tls with an http:// endpoint used to be dropped
+// silently, and plaintext reached etcd beyond loopback; now both are
+// errors on the endpoint's path, and https beyond loopback needs a client
+// certificate.
+func TestEtcdTransport(t *testing.T) {
+	f := etcdCerts(t, "anysched-regional.hefei.h1")
+	regional := func(tls ClientTLS, eps ...string) error {
+		r := DefaultRegional()
+		r.Region, r.Etcd.Endpoints, r.Etcd.TLS = "hefei", eps, tls
+		r.Snapshot.TrustedKeys = []string{f["signing"][1]}
+		return r.Validate()
+	}
+	client := ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
+	expectErrs(t, "tls with http", regional(client, "https://10.0.0.2:2379", "http://127.0.0.1:2379"),
+		"etcd.endpoints[1]: http:// with etcd.tls set: use https://")
+	expectErrs(t, "plaintext beyond loopback", regional(ClientTLS{}, "http://10.0.0.2:2379"),
+		`etcd.endpoints[0]: "http://10.0.0.2:2379" is plaintext beyond loopback`)
+	expectErrs(t, "https without a client certificate", regional(ClientTLS{}, "https://etcd.example.net:2379"),
+		"etcd.tls.cert_file: required: https://etcd.example.net:2379 is beyond loopback")
+	for _, ep := range []string{"http://127.0.0.1:2379", "http://localhost:2379", "http://[::1]:2379"} {
+		expectErrs(t, "loopback "+ep, regional(ClientTLS{}, ep))
+	}
+	expectErrs(t, "https with a certificate", regional(client, "https://10.0.0.2:2379", "https://10.0.0.3:2379"))
+	// Without ca_file: the system's roots verify the server.
+	expectErrs(t, "https without ca_file", regional(ClientTLS{CertFile: client.CertFile, KeyFile: client.KeyFile}, "https://etcd.example.net:2379"))
+}
+
+// TestSignedTopologyBeyondLoopback: once etcd is reachable beyond loopback,
+// a scheduler must know the center's public key and the center must sign,
+// or whoever can write etcd could redirect the province.
+func TestSignedTopologyBeyondLoopback(t *testing.T) {
+	f := etcdCerts(t, "anysched-regional.hefei.h1", "anysched-center")
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"https://10.0.0.2:2379"}
+	r.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
+	expectErrs(t, "regional without trusted keys", r.Validate(), "snapshot.trusted_keys: required: etcd is reachable beyond loopback")
+	r.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
+	r.Etcd.TLS = ClientTLS{}
+	expectErrs(t, "regional on loopback etcd", r.Validate())
+	c := DefaultCenter()
+	c.Etcd.Embedded.ClientListen = "10.0.0.2:2379"
+	c.Etcd.Embedded.TLS = ServerTLS{CertFile: f["server"][0], KeyFile: f["server"][1], ClientCAFile: f["ca"][0]}
+	c.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-center"][0], KeyFile: f["anysched-center"][1]}
+	expectErrs(t, "center beyond loopback, unsigned", c.Validate(), "apply.signing_key_file: required", "snapshot.trusted_keys: required")
+}
+
+// TestEmbeddedEtcdTLS: the embedded etcd listened in plaintext without auth
+// wherever it was told to; beyond loopback it now needs TLS with client
+// certificates, and the center's own client then authenticates as
+// anysched-center.
+func TestEmbeddedEtcdTLS(t *testing.T) {
+	f := etcdCerts(t, "anysched-center", "someone-else")
+	srv := ServerTLS{CertFile: f["server"][0], KeyFile: f["server"][1], ClientCAFile: f["ca"][0]}
+	own := ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-center"][0], KeyFile: f["anysched-center"][1]}
+	center := func(mod func(c *Center)) error {
+		c := DefaultCenter()
+		c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys = f["signing"][0], []string{f["signing"][1]}
+		mod(&c)
+		return c.Validate()
+	}
+	expectErrs(t, "defaults (loopback, plaintext)", center(func(*Center) {}))
+	for _, listen := range []string{"0.0.0.0:2379", ":2379", "10.0.0.2:2379", "[::]:2379"} {
+		expectErrs(t, "plaintext on "+listen, center(func(c *Center) { c.Etcd.Embedded.ClientListen = listen }),
+			"etcd.embedded.tls: etcd.embedded.client_listen \""+listen+"\" is beyond loopback")
+	}
+	expectErrs(t, "peers beyond loopback", center(func(c *Center) { c.Etcd.Embedded.PeerListen = "10.0.0.2:2380" }),
+		`etcd.embedded.peer_listen: "10.0.0.2:2380" must be a loopback address`)
+	expectErrs(t, "TLS without client CA", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "10.0.0.2:2379", ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile}, own
+	}), "etcd.embedded.tls.client_ca_file: required", "etcd.embedded.tls: etcd.embedded.client_listen")
+	expectErrs(t, "TLS, the center's client without a certificate", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS = "10.0.0.2:2379", srv
+	}), "etcd.tls.ca_file: required with etcd.embedded.tls", "etcd.tls.cert_file: required", "etcd.tls.key_file: required")
+	expectErrs(t, "TLS, the center's certificate of another CN", center(func(c *Center) {
+		c.Etcd.Embedded.TLS = srv
+		c.Etcd.TLS = ClientTLS{CAFile: own.CAFile, CertFile: f["someone-else"][0], KeyFile: f["someone-else"][1]}
+	}), `etcd.tls.cert_file: CN "someone-else"`)
+	expectErrs(t, "etcd.tls towards a plaintext embedded etcd", center(func(c *Center) { c.Etcd.TLS = own }),
+		"etcd.tls: the embedded etcd serves plaintext")
+	expectErrs(t, "identities without TLS", center(func(c *Center) { c.Etcd.Embedded.Identities = []string{"anysched-checker.c1"} }),
+		"etcd.embedded.identities: only with etcd.embedded.tls")
+	expectErrs(t, "bad identities", center(func(c *Center) {
+		c.Etcd.Embedded.TLS, c.Etcd.TLS = srv, own
+		c.Etcd.Embedded.Identities = []string{"anysched-checker.c1", "anysched-checker.c1", "anysched-regional.hefei", "city"}
+	}), `etcd.embedded.identities[1]: "anysched-checker.c1" listed twice`, "etcd.embedded.identities[2]:", "etcd.embedded.identities[3]:")
+	expectErrs(t, "TLS on every address, complete", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "0.0.0.0:2379", srv, own
+		c.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1+checker", "anysched-checker.c1"}
+	}))
+}
+
+// TestEtcdHousekeeping: the center's section is checked with its path;
+// any other daemon is told it has none.
+func TestEtcdHousekeeping(t *testing.T) {
+	c := DefaultCenter()
+	c.Etcd.Housekeeping.KeepRevisions = 10
+	c.Etcd.Housekeeping.MaxHistory = 30 * time.Second
+	expectErrs(t, "center", c.Validate(), "etcd.housekeeping.keep_revisions: 10 must be >= 1000", "etcd.housekeeping.max_history: 30s must be at least etcd.housekeeping.min_history 1m0s")
+	r := DefaultRegional()
+	r.Region, r.Etcd.Endpoints = "hefei", []string{"http://127.0.0.1:2379"}
+	expectErrs(t, "regional with the defaults", r.Validate())
+	r.Etcd.Housekeeping.Maintain = false
+	expectErrs(t, "regional", r.Validate(), "etcd.housekeeping: only the central scheduler keeps etcd's house")
+}
