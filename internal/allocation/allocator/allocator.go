@@ -186,11 +186,18 @@ type Allocator struct {
 	// older than that is not news to it).
 	statePublished, activeUntil time.Time
 	adoptNext                   atomic.Bool // a peer went idle: adopt its last state at the next solve
-	drains                      atomic.Pointer[drainForecasts]
 	// seeds: an adopted plan's prices, by service and server name, for the
 	// next solve's subgradient to start from.
 	seeds    map[string]map[string]qoe.Price
 	planners map[string]*qoe.Planner // by service name: warm starts across periods
+	grouping map[string]*grouped     // by service name: the grouping's arrays, reused
+
+	// The drain forecasts of the plan last summarised, made when a summary
+	// asks for them rather than on the solve goroutine: at 600,000
+	// sessions they cost a fifth of a period's solve, and only the
+	// instance registry (every few seconds) and dry runs read them.
+	forecastMu sync.Mutex
+	drains     *drainForecasts
 }
 
 // New builds an allocator. engine returns the scheduler's current routing
@@ -216,7 +223,7 @@ func New(cfg Config, board Board, engine func() *steer.Engine, reg prometheus.Re
 	a := &Allocator{
 		cfg: cfg, board: board, engine: engine, log: log.With("component", "allocator"),
 		met: newMetrics(reg), gate: gate, now: time.Now, sessions: newTable(cfg.MaxSessions), kick: make(chan struct{}, 1),
-		planners: map[string]*qoe.Planner{}, idle: true,
+		planners: map[string]*qoe.Planner{}, grouping: map[string]*grouped{}, idle: true,
 	}
 	return a, nil
 }
@@ -401,13 +408,20 @@ func (a *Allocator) Summary() *store.QoEPlan {
 	if placed := st.Sessions - st.Fallback; placed > 0 {
 		q.AtDesired = float64(st.AtDesired) / float64(placed)
 	}
-	if d := a.drains.Load(); d != nil && d.gen == p.gen {
-		q.Drain = d.list
+	if !p.idle {
+		q.Drain = a.forecast(p)
 	}
-	if !math.IsNaN(st.Bound) && st.Bound != 0 {
-		q.Gap = (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
-	}
+	q.Gap = st.gap()
 	return q
+}
+
+// gap is the plan's certified gap: how far its objective may be from the
+// best, as a share of the bound; 0 without a bound.
+func (st *planStats) gap() float64 {
+	if math.IsNaN(st.Bound) || st.Bound == 0 {
+		return 0
+	}
+	return (st.Bound - st.Objective) / math.Max(1, math.Abs(st.Bound))
 }
 
 // Status reports the current plan.

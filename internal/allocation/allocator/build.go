@@ -233,6 +233,7 @@ func (a *Allocator) solveAll(ctx context.Context, snap *topology.Snapshot, p *pl
 	for name := range a.planners { // a service gone or no longer qoe: its warm start too
 		if i, ok := snap.Service(name); !ok || snap.Services[i].Selection != Selection {
 			delete(a.planners, name)
+			delete(a.grouping, name)
 		}
 	}
 	st.SolveTime = time.Since(start)
@@ -266,8 +267,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	// lookup of the channel's name a session): the origin pulls are counted
 	// (and, with the model's origin cost, charged) by them.
 	sp := &servicePlan{svc: svc, inst: in, room0: a.cfg.RoomMean, chans: map[string]int32{}, pulls: map[pull]bool{}}
-	var mine []*session
-	var chOf []int32
+	mine, chOf := make([]*session, 0, len(live)), make([]int32, 0, len(live))
 	var sum []float64
 	var cnt []int
 	for _, s := range live {
@@ -296,7 +296,12 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 	// would strand some.
 	sites := siteServers(in, chunk > 1)
 	solveIn := sites.instance(in)
-	g := a.groupSessions(snap, p, mine, chOf, room, sites, chunk)
+	g := a.grouping[sv.Name]
+	if g == nil {
+		g = &grouped{}
+		a.grouping[sv.Name] = g
+	}
+	a.groupSessions(g, snap, p, mine, chOf, room, sites, chunk)
 	solveIn.Users = g.users
 	// One planner per service, kept across periods: a period's solve starts
 	// from the last one's prices, plan and option table (solveMu: one at a

@@ -37,55 +37,79 @@ type grouped struct {
 	prev  []int32
 	order []int32
 	start []int32
+	// byClass, sizes, first and next are the grouping's own scratch. A
+	// service's grouped is kept from solve to solve (solveMu: one at a
+	// time; nothing of it outlives the solve), so that a city of 600,000
+	// does not make a few hundred MB of garbage a period.
+	byClass            map[class]int32
+	sizes, first, next []int32
+	parts              []int
+}
+
+// reset empties g for n sessions, keeping its arrays.
+func (g *grouped) reset(n int) {
+	if g.byClass == nil {
+		g.byClass = map[class]int32{}
+	}
+	clear(g.byClass)
+	g.users, g.classes, g.sizes = g.users[:0], g.classes[:0], g.sizes[:0]
+	g.start = g.start[:0]
+	g.classOf, g.prev, g.order = resize(g.classOf, n), resize(g.prev, n), resize(g.order, n)
+}
+
+// resize is s with length n, its array kept when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // groupSessions classes mine (the service's sessions, on channels chOf,
-// whose rooms' means are room) and cuts each class into users of at most
-// max viewers.
-func (a *Allocator) groupSessions(snap *topology.Snapshot, p *plan, mine []*session, chOf []int32, room []float64, sites *sites, max int) *grouped {
-	byClass := map[class]int32{}
-	var classes []class
-	of := make([]int32, len(mine))
-	prevs := make([]int32, len(mine))
-	sizes := []int32{}
+// whose rooms' means are room) into g and cuts each class into users of
+// at most max viewers.
+func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, p *plan, mine []*session, chOf []int32, room []float64, sites *sites, max int) {
+	g.reset(len(mine))
 	for i, s := range mine {
 		c := class{loc: s.loc, profile: s.profile, channel: chOf[i], prev: -1}
 		if cur := s.cur.Load(); cur != nil {
 			c.prevKbps = cur.kbps
 		}
 		pos, had := prevPos(s, snap, p)
-		prevs[i] = int32(pos)
+		g.prev[i] = int32(pos)
 		if had && pos < 0 {
-			prevs[i] = -2
+			g.prev[i] = -2
 		}
 		if pos >= 0 {
 			c.prev = int(sites.of[pos]) // its site: the solve tells no server of one from another
 		}
-		k, ok := byClass[c]
+		k, ok := g.byClass[c]
 		if !ok {
-			k = int32(len(classes))
-			byClass[c] = k
-			classes = append(classes, c)
-			sizes = append(sizes, 0)
+			k = int32(len(g.classes))
+			g.byClass[c] = k
+			g.classes = append(g.classes, c)
+			g.sizes = append(g.sizes, 0)
 		}
-		of[i] = k
-		sizes[k]++
+		g.classOf[i] = k
+		g.sizes[k]++
 	}
 	// the sessions in the order of their classes
-	first := make([]int32, len(classes)+1)
-	for k, n := range sizes {
-		first[k+1] = first[k] + n
+	nc := len(g.classes)
+	g.first = resize(g.first, nc+1)
+	g.first[0] = 0
+	for k, n := range g.sizes {
+		g.first[k+1] = g.first[k] + n
 	}
-	g := &grouped{order: make([]int32, len(mine)), classes: classes, classOf: of, prev: prevs}
-	next := append([]int32(nil), first[:len(classes)]...)
-	for i, k := range of {
-		g.order[next[k]] = int32(i)
-		next[k]++
+	g.next = append(g.next[:0], g.first[:nc]...)
+	for i, k := range g.classOf {
+		g.order[g.next[k]] = int32(i)
+		g.next[k]++
 	}
-	for k, c := range classes {
+	for k, c := range g.classes {
 		u := qoe.User{Lat: c.loc.Lat, Lon: c.loc.Lon, Profile: c.profile, RoomMean: room[c.channel], Ingest: -1, PrevServer: c.prev, PrevKbps: c.prevKbps, Channel: c.channel}
-		at := first[k]
-		for _, n := range chunkSizes(int(sizes[k]), max) {
+		at := g.first[k]
+		g.parts = appendChunkSizes(g.parts[:0], int(g.sizes[k]), max)
+		for _, n := range g.parts {
 			u.Count = int32(n)
 			g.users = append(g.users, u)
 			g.start = append(g.start, at)
@@ -93,7 +117,6 @@ func (a *Allocator) groupSessions(snap *topology.Snapshot, p *plan, mine []*sess
 		}
 	}
 	g.start = append(g.start, int32(len(mine)))
-	return g
 }
 
 // chunkSizes cuts n viewers into powers of two of at most max (a power of
@@ -101,8 +124,10 @@ func (a *Allocator) groupSessions(snap *topology.Snapshot, p *plan, mine []*sess
 // they fit, then as many of max as fit, then the rest in binary. Each
 // part is at most one more than the sum of those before it, which keeps
 // the sums contiguous.
-func chunkSizes(n, max int) []int {
-	var out []int
+func chunkSizes(n, max int) []int { return appendChunkSizes(nil, n, max) }
+
+// appendChunkSizes appends chunkSizes(n, max) to out.
+func appendChunkSizes(out []int, n, max int) []int {
 	sum := 0
 	for c := 1; c <= max && sum+c <= n; c *= 2 {
 		out = append(out, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/bits"
 	"testing"
 	"time"
@@ -62,6 +63,39 @@ func TestUncertifiedPlansCounted(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(r.a.met.uncertified); got != want {
 			t.Fatalf("target %g, gap %g: uncertified plans counted %v, want %v", target, gap, got, want)
+		}
+		r.a.board.Release(context.Background())
+	}
+}
+
+// solve_timeout bounds the plan, not only the solver's iterations: with
+// no time left at all a solve still publishes a feasible plan with its
+// bound (the solver's first iteration and repair always run), every
+// session placed or sent to the fallback, no server past its capacity,
+// and the plan counts as out late. With time to spare it does not.
+func TestSolveTimeoutIsABound(t *testing.T) {
+	e := etcdtest.Start(t)
+	eng := engine(t)
+	for _, tt := range []struct {
+		timeout time.Duration
+		late    float64
+	}{{time.Nanosecond, 1}, {9 * time.Second, 0}} {
+		r := newRig(t, e, eng, fmt.Sprintf("timeout-%v", tt.timeout), Config{SolveTimeout: tt.timeout})
+		for i := range 40 { // more than the north zone's two servers carry at the top rung
+			r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%5), signed(t, fmt.Sprintf("v%d", i), 5000))
+		}
+		r.a.Solve(context.Background())
+		st := r.a.Status()
+		if !st.Planned || st.PlannedN != 40 || st.Bound < st.Objective || math.IsNaN(st.Bound) {
+			t.Fatalf("timeout %v: planned %v, %d sessions, objective %v, bound %v", tt.timeout, st.Planned, st.PlannedN, st.Objective, st.Bound)
+		}
+		for _, sv := range st.Servers {
+			if sv.Capacity[0] > 0 && sv.Used[0] > sv.Capacity[0]+1e-6 {
+				t.Fatalf("timeout %v: server %s uses %v kbps of %v", tt.timeout, sv.Name, sv.Used[0], sv.Capacity[0])
+			}
+		}
+		if got := testutil.ToFloat64(r.a.met.overruns); got != tt.late {
+			t.Fatalf("timeout %v: plans out late counted %v, want %v", tt.timeout, got, tt.late)
 		}
 		r.a.board.Release(context.Background())
 	}

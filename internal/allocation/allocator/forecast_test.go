@@ -147,6 +147,61 @@ func moveLoss(dist float64) float64 {
 	return -p.D*p.S - p.A*interaction*p.AccessPerKm*dist/1000
 }
 
+// The summary carries the drain forecasts of the current plan, made once
+// per plan when a summary first asks (off the solve goroutine), and a
+// summary may be read while a solve runs (the instance registry's
+// goroutine does).
+func TestSummaryForecastsEachPlanOnce(t *testing.T) {
+	r := newDrainRig(t)
+	ctx := context.Background()
+	same := func(what string, got []store.DrainForecast) {
+		t.Helper()
+		want := r.forecast()
+		if len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("%s: %d forecasts, want %d", what, len(got), len(want))
+		}
+		for _, g := range got {
+			if w := want[string(g.Kind)+" "+g.Name]; g != w {
+				t.Fatalf("%s: %s %s: %+v, want %+v", what, g.Kind, g.Name, g, w)
+			}
+		}
+	}
+	first := r.a.Summary().Drain
+	same("first plan", first)
+	if again := r.a.Summary().Drain; &again[0] != &first[0] {
+		t.Fatal("a second summary of the same plan made its forecasts again")
+	}
+	stop := make(chan struct{})
+	read := make(chan int)
+	go func() {
+		n := 0
+		defer func() { read <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if q := r.a.Summary(); q != nil && len(q.Drain) > 0 {
+				n++
+			}
+		}
+	}()
+	for range 3 {
+		r.ask(t, r.eng)
+		r.a.Solve(ctx)
+	}
+	close(stop)
+	if n := <-read; n == 0 {
+		t.Fatal("no summary with forecasts was read beside the solves")
+	}
+	last := r.a.Summary().Drain
+	if &last[0] == &first[0] {
+		t.Fatal("a new plan kept the first plan's forecasts")
+	}
+	same("fourth plan", last)
+}
+
 func TestForecastDrains(t *testing.T) {
 	north := topology.Location{Lat: 31.86, Lon: 117.28}
 	toB := moveLoss(geo.DistanceM(north.Lat, north.Lon, 31.8609, 117.28))

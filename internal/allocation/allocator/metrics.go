@@ -25,7 +25,7 @@ type metrics struct {
 	serverUsers                                            *prometheus.GaugeVec
 	decisions                                              [kinds]prometheus.Counter
 	conflicts, claimErrors                                 prometheus.Counter
-	uncertified                                            prometheus.Counter
+	uncertified, overruns                                  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,6 +72,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		uncertified: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_alloc_uncertified_plans_total", Help: "Plans published with a certified gap above alloc.target_gap: the solve stopped first (solve_timeout, or its iteration limit) and the plan is the best it had (its gap in anysched_alloc_gap_ratio).",
 		}),
+		overruns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "anysched_alloc_solve_overruns_total", Help: "Plans out later than alloc.solve_timeout after their period's sweep: what every solve does before its first iteration (grouping the sessions, the option table, the first repair) and the claims' round trips took longer than the budget.",
+		}),
 	}
 	dec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "anysched_alloc_decisions_total", Help: "QoE decisions, by kind: planned, priced, fallback, unplanned.",
@@ -81,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors,
-			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors, m.originPulls, m.originKbps, m.uncertified)
+			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors, m.originPulls, m.originKbps, m.uncertified, m.overruns)
 	}
 	return m
 }

@@ -131,9 +131,11 @@ func TestScaleProbe(t *testing.T) {
 	solve := func(what string) {
 		start := time.Now()
 		a.Solve(context.Background())
+		took := time.Since(start)
 		st := a.Status()
-		sum := a.Summary()
-		t.Logf("%s: %v (plan out after %v, planner %v), planned %d, gap %.4f (obj %.0f bound %.0f), heap %.0f MB (%.0f B/session)", what, time.Since(start), a.plan.Load().stats.PlanTime, a.plan.Load().stats.SolveTime, st.PlannedN, sum.Gap, a.plan.Load().stats.Objective, a.plan.Load().stats.Bound, heap()-base, (heap()-base)*(1<<20)/float64(n))
+		start = time.Now()
+		sum := a.Summary() // the drain forecasts, made here, off the solve goroutine
+		t.Logf("%s: %v (plan out after %v, planner %v), planned %d, gap %.4f (obj %.0f bound %.0f), heap %.0f MB (%.0f B/session); forecasts %v", what, took, a.plan.Load().stats.PlanTime, a.plan.Load().stats.SolveTime, st.PlannedN, sum.Gap, a.plan.Load().stats.Objective, a.plan.Load().stats.Bound, heap()-base, (heap()-base)*(1<<20)/float64(n), time.Since(start))
 	}
 	solve("cold")
 	for period := range 3 {
@@ -143,6 +145,15 @@ func TestScaleProbe(t *testing.T) {
 			request(i)
 		}
 		solve(fmt.Sprintf("steady %d", period+1))
+	}
+	// The whole process: the planner, the token cache, this test's STBs and
+	// tokens, the embedded etcd member.
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") || strings.HasPrefix(l, "VmRSS:") {
+				t.Log(strings.Join(strings.Fields(l), " "))
+			}
+		}
 	}
 }
 

@@ -29,6 +29,9 @@ type viewer struct {
 
 func (k *key) viewer() viewer { return viewer{k.service, k.user, k.addr} }
 
+// on is the viewer's key on channel ch.
+func (v viewer) on(ch string) key { return key{v.service, v.user, v.addr, ch} }
+
 // assignment is where a session was sent: a server of snap (or Fallback) at
 // a ladder rung. Plans share theirs with the sessions they place.
 type assignment struct {
@@ -67,7 +70,7 @@ type table struct {
 	shard [shards]struct {
 		mu      sync.Mutex
 		m       map[key]*session
-		playing map[viewer]key // the viewer's current session
+		playing map[viewer]string // the viewer's current session's channel (its key less the viewer)
 	}
 }
 
@@ -75,7 +78,7 @@ func newTable(max int) *table {
 	t := &table{seed: maphash.MakeSeed(), max: int64(max)}
 	for i := range t.shard {
 		t.shard[i].m = map[key]*session{}
-		t.shard[i].playing = map[viewer]key{}
+		t.shard[i].playing = map[viewer]string{}
 	}
 	return t
 }
@@ -101,7 +104,8 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	v := k.viewer()
-	if prev, ok := sh.playing[v]; ok && prev != k {
+	if ch, ok := sh.playing[v]; ok && ch != k.channel {
+		prev := v.on(ch)
 		if old := sh.m[prev]; old != nil {
 			delete(sh.m, prev)
 			t.count.Add(-1)
@@ -123,7 +127,7 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 		sh.m[k] = s
 		t.count.Add(1)
 	}
-	sh.playing[v] = k
+	sh.playing[v] = k.channel
 	s.seen.Store(now)
 	return s, ended
 }
@@ -137,7 +141,7 @@ func (t *table) sweep(cutoff int64) []*session {
 		for k, s := range sh.m {
 			if s.seen.Load() < cutoff {
 				delete(sh.m, k)
-				if sh.playing[k.viewer()] == k {
+				if ch, ok := sh.playing[k.viewer()]; ok && ch == k.channel {
 					delete(sh.playing, k.viewer())
 				}
 				t.count.Add(-1)
@@ -158,7 +162,8 @@ func (t *table) adopt(k key, prof qoe.Profile, loc topology.Location, snap *topo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	v := k.viewer()
-	if prev, ok := sh.playing[v]; ok {
+	if ch, ok := sh.playing[v]; ok {
+		prev := v.on(ch)
 		old := sh.m[prev]
 		switch {
 		case old == nil:
@@ -187,7 +192,7 @@ func (t *table) adopt(k key, prof qoe.Profile, loc topology.Location, snap *topo
 	s.seen.Store(seen)
 	s.placed.Store(seen)
 	sh.m[k] = s
-	sh.playing[v] = k
+	sh.playing[v] = k.channel
 	t.count.Add(1)
 	return true
 }

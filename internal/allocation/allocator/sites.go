@@ -123,6 +123,13 @@ type placing struct {
 	pulls    map[pull]struct{}
 	room     []float64          // Fbar by channel number
 	groupAt  map[[3]int32]int32 // (class, position, rung) -> its group in p.groups[position]
+	// users counts the sessions placed at each position. A user's
+	// sessions are taken one after the other and mostly to one place, so
+	// the last group and pull taken spare most map lookups.
+	users    []int
+	lastAt   [3]int32
+	lastJ    int32
+	lastPull pull
 }
 
 // fits reports whether rung k fits position m (the solve's own capacity
@@ -138,14 +145,16 @@ func (pl *placing) take(i int32, m int32, k int) {
 	st := &pl.p.stats
 	in := pl.in
 	if m >= 0 {
-		server := pl.p.servers[m]
 		bw, cpu := in.Uses(k)
 		pl.useBw[m] += bw
 		pl.useCPU[m] += cpu
 		pl.capBw[m] = math.Max(0, pl.capBw[m]-bw)
 		pl.capCPU[m] = math.Max(0, pl.capCPU[m]-cpu)
-		st.UsersByServer[pl.snap.Servers[server].Name]++
-		pl.pulls[pull{m, pl.chOf[i]}] = struct{}{}
+		pl.users[m]++
+		if pr := (pull{m, pl.chOf[i]}); pr != pl.lastPull {
+			pl.pulls[pr] = struct{}{}
+			pl.lastPull = pr
+		}
 		pl.group(i, m, k)
 		top := in.Ladder[len(in.Ladder)-1]
 		if want := s.profile.DesiredKbps; in.Ladder[k] >= min(top, want) || want <= 0 {
@@ -169,6 +178,10 @@ func (pl *placing) take(i int32, m int32, k int) {
 func (pl *placing) group(i, m int32, k int) {
 	c := pl.g.classOf[i]
 	key := [3]int32{c, m, int32(k)}
+	if key == pl.lastAt {
+		pl.p.groups[m][pl.lastJ].n++
+		return
+	}
 	j, ok := pl.groupAt[key]
 	if !ok {
 		cl := &pl.g.classes[c]
@@ -184,6 +197,7 @@ func (pl *placing) group(i, m int32, k int) {
 		pl.p.groups[m] = append(pl.p.groups[m], group{kind: vk})
 	}
 	pl.p.groups[m][j].n++
+	pl.lastAt, pl.lastJ = key, j
 }
 
 // place splits every user's choice among the servers of its site: first
@@ -195,6 +209,8 @@ func (pl *placing) place() {
 	st := &pl.p.stats
 	cand := pl.solveIn.Candidates()
 	later := make([]bool, len(pl.mine))
+	pl.users = make([]int, len(pl.p.servers))
+	pl.lastAt, pl.lastPull = [3]int32{-1, -1, -1}, pull{-1, -1}
 	for pass := 0; pass < 2; pass++ {
 		for v, c := range pl.res.Assign {
 			members := pl.g.order[pl.g.start[v]:pl.g.start[v+1]]
@@ -238,6 +254,11 @@ func (pl *placing) place() {
 				}
 				pl.take(i, best, c.Rung)
 			}
+		}
+	}
+	for m, n := range pl.users {
+		if n > 0 {
+			st.UsersByServer[pl.snap.Servers[pl.p.servers[m]].Name] += n
 		}
 	}
 }

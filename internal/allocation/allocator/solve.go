@@ -73,6 +73,12 @@ func (a *Allocator) Solve(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
 		peers, rev, err := a.board.Peers(rctx)
 		cancel()
+		// solve_timeout bounds the plan from here (the claims read has its
+		// own bound), not only the solver's iterations: what is left of it
+		// once the sessions are grouped and the option table built is the
+		// solver's, which always makes one feasible, certified plan.
+		sctx, cancelSolve := context.WithTimeout(ctx, a.cfg.SolveTimeout)
+		defer cancelSolve()
 		safe := err != nil
 		if safe {
 			a.met.claimErrors.Inc()
@@ -120,7 +126,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 		if safe && a.own.Servers == nil && !m.whole && !m.idle {
 			return
 		}
-		p, claims := a.build(ctx, eng, snap, region, live, peers, m, now)
+		p, claims := a.build(sctx, eng, snap, region, live, peers, m, now)
 		if safe {
 			p.stats.SafeMode = true
 			p.stats.PlanTime = time.Since(began)
@@ -144,12 +150,6 @@ func (a *Allocator) Solve(ctx context.Context) {
 		a.own = claims
 		p.stats.PlanTime = time.Since(began)
 		a.publish(p)
-		if !p.idle {
-			// What a drain would do, for schedctl drain --dry-run: after
-			// the plan is out, on the solve goroutine (tens of ms per
-			// 10,000 sessions).
-			a.drains.Store(&drainForecasts{gen: p.gen, list: forecastDrains(p, eng)})
-		}
 		if !p.idle && now.Sub(a.statePublished) >= a.stateInterval(peers) {
 			a.publishState(ctx, p, live, now)
 		}
@@ -180,10 +180,13 @@ func (a *Allocator) publish(p *plan) {
 	}
 	st := &p.stats
 	a.met.objective.Set(st.Objective)
-	gap := a.Summary().Gap
+	gap := st.gap()
 	a.met.gap.Set(gap)
 	if !p.idle && gap > a.cfg.TargetGap {
 		a.met.uncertified.Inc()
+	}
+	if !p.idle && st.PlanTime > a.cfg.SolveTimeout {
+		a.met.overruns.Inc()
 	}
 	a.met.solve.Observe(st.PlanTime.Seconds())
 	a.met.planned.Set(float64(st.Sessions))

@@ -84,9 +84,11 @@ func (p *Planner) Solve(ctx context.Context, in *Instance) (*Result, error) {
 		return nil, err
 	}
 	memo := &plannerMemo{servers: geo, prices: res.Prices, opts: opts,
-		reuse: &candReuse{at: make(map[[3]float64]int32, len(in.Users)), cand: in.cand, dist: in.candDist, ing: in.candIng}}
-	for v := range in.Users {
-		memo.reuse.at[reuseKey(&in.Users[v])] = int32(v)
+		reuse: &candReuse{at: map[[3]float64]int32{}, cand: in.cand, dist: in.candDist, ing: in.candIng}}
+	for v := range in.Users { // users share places: a city's 600,000 viewers stand at its zones
+		if k := reuseKey(&in.Users[v]); v == 0 || k != reuseKey(&in.Users[v-1]) {
+			memo.reuse.at[k] = int32(v)
+		}
 	}
 	p.last = memo
 	return res, nil

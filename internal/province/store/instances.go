@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/instance"
 	"github.com/anysched/anysched/internal/province/opstate"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -212,7 +214,12 @@ func (r *Registration) Run(ctx context.Context) error {
 				}
 				lease = g.ID
 			} else if _, err := r.Store.cli.KeepAliveOnce(cctx, lease); err != nil {
-				lease = 0 // expired or etcd lost it: grant anew next time
+				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					lease = 0 // expired: grant anew next time
+				}
+				// Else (a slow etcd, a timeout) the record may still hang
+				// on the lease: keep it, to refresh next time and to revoke
+				// at stop, so a stopped instance's record goes at once.
 				return err
 			}
 			steady := in.steady()
