@@ -122,6 +122,7 @@ func (a *Allocator) adoptState(ctx context.Context, snap *topology.Snapshot, now
 	cutoff := now.Add(-a.cfg.SessionTTL).UnixMilli()
 	region, _ := snap.Region(a.cfg.Region)
 	n := 0
+	a.sessions.reserve(len(st.Sessions))
 	for _, ss := range st.Sessions {
 		if ss.Seen < cutoff || int(ss.Service) >= len(st.Services) || !ss.Addr.IsValid() {
 			continue
