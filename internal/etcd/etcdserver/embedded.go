@@ -108,11 +108,13 @@ func StartEmbedded(ctx context.Context, c embedcfg.Config, opts EmbeddedOptions,
 	}
 	AutoCompaction(cfg, opts)
 	// etcd logs each of its listeners' end as "setting up serving from
-	// embedded etcd failed." at ERROR, a deliberate Close included: not an
-	// error then.
+	// embedded etcd failed." at ERROR, a deliberate Close included, and,
+	// closed before its first term is applied (a stop within a second of
+	// the start), its storage-version monitor's "failed to update storage
+	// version" (missing term information): neither is an error then.
 	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLoggerDemoting(log.With("component", "etcd"), zapcore.WarnLevel, func(e zapcore.Entry) bool {
-		return closing.Load() && e.Message == "setting up serving from embedded etcd failed."
+		return closing.Load() && (e.Message == "setting up serving from embedded etcd failed." || e.Message == "failed to update storage version")
 	}))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
