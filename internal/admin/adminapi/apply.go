@@ -66,7 +66,7 @@ func (s *Service) Rollback(ctx context.Context, req *pb.RollbackRequest) (*pb.Ap
 		return nil, status.Error(codes.InvalidArgument, "revision: required (see schedctl history)")
 	}
 	old, err := s.Store.Revision(ctx, req.GetRevision())
-	if errors.Is(err, store.ErrNotKept) {
+	if errors.Is(err, store.ErrNotKept) || errors.Is(err, store.ErrNoRevision) {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	if err != nil {

@@ -88,7 +88,7 @@ func (s *Service) DiffTopology(ctx context.Context, req *pb.DiffTopologyRequest)
 func (s *Service) revision(ctx context.Context, rev int64) (*store.Stored, error) {
 	st, err := s.Store.Revision(ctx, rev)
 	switch {
-	case errors.Is(err, store.ErrNotKept):
+	case errors.Is(err, store.ErrNotKept) || errors.Is(err, store.ErrNoRevision):
 		return nil, status.Error(codes.NotFound, err.Error())
 	case err != nil:
 		return nil, status.Error(codes.Unavailable, err.Error())

@@ -71,9 +71,9 @@ func TestDiff(t *testing.T) {
 		{name: "three revisions", args: []string{"diff", "1", "2", "3"}, wantErr: `schedctl diff: unexpected argument "3"`, usage: true},
 		{name: "not a revision", args: []string{"diff", "latest"}, wantErr: `schedctl diff: "latest" is not a revision (a positive number; see schedctl history)`, usage: true},
 		{
-			name: "not kept", args: []string{"diff", "2"},
-			rpc:     map[string]handler{"DiffTopology": fail(codes.NotFound, "store: revision 2: that revision's document is not kept (see schedctl history)")},
-			wantErr: "schedctl diff: store: revision 2: that revision's document is not kept (see schedctl history)",
+			name: "no such revision", args: []string{"diff", "2"},
+			rpc:     map[string]handler{"DiffTopology": fail(codes.NotFound, "store: revision 2: no topology was applied at that revision; the kept revisions, newest first: 9, 7")},
+			wantErr: "schedctl diff: store: revision 2: no topology was applied at that revision; the kept revisions, newest first: 9, 7",
 			sent:    []call{{method: "DiffTopology", req: &pb.DiffTopologyRequest{FromRevision: 2}}},
 		},
 	})

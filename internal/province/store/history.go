@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,9 +47,13 @@ type HistoryEntry struct {
 	Kept bool
 }
 
-// ErrNotKept means a revision's document is no longer in etcd (or the
-// revision was never a topology revision).
+// ErrNotKept means a topology revision's document is no longer in etcd.
 var ErrNotKept = errors.New("that revision's document is not kept (see schedctl history)")
+
+// ErrNoRevision means no topology was applied at that etcd revision: the
+// revision numbers are etcd's, shared with every other write, so most
+// numbers are not topology revisions at all.
+var ErrNoRevision = errors.New("no topology was applied at that revision")
 
 func (s *Store) historyPrefix() string { return s.prefix + keyspace.PrefixTopologyHistory }
 
@@ -118,7 +123,19 @@ func (s *Store) Revision(ctx context.Context, rev int64) (*Stored, error) {
 	if cur, err := s.Current(ctx); err == nil && cur.Revision == rev {
 		return cur, nil
 	}
-	return nil, fmt.Errorf("store: revision %d: %w", rev, ErrNotKept)
+	kept := "none"
+	if h, err := s.History(ctx, 0); err == nil {
+		var revs []string
+		for _, e := range h {
+			if e.Kept {
+				revs = append(revs, strconv.FormatInt(e.Revision, 10))
+			}
+		}
+		if len(revs) > 0 {
+			kept = strings.Join(revs, ", ")
+		}
+	}
+	return nil, fmt.Errorf("store: revision %d: %w; the kept revisions, newest first: %s", rev, ErrNoRevision, kept)
 }
 
 // trimHistory deletes history entries beyond maxHistoryEntries (and keep)

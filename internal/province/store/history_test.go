@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/anysched/anysched/internal/province/store"
@@ -57,8 +59,11 @@ func TestHistoryKeepsLastRevisions(t *testing.T) {
 	if _, err := st.Revision(c, revs[1]); !errors.Is(err, store.ErrNotKept) {
 		t.Errorf("collected revision: %v, want ErrNotKept", err)
 	}
-	if _, err := st.Revision(c, revs[4]+1000); !errors.Is(err, store.ErrNotKept) {
-		t.Errorf("unknown revision: %v, want ErrNotKept", err)
+	// A revision no topology was applied at says so, and which are kept.
+	_, err = st.Revision(c, revs[4]+1000)
+	wantKept := fmt.Sprintf("the kept revisions, newest first: %d, %d, %d", revs[4], revs[3], revs[2])
+	if !errors.Is(err, store.ErrNoRevision) || errors.Is(err, store.ErrNotKept) || !strings.Contains(err.Error(), wantKept) {
+		t.Errorf("unknown revision: %v, want ErrNoRevision listing %q", err, wantKept)
 	}
 }
 
