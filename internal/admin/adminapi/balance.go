@@ -53,11 +53,9 @@ func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*p
 	if len(bytes.TrimSpace(doc)) == 0 {
 		doc = nil // blank: no document, the defaults
 	}
-	cfg, err := parseBalance(doc)
-	if err == nil {
-		err = s.checkBalanceServers(cfg)
-	}
-	if err != nil {
+	// Every problem at once: the document's and its server names'.
+	cfg, err := parseBalancePartial(doc)
+	if err := joinProblems(err, s.checkBalanceServers(cfg)); err != nil {
 		return nil, balanceInvalid(err)
 	}
 	st, err := opstate.ReadBalance(ctx, s.Store.Client(), s.Store.Prefix())
@@ -108,6 +106,32 @@ func parseBalance(doc []byte) (balance.Config, error) {
 		return balance.DefaultConfig(), nil
 	}
 	return balance.ParseConfig(doc)
+}
+
+// parseBalancePartial is parseBalance with every problem and the policy as
+// far as it decoded (balance.ParseConfigPartial).
+func parseBalancePartial(doc []byte) (balance.Config, error) {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return balance.DefaultConfig(), nil
+	}
+	return balance.ParseConfigPartial(doc)
+}
+
+// joinProblems is the field problems of a and b as one list (either may
+// be nil); an error that is not a list of field problems wins alone.
+func joinProblems(a, b error) error {
+	var all yamlstrict.Errors
+	for _, err := range []error{a, b} {
+		if err == nil {
+			continue
+		}
+		fes, ok := yamlstrict.AsErrors(err)
+		if !ok {
+			return err
+		}
+		all = append(all, fes...)
+	}
+	return all.Err()
 }
 
 // checkBalanceServers refuses weights for servers the topology does not

@@ -101,6 +101,12 @@ func TestBalanceSetGetReset(t *testing.T) {
 	if v := violations(err); status.Code(err) != codes.InvalidArgument || v["no_such_key"] == "" {
 		t.Fatalf("unknown key: %v (violations %v)", err, v)
 	}
+	// Three mistakes of three kinds (a key that is none, a value out of
+	// range, a server the topology lacks): all three in one answer.
+	_, err = s.SetBalance(ctx, &pb.SetBalanceRequest{Document: []byte("no_such_key: 1\nchash: {epsilon: -1}\nweights: {no-such-server: 5}\n")})
+	if v := violations(err); status.Code(err) != codes.InvalidArgument || len(v) != 3 || v["no_such_key"] == "" || !strings.Contains(v["chash.epsilon"], "-1") || !strings.Contains(v["weights.no-such-server"], "no server named") {
+		t.Fatalf("three mistakes: %v (violations %v)", err, v)
+	}
 	if note.Target != balanceTarget {
 		t.Errorf("audit target %q, want %q", note.Target, balanceTarget)
 	}

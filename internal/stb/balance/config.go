@@ -63,11 +63,34 @@ func DefaultConfig() Config {
 // ParseConfig decodes a YAML (or JSON) document over DefaultConfig, strictly
 // (unknown keys are errors, each naming its field), and validates it.
 func ParseConfig(data []byte) (Config, error) {
-	c := DefaultConfig()
-	if err := yamlstrict.Decode(data, &c); err != nil {
+	c, err := ParseConfigPartial(data)
+	if err != nil {
 		return Config{}, err
 	}
-	return c, c.Validate()
+	return c, nil
+}
+
+// ParseConfigPartial is ParseConfig reporting every problem of the
+// document at once, what did not decode and what is wrong with the values
+// that did, and returning the policy as far as it decoded (a field that
+// failed keeps its default), for checks of its own (the admin API's server
+// names): an operator fixes a document in one pass. A value problem about
+// a field that failed to decode is left out (it would be about the default).
+func ParseConfigPartial(data []byte) (Config, error) {
+	c := DefaultConfig()
+	derr := yamlstrict.DecodePartial(data, &c)
+	verr := c.Validate()
+	if derr == nil {
+		return c, verr
+	}
+	failed, ok := yamlstrict.AsErrors(derr)
+	if !ok {
+		return DefaultConfig(), derr // unreadable: nothing decoded
+	}
+	if values, ok := yamlstrict.AsErrors(verr); ok {
+		failed = append(failed, values.Excluding(failed)...)
+	}
+	return c, failed.Err()
 }
 
 // Validate checks every field and reports all problems at once, each with
