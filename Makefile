@@ -12,15 +12,31 @@ FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/wiring/version.stamped=$(VERSION))
 
-.PHONY: all build test unit fuzz lint demo demo-loopback bench bench-province proto deps clean screenshots
+.PHONY: all build test unit fuzz lint demo demo-loopback bench bench-province proto deps clean screenshots FORCE
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
 
-build:
+# The binaries are built again only when a file they are built from (Go
+# sources, embedded assets, go.mod) is newer than the last build, or the
+# version to stamp changed: make demo on a current tree starts at once.
+SOURCES := $(shell find . -type f -not -path './.git/*' -not -path './$(BIN)/*' -not -path './docs/*' \
+	-not -path '*/testdata/*' -not -name '*_test.go' -not -name '*.md' 2>/dev/null)
+
+build: $(BIN)/.built
+
+$(BIN)/.built: $(SOURCES) $(BIN)/.version
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(CMDS)) ./bench/stbload ./deploy/lab
+	@touch $@
+
+# Rewritten (and so newer than .built) only when VERSION differs from the
+# one recorded: a new commit restamps the binaries.
+$(BIN)/.version: FORCE
+	@mkdir -p $(BIN); echo '$(VERSION)' | cmp -s - $@ || echo '$(VERSION)' > $@
+
+FORCE:
 
 # Everything: vet, unit and integration tests (real etcd embedded on
 # loopback), the race detector on every package that starts goroutines,
