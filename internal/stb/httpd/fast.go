@@ -43,7 +43,7 @@ func (s *Server) serveFast(ctx context.Context, ln net.Listener) error {
 	tl, ok := ln.(*net.TCPListener)
 	if !ok { // another kind of listener: no descriptor to accept on
 		s.log.Info("listener is not TCP; serving with net/http", "type", fmt.Sprintf("%T", ln))
-		return s.serveNetHTTP(ctx, ln)
+		return s.serveNetHTTP(ctx, ln, "http")
 	}
 	lf, err := tl.File()
 	if err != nil {

@@ -261,7 +261,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case ServerFast:
 		return s.serveFast(ctx, ln)
 	case ServerNetHTTP:
-		return s.serveNetHTTP(ctx, ln)
+		return s.serveNetHTTP(ctx, ln, "http")
 	}
 	_ = ln.Close()
 	return fmt.Errorf("http listener: unknown server %q (want %q or %q)", s.cfg.Server, ServerFast, ServerNetHTTP)

@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -138,13 +139,20 @@ func (s *Server) newHTTPServer() *http.Server {
 	}
 }
 
-// serveNetHTTP is Serve on net/http.
-func (s *Server) serveNetHTTP(ctx context.Context, ln net.Listener) error {
+// ServeTLS serves HTTPS on ln (TCP) with cfg, on net/http (the fast path
+// speaks plain HTTP only), with the same answers as Serve and under the
+// same connection cap.
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
+	return s.serveNetHTTP(ctx, tls.NewListener(ln, cfg), "https")
+}
+
+// serveNetHTTP is Serve on net/http; scheme names the listener in the log.
+func (s *Server) serveNetHTTP(ctx context.Context, ln net.Listener, scheme string) error {
 	srv := s.newHTTPServer()
 	ln = s.conns.Listener(ln)
 	s.setAddr(ln.Addr())
 	defer s.setAddr(nil)
-	s.log.Info("http listener up", "addr", ln.Addr().String(), "instance", s.cfg.InstanceID, "server", ServerNetHTTP)
+	s.log.Info(scheme+" listener up", "addr", ln.Addr().String(), "instance", s.cfg.InstanceID, "server", ServerNetHTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -17,7 +17,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -299,7 +298,7 @@ func (s *Scheduler) Components() []func(context.Context) error {
 		}
 		// s.certs is loaded by Listen, which runs before any component.
 		comps = append(comps, func(ctx context.Context) error { return s.certs.Run(ctx) }, func(ctx context.Context) error {
-			return h.Serve(ctx, tls.NewListener(s.bound.https, s.certs.TLSConfig()))
+			return h.ServeTLS(ctx, s.bound.https, s.certs.TLSConfig())
 		})
 	}
 	comps = append(comps, daemon.Hangups(s.Logger.With("component", "reload"), s.reloads()...))
