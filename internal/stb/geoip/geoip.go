@@ -228,6 +228,16 @@ func (db *DB) reloadLocked(st stamp, trigger string) error {
 	return nil
 }
 
+// Check opens the database at path as Open would and says what it is,
+// without keeping it: for --check-config.
+func Check(path string) (Info, error) {
+	l, err := load(path)
+	if err != nil {
+		return Info{}, err
+	}
+	return l.info, nil
+}
+
 func load(path string) (*loaded, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/stb/accesslog"
+	"github.com/anysched/anysched/internal/stb/geoip"
 	"github.com/anysched/anysched/internal/stb/netutil"
 
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
@@ -404,6 +405,11 @@ func (c *Center) Validate() error {
 	}
 	fileExists(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
 	privateFile(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
+	if f := c.Apply.SigningKeyFile; f != "" && !slices.ContainsFunc(errs, func(e *yamlstrict.FieldError) bool { return e.Path == "apply.signing_key_file" }) {
+		if _, err := signing.LoadPrivateKey(f); err != nil {
+			errs.Add("apply.signing_key_file", "%v", err)
+		}
+	}
 	if c.Health.Embedded {
 		errs.Add("health.embedded", "only a regional scheduler embeds a checker; run the healthcheck daemon instead")
 	}
@@ -537,8 +543,15 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 	if es, ok := yamlstrict.AsErrors(c.Outlier.Validate("outlier.")); ok {
 		*errs = append(*errs, es...)
 	}
-	if c.GeoIP.Database != "" && !filepath.IsAbs(c.GeoIP.Database) {
-		errs.Add("geoip.database", "%q is not an absolute path", c.GeoIP.Database)
+	if db := c.GeoIP.Database; db != "" && !filepath.IsAbs(db) {
+		errs.Add("geoip.database", "%q is not an absolute path", db)
+	} else if db != "" {
+		// Opened as the daemon opens it at start, so that --check-config
+		// fails where the start would: a missing file, one that is not a
+		// MaxMind DB.
+		if _, err := geoip.Check(db); err != nil {
+			errs.Add("geoip.database", "%v", err)
+		}
 	}
 	if c.GeoIP.ReloadInterval < time.Second {
 		errs.Add("geoip.reload_interval", "%v is below 1s", c.GeoIP.ReloadInterval)
