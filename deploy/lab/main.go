@@ -77,6 +77,7 @@ var commands = []struct{ name, args, what string }{
 	{"status", "", "routes, link delays and etcd members of a running lab"},
 	{"chaos", "[--duration 3m --seed 1]", "faults drawn from the seed under STB load, then the invariants"},
 	{"down", "", "remove everything a lab (or a crashed one) left"},
+	{"geoip-db", "--out FILE [--network CIDR=LAT,LON[,CITY]]", "write a small GeoIP City database (geoip.database) for a lab; no root needed"},
 	{"etcd-member", "--name ... --control ...", "one member of a lab's etcd cluster (the lab starts it)"},
 	{"edge", "--listen ...", "a media edge inside a lab namespace (the lab starts it)"},
 	{"help", "", "this text; lab COMMAND --help lists a command's flags"},
@@ -122,6 +123,9 @@ func run(args []string, stdout io.Writer) error {
 	chaosFor := fs.Duration("duration", 3*time.Minute, "chaos: how long the faults and the STB load run")
 	seed := fs.Uint64("seed", 1, "chaos: the seed the fault schedule and the load are drawn from (the same seed replays a run)")
 	edgeServer := fs.String("edge", lab.EdgeLab, "what runs each media edge: lab (bin/lab edge, JSON load stats) or nginx (stub_status)")
+	geoOut := fs.String("out", "", "geoip-db: the database file to write")
+	var geoNets networkFlags
+	fs.Var(&geoNets, "network", "geoip-db: a network and where it is, CIDR=LAT,LON[,CITY] (repeatable; default: three documentation networks in Wuhu, Fuyang and Anqing)")
 	var member lab.MemberOptions // etcd-member: one member of the lab's cluster (started by the lab itself)
 	fs.StringVar(&member.Name, "name", "", "etcd-member: member name")
 	fs.StringVar(&member.Dir, "data", "", "etcd-member: data directory")
@@ -181,6 +185,8 @@ func run(args []string, stdout io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return (&edge.Server{Listen: *listen, FailFile: *failFile}).Run(ctx)
+	case "geoip-db":
+		return geoipDB(*geoOut, geoNets, stdout)
 	case "down":
 		lab.Cleanup(o.Prefix)
 		fmt.Println("lab removed")
