@@ -84,6 +84,13 @@ func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*p
 	}
 	if req.GetDryRun() || !resp.Changed {
 		resp.Weights = s.serverWeights()
+		// The trail says a dry run or an unchanged document was no
+		// change, as drains and rollbacks do.
+		detail := "unchanged: the center already holds this document"
+		if req.GetDryRun() {
+			detail = "dry run: " + balanceDetail(doc, diff)
+		}
+		audit.Annotate(ctx, func(n *audit.Note) { n.Detail = detail })
 		return resp, nil
 	}
 	rev, err := opstate.SetBalance(ctx, s.Store.Client(), s.Store.Prefix(), doc, st.Revision)

@@ -112,10 +112,13 @@ func TestBalanceSetGetReset(t *testing.T) {
 	}
 
 	doc := []byte("chash: {epsilon: 0.5}\nweights: {" + server + ": 50}\n")
-	ctx, _ = as(t, authz.Operator)
+	ctx, note = as(t, authz.Operator)
 	dry, err := s.SetBalance(ctx, &pb.SetBalanceRequest{Document: doc, DryRun: true, BaseRevision: -1})
 	if err != nil || !dry.GetChanged() {
 		t.Fatalf("dry run: %v, %v", dry, err)
+	}
+	if !strings.HasPrefix(note.Detail, "dry run: ") || !strings.Contains(note.Detail, "chash.epsilon: 0.25 -> 0.5") {
+		t.Errorf("a dry run's audit note %+v, want it to say dry run and the change", note)
 	}
 	if sb, _ := opstate.ReadBalance(ctx, cli, prefix); sb.Revision != 0 {
 		t.Fatalf("a dry run stored the policy (revision %d)", sb.Revision)

@@ -31,7 +31,7 @@ func drainCmd(ctx context.Context, e *env, args []string) error {
 	if *dryRun {
 		return printForecast(e, kind, name, resp)
 	}
-	return changed(e, resp, fmt.Sprintf("drained %s %s (%d servers): no new STBs go there", kind, name, resp.GetServers()), kind+" "+name+" was already drained")
+	return changed(e, resp, fmt.Sprintf("drained %s %s (%s): no new STBs go there", kind, name, plural(int(resp.GetServers()), "servers")), kind+" "+name+" was already drained")
 }
 
 // printForecast prints a dry run's answer: what the drain would change,
@@ -40,7 +40,7 @@ func drainCmd(ctx context.Context, e *env, args []string) error {
 func printForecast(e *env, kind, name string, resp *pb.DrainResponse) error {
 	var b strings.Builder
 	if resp.GetChanged() {
-		fmt.Fprintf(&b, "dry run, nothing changed: draining %s %s (%d servers) would send no new STBs there\n", kind, name, resp.GetServers())
+		fmt.Fprintf(&b, "dry run, nothing changed: draining %s %s (%s) would send no new STBs there\n", kind, name, plural(int(resp.GetServers()), "servers"))
 	} else {
 		fmt.Fprintf(&b, "dry run, nothing changed: %s %s is already drained\n", kind, name)
 	}
@@ -112,7 +112,7 @@ func undrainCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return changed(e, resp, fmt.Sprintf("undrained %s %s (%d servers)", kind, name, resp.GetServers()), kind+" "+name+" was not drained")
+	return changed(e, resp, fmt.Sprintf("undrained %s %s (%s)", kind, name, plural(int(resp.GetServers()), "servers")), kind+" "+name+" was not drained")
 }
 
 // drainTarget is KIND NAME, the two words before the flags, which it

@@ -14,7 +14,7 @@ func TestDrain(t *testing.T) {
 		{
 			name: "drain a server", args: []string{"drain", "server", "hefei-1-a", "--reason", "disk swap"},
 			rpc:  map[string]handler{"Drain": reply(&pb.DrainResponse{Servers: 1, Changed: true})},
-			want: "drained server hefei-1-a (1 servers): no new STBs go there\n",
+			want: "drained server hefei-1-a (1 server): no new STBs go there\n",
 			sent: drain(&pb.DrainRequest{Kind: "server", Name: "hefei-1-a", Reason: "disk swap"}),
 		},
 		{
@@ -48,7 +48,7 @@ func TestDrain(t *testing.T) {
 				{Region: "hefei", Instance: "hefei-1", Server: "edge-1", Sessions: 37, SameRung: 30, LowerRung: 5, ToFallback: 2, ObjectiveDelta: -4.2, Objective: 512.3},
 				{Region: "hefei", Instance: "hefei-2", Server: "edge-1", Objective: 80},
 			}})},
-			want: "dry run, nothing changed: draining server edge-1 (1 servers) would send no new STBs there\n" +
+			want: "dry run, nothing changed: draining server edge-1 (1 server) would send no new STBs there\n" +
 				"center-1: 1 viewer on edge-1 would move: 1 at the same bitrate, 0 lower, 0 to the fallback; QoE objective -0.5 (-2.5% of 20.0)\n" +
 				"hefei-1: 37 viewers on edge-1 would move: 30 at the same bitrate, 5 lower, 2 to the fallback; QoE objective -4.2 (-0.8% of 512.3)\n" +
 				"hefei-2: no viewers on edge-1\n" +
@@ -78,7 +78,7 @@ func TestDrain(t *testing.T) {
 		{
 			name: "dry run without a QoE plan", args: []string{"drain", "server", "vod-1", "--dry-run"},
 			rpc: map[string]handler{"Drain": reply(&pb.DrainResponse{Servers: 1, Changed: true})},
-			want: "dry run, nothing changed: draining server vod-1 (1 servers) would send no new STBs there\n" +
+			want: "dry run, nothing changed: draining server vod-1 (1 server) would send no new STBs there\n" +
 				"no QoE plan to forecast from: the region's services select servers by something other than qoe, or none of its schedulers has planned lately\n",
 			sent: drain(&pb.DrainRequest{Kind: "server", Name: "vod-1", DryRun: true}),
 		},

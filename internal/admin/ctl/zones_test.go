@@ -70,7 +70,7 @@ func TestZonesImportOffline(t *testing.T) {
 	os.WriteFile(plan, []byte("network,region\n100.64.0.1/24,hefei\n100.64.1.0/24,wuhan\n"), 0o644)
 	os.Remove(out)
 	_, _, err = runZones(t, f, "zones", "import", "--csv", plan, "-f", topo, "--out", out)
-	wantErr := "schedctl zones: zoneimport: " + plan + ": 2 problems:\n" +
+	wantErr := "schedctl zones: " + plan + ": 2 problems:\n" +
 		"  line 2, column 1 (network): host bits set in 100.64.0.1/24 (did you mean 100.64.0.0/24?)\n" +
 		"  line 3, column 15 (region): unknown region \"wuhan\"; did you mean \"wuhu\"?"
 	checkErr(t, err, wantErr, false)

@@ -74,7 +74,11 @@ func ReadCSV(data []byte, source string, o Options) (*Plan, error) {
 		}
 		line, _ := r.FieldPos(0)
 		if len(rec) != len(cols) {
-			b.add(pos{line: line, col: 1, key: cols[0]}, "%d fields, the header has %d", len(rec), len(cols))
+			fields := "fields"
+			if len(rec) == 1 {
+				fields = "field"
+			}
+			b.add(pos{line: line, col: 1, key: cols[0]}, "%d %s, the header has %d", len(rec), fields, len(cols))
 			continue
 		}
 		at := func(i int) pos {

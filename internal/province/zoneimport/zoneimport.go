@@ -93,7 +93,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "zoneimport: %s: %d problem", e.Source, len(e.Problems))
+	fmt.Fprintf(&b, "%s: %d problem", e.Source, len(e.Problems)) // the file names it: schedctl zones prints it as is
 	if len(e.Problems) != 1 {
 		b.WriteByte('s')
 	}

@@ -85,7 +85,7 @@ func TestCSVErrors(t *testing.T) {
 			`line 1, column 1 (header): no region column (the header names network,zone)`,
 		}},
 		{"field count and quotes", "network,region\n10.0.0.0/24\n\"10.0.1.0/24,hefei\n", []string{
-			`line 2, column 1 (network): 1 fields, the header has 2`,
+			`line 2, column 1 (network): 1 field, the header has 2`,
 			`line 3, column 20 (csv): extraneous or missing " in quoted-field`,
 		}},
 		{"empty", "", []string{`line 1, column 1 (header): empty file: want a header row naming the columns network, region (and optionally zone, lat, lon)`}},

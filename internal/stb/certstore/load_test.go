@@ -2,11 +2,13 @@ package certstore
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/testbed/logtest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -194,4 +196,25 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestLoadsSayWhy: the log says what made each load happen: the start,
+// SIGHUP (Reload), a file change (it once called the first load a reload).
+func TestLoadsSayWhy(t *testing.T) {
+	ca, dir := newTestCA(t), t.TempDir()
+	rec := logtest.New()
+	s, err := New(Options{Pairs: []Pair{install(t, dir, "live", ca.sign(t, leafSpec{names: []string{"live.iptv.example"}}))}, Logger: rec.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	var triggers []string
+	for _, r := range rec.Containing(slog.LevelInfo, "certificates loaded") {
+		triggers = append(triggers, r.Attrs["trigger"])
+	}
+	if strings.Join(triggers, ",") != "start,SIGHUP" {
+		t.Errorf("load triggers %v, want [start SIGHUP]", triggers)
+	}
 }

@@ -90,7 +90,10 @@ func New(o Options) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.m = newMetrics(s)
-	if err := s.Reload(); err != nil {
+	s.mu.Lock()
+	err := s.reloadLocked(stamps(s.pairs), "start")
+	s.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -114,7 +117,7 @@ func (s *Store) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 func (s *Store) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reloadLocked(stamps(s.pairs), "reload")
+	return s.reloadLocked(stamps(s.pairs), "SIGHUP")
 }
 
 // poll reloads when a file differs from the last load or attempt.

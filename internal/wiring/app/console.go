@@ -19,7 +19,7 @@ func (s *Scheduler) MountConsole(svc *adminapi.Service, gate *adminapi.Gate, loc
 	if host, _, err := net.SplitHostPort(s.common.Admin.Listen); err == nil {
 		loopback = netutil.LoopbackHost(host)
 	}
-	name := s.Role.String() + " " + s.ID
+	name := s.ID + " (" + s.Role.String() + ")" // "center (central)", "hefei-1 (regional)": an ID may repeat the role
 	con, err := console.New(console.Config{Service: svc, Gate: gate, ReadOnly: readOnly, Loopback: loopback, LocalRole: localRole,
 		Gatherer: s.Registry, Scheduler: name, Logger: s.Logger.With("component", "console")})
 	if err != nil {
