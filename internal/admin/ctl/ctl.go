@@ -53,7 +53,7 @@ func commands() []command {
 		{name: "rollback", synopsis: []string{"rollback REV [--yes] [--dry-run] [--force] [-o table|json]"}, run: rollbackCmd},
 		{name: "get", synopsis: []string{"get topology|regions|nodes|servers|zones|services [-o table|yaml|json]"}, run: getCmd},
 		{name: "zones", synopsis: []string{
-			"zones import --csv FILE | --czf FILE [--region-map FILE | --region-from-name] [-f TOPOLOGY] [--replace | --merge] [--zones-only] [--out FILE]",
+			"zones import --csv FILE | --czf FILE [--region-map FILE | --region-from-name] [-f TOPOLOGY] [--replace | --merge | --move] [--zones-only] [--out FILE]",
 			"zones export --csv | --czf [-f TOPOLOGY] [--out FILE]   (with -f, neither needs the admin API)",
 		}, run: zonesCmd},
 		{name: "status", synopsis: []string{"status [-o table|yaml|json]"}, run: statusCmd},

@@ -42,7 +42,8 @@ func zonesImport(ctx context.Context, e *env, args []string) error {
 	topo := fs.String("f", "", "topology file to put the zones in (default: the center's current topology, over the admin API)")
 	outFile := fs.String("out", "", "write the result to FILE (default: standard output)")
 	replace := fs.Bool("replace", false, "the imported zones replace all the topology's zones (the default)")
-	merge := fs.Bool("merge", false, "the imported zones replace the topology's zones of the same names; the others stay")
+	merge := fs.Bool("merge", false, "the imported zones replace the topology's zones of the same names; the others stay (a network already in another zone is an overlap)")
+	move := fs.Bool("move", false, "as --merge, but the imported networks leave the topology's other zones first (renumbering, splitting a zone); a zone left with no network goes")
 	zonesOnly := fs.Bool("zones-only", false, "write only the zones: section, not the whole topology")
 	regionMap := fs.String("region-map", "", "CZF: FILE saying each zone's region (YAML zone: region, or CSV zone,region)")
 	fromName := fs.Bool("region-from-name", false, "CZF: a zone's region is its name up to the first '-' or '_'")
@@ -52,8 +53,8 @@ func zonesImport(ctx context.Context, e *env, args []string) error {
 	if (*csvFile == "") == (*czfFile == "") {
 		return usagef("give one of --csv FILE or --czf FILE")
 	}
-	if *replace && *merge {
-		return usagef("--replace and --merge exclude each other")
+	if n := btoi(*replace) + btoi(*merge) + btoi(*move); n > 1 {
+		return usagef("--replace, --merge and --move exclude each other")
 	}
 	if *csvFile != "" && (*regionMap != "" || *fromName) {
 		return usagef("--region-map and --region-from-name are for --czf (a CSV names each network's region)")
@@ -97,7 +98,14 @@ func zonesImport(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	source := *csvFile + *czfFile
-	result, err := plan.Into(base, *merge, source)
+	mode := zoneimport.Replace
+	switch {
+	case *merge:
+		mode = zoneimport.Merge
+	case *move:
+		mode = zoneimport.Move
+	}
+	result, err := plan.Into(base, mode, source)
 	if err != nil {
 		return err
 	}
@@ -225,4 +233,11 @@ func yamlDoc(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

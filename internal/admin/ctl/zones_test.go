@@ -113,7 +113,8 @@ func TestZonesExportFromCenter(t *testing.T) {
 func TestZonesUsage(t *testing.T) {
 	runCases(t, []cmdCase{
 		{name: "no format", args: []string{"zones", "import", "-f", "x"}, wantErr: "schedctl zones: give one of --csv FILE or --czf FILE", usage: true},
-		{name: "both modes", args: []string{"zones", "import", "--csv", "a", "--merge", "--replace"}, wantErr: "schedctl zones: --replace and --merge exclude each other", usage: true},
+		{name: "both modes", args: []string{"zones", "import", "--csv", "a", "--merge", "--replace"}, wantErr: "schedctl zones: --replace, --merge and --move exclude each other", usage: true},
+		{name: "merge and move", args: []string{"zones", "import", "--csv", "a", "--merge", "--move"}, wantErr: "schedctl zones: --replace, --merge and --move exclude each other", usage: true},
 		{name: "region map with csv", args: []string{"zones", "import", "--csv", "a", "--region-from-name"}, wantErr: "schedctl zones: --region-map and --region-from-name are for --czf (a CSV names each network's region)", usage: true},
 		{name: "export format", args: []string{"zones", "export"}, wantErr: "schedctl zones: give one of --csv or --czf", usage: true},
 		{name: "subcommand", args: []string{"zones", "list"}, wantErr: "schedctl zones: unknown zones subcommand \"list\" (import, export)", usage: true},

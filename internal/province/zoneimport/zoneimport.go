@@ -352,22 +352,40 @@ func (b *builder) finish(source string) (*Plan, error) {
 	return p, nil
 }
 
-// Into returns a copy of base with the plan's zones: all of them replacing
-// base's (merge false), or replacing base's zones of the same names and
-// added after the others (merge true). The result is validated as the
-// center would (its problems about imported zones name their place in the
-// file); base itself is not changed.
-func (p *Plan) Into(base *topology.Topology, merge bool, source string) (*topology.Topology, error) {
+// Mode is how Into puts a plan's zones in a topology.
+type Mode int
+
+const (
+	// Replace: the plan's zones replace all of the topology's.
+	Replace Mode = iota
+	// Merge: the plan's zones replace the topology's zones of the same
+	// names and are added after the others; a network already in another
+	// zone is an overlap (refused by validation).
+	Merge
+	// Move is Merge, but a network the plan puts in a zone leaves the
+	// topology's other zones first (a renumbering, a zone split); a zone
+	// left with no network goes.
+	Move
+)
+
+// Into returns a copy of base with the plan's zones as mode says. The
+// result is validated as the center would (its problems about imported
+// zones name their place in the file); base itself is not changed.
+func (p *Plan) Into(base *topology.Topology, mode Mode, source string) (*topology.Topology, error) {
 	t := *base
-	from := make([]int, 0, len(p.Zones)+len(base.Zones)) // plan index of each zone of t, -1: base's
-	if merge {
+	baseZones := base.Zones
+	if mode == Move {
+		baseZones = p.withoutMoved(baseZones)
+	}
+	from := make([]int, 0, len(p.Zones)+len(baseZones)) // plan index of each zone of t, -1: base's
+	if mode != Replace {
 		idx := make(map[string]int, len(p.Zones))
 		for i, z := range p.Zones {
 			idx[z.Name] = i
 		}
 		used := make([]bool, len(p.Zones))
-		t.Zones = make([]topology.Zone, 0, len(base.Zones)+len(p.Zones))
-		for _, z := range base.Zones {
+		t.Zones = make([]topology.Zone, 0, len(baseZones)+len(p.Zones))
+		for _, z := range baseZones {
 			if i, ok := idx[z.Name]; ok {
 				t.Zones = append(t.Zones, p.Zones[i])
 				from = append(from, i)
@@ -403,6 +421,43 @@ func (p *Plan) Into(base *topology.Topology, merge bool, source string) (*topolo
 		return nil, &Error{Source: source + " (in the topology)", Problems: out}
 	}
 	return &t, nil
+}
+
+// withoutMoved is zones without the networks the plan places (copies
+// where something goes), dropping zones it leaves empty; zones the plan
+// replaces by name are kept whole, as Merge replaces them anyway.
+func (p *Plan) withoutMoved(zones []topology.Zone) []topology.Zone {
+	planned := map[string]bool{}
+	names := map[string]bool{}
+	for _, z := range p.Zones {
+		names[z.Name] = true
+		for _, n := range z.Networks {
+			planned[canonical(n)] = true
+		}
+	}
+	out := make([]topology.Zone, 0, len(zones))
+	for _, z := range zones {
+		if names[z.Name] {
+			out = append(out, z)
+			continue
+		}
+		keep := slices.DeleteFunc(slices.Clone(z.Networks), func(n string) bool { return planned[canonical(n)] })
+		if len(keep) == 0 {
+			continue
+		}
+		z.Networks = keep
+		out = append(out, z)
+	}
+	return out
+}
+
+// canonical is a network as a masked prefix, so that 10.0.0.1/24 and
+// 10.0.0.0/24 are the same network; as written when it does not parse.
+func canonical(n string) string {
+	if p, err := netip.ParsePrefix(n); err == nil {
+		return p.Masked().String()
+	}
+	return n
 }
 
 var zonePath = regexp.MustCompile(`^zones\[(\d+)\](?: \([^)]*\))?(?:\.networks\[(\d+)\])?`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestCSVErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := ReadCSV([]byte(c.csv), "plan.csv", opts(t))
 			if err == nil {
-				_, err = p.Into(base(t), false, "plan.csv")
+				_, err = p.Into(base(t), Replace, "plan.csv")
 			}
 			if err == nil {
 				t.Fatal("no error")
@@ -218,7 +219,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, b.String())
 			}
-			got, err := p.Into(top, false, "x")
+			got, err := p.Into(top, Replace, "x")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +239,7 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.Into(top, true, "m.csv")
+	got, err := p.Into(top, Merge, "m.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,10 +253,56 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Into(top, true, "m.csv")
+	_, err = p.Into(top, Merge, "m.csv")
 	got2 := problems(t, err)
 	if len(got2) != 1 || !strings.HasPrefix(got2[0], "line 2, column 1 (network): network "+kept.Networks[0]+" is already in zones[1]") {
 		t.Errorf("got %q", got2)
+	}
+}
+
+// TestMove: networks already under other zones move into the imported
+// ones (where Merge refuses the overlap); a zone left with no network
+// goes, the others keep what was not moved.
+func TestMove(t *testing.T) {
+	top := base(t)
+	a, b := top.Zones[0], top.Zones[1]
+	if len(b.Networks) < 2 {
+		t.Fatalf("the base's second zone has %d networks; the test needs 2", len(b.Networks))
+	}
+	// Every network of a, and b's first, into a new zone of a's region.
+	doc := "network,region,zone\n"
+	for _, n := range append(slices.Clone(a.Networks), b.Networks[0]) {
+		doc += n + "," + a.Region + ",moved\n"
+	}
+	p, err := ReadCSV([]byte(doc), "move.csv", Options{Regions: top.Regions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Into(top, Merge, "move.csv"); err == nil {
+		t.Fatal("merge accepted networks that sit under other zones")
+	}
+	got, err := p.Into(top, Move, "move.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]topology.Zone{}
+	for _, z := range got.Zones {
+		byName[z.Name] = z
+	}
+	if _, ok := byName[a.Name]; ok {
+		t.Errorf("zone %s kept with no network left: %+v", a.Name, byName[a.Name])
+	}
+	if gb := byName[b.Name]; !slices.Equal(gb.Networks, b.Networks[1:]) {
+		t.Errorf("zone %s has %v, want %v (its first network moved)", b.Name, gb.Networks, b.Networks[1:])
+	}
+	if m := byName["moved"]; len(m.Networks) != len(a.Networks)+1 {
+		t.Errorf("zone moved has %v", m.Networks)
+	}
+	if len(got.Zones) != len(top.Zones) { // a gone, moved added
+		t.Errorf("%d zones, want %d", len(got.Zones), len(top.Zones))
+	}
+	if !slices.Equal(top.Zones[1].Networks, b.Networks) || top.Zones[0].Name != a.Name {
+		t.Error("the base topology was changed")
 	}
 }
 
@@ -283,7 +330,7 @@ func TestImport100k(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.Into(top, false, "big.csv")
+	got, err := p.Into(top, Replace, "big.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +367,7 @@ func benchImport(b *testing.B, top *topology.Topology, data []byte, read func([]
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.Into(top, false, "x"); err != nil {
+		if _, err := p.Into(top, Replace, "x"); err != nil {
 			b.Fatal(err)
 		}
 		var ms runtime.MemStats
