@@ -208,7 +208,7 @@ func writeBalanceChange(w io.Writer, cur, plan *pb.BalanceResponse) error {
 	}
 	what := "the stored document"
 	if len(cur.GetDocument()) == 0 {
-		what = "the defaults (none stored)"
+		what = "the defaults (no document stored)"
 	}
 	d := balance.Diff(from, to)
 	if len(d) == 0 {

@@ -27,7 +27,7 @@ func TestBalance(t *testing.T) {
 		}
 		return &pb.BalanceResponse{Document: []byte(doc), Effective: changed, Changed: true, Revision: 42}, nil
 	}}
-	change := "effective policy, against the defaults (none stored):\n  ~ chash.epsilon: 0.25 -> 0.5\n  ~ weights.hefei-1-a: - -> 50\n"
+	change := "effective policy, against the defaults (no document stored):\n  ~ chash.epsilon: 0.25 -> 0.5\n  ~ weights.hefei-1-a: - -> 50\n"
 	runCases(t, []cmdCase{
 		{
 			name: "get, none stored", args: []string{"balance", "get"}, rpc: map[string]handler{"GetBalance": reply(none)},

@@ -107,14 +107,16 @@ func StartEmbedded(ctx context.Context, c embedcfg.Config, opts EmbeddedOptions,
 		cfg.InitialCluster, cfg.InitialClusterToken = opts.InitialCluster, opts.ClusterToken
 	}
 	AutoCompaction(cfg, opts)
-	// etcd logs each of its listeners' end as "setting up serving from
-	// embedded etcd failed." at ERROR, a deliberate Close included, and,
-	// closed before its first term is applied (a stop within a second of
-	// the start), its storage-version monitor's "failed to update storage
-	// version" (missing term information): neither is an error then.
+	// What etcd logs of a deliberate Close is no problem: each listener's
+	// end ("setting up serving from embedded etcd failed." at ERROR, its gRPC
+	// server "stopping"/"stopped ... due to error" at WARN: the listener
+	// closed), and, closed before its first term is applied (a stop within
+	// a second of the start), its storage-version monitor's "failed to
+	// update storage version" (missing term information). Demoted while
+	// closing, so that a clean stop logs no warning.
 	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLoggerDemoting(log.With("component", "etcd"), zapcore.WarnLevel, func(e zapcore.Entry) bool {
-		return closing.Load() && (e.Message == "setting up serving from embedded etcd failed." || e.Message == "failed to update storage version")
+		return closing.Load() && demotedWhileClosing(e.Message)
 	}))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -228,4 +230,17 @@ func (e *Embedded) Close() {
 		e.etcd.Close()
 		e.stopped = true
 	}
+}
+
+// demotedWhileClosing reports whether msg is one etcd logs of a
+// deliberate Close.
+func demotedWhileClosing(msg string) bool {
+	switch msg {
+	case "setting up serving from embedded etcd failed.",
+		"failed to update storage version",
+		"stopping insecure grpc server due to error", "stopped insecure grpc server due to error",
+		"stopping secure grpc server due to error", "stopped secure grpc server due to error":
+		return true
+	}
+	return false
 }
