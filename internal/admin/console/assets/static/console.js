@@ -70,16 +70,32 @@
     const lats = pts.map((c) => c.lat), lons = pts.map((c) => c.lon);
     const [a, b, c0, d] = [Math.min(...lats), Math.max(...lats), Math.min(...lons), Math.max(...lons)];
     const X = (lon) => 60 + (d === c0 ? 0.5 : (lon - c0) / (d - c0)) * 880, Y = (lat) => 60 + (b === a ? 0.5 : (b - lat) / (b - a)) * 580;
-    const colors = { announced: "#1f9d55", routed: "#2a9d8f", drilled: "#7a4fd6", withdrawn: "#d23c3c", center: "#2b7bd6" };
+    const colors = { announced: "#1f9d55", routed: "#5b6b8c", drilled: "#7a4fd6", withdrawn: "#d23c3c", center: "#2b7bd6" };
+    const placed = []; // label boxes so far: cities close together (huaibei and suzhou) must not overprint
     for (const c of pts) {
       const x = X(c.lon), y = Y(c.lat);
       const g = h("g", { "data-city": c.name },
         h("title", {}, c.name + ": " + c.route + (c.route_why ? " (" + c.route_why + ")" : "")),
         ans[c.name] ? h("circle", { cx: x, cy: y, r: 26, class: "answering" }) : null,
         h("circle", { cx: x, cy: y, r: 16, fill: colors[c.route] || "#888" }),
-        h("text", { x: x, y: y + 38, "text-anchor": "middle" }, c.name));
+        labelAt(placed, x, y, c.name));
       svg.append(g);
     }
+  }
+  // labelAt is a city's name below its dot, else above, right or left of
+  // it, the first place whose box meets no label placed before.
+  function labelAt(placed, x, y, name) {
+    const w = name.length * 9 + 4, hgt = 18;
+    const tries = [
+      { x: x, y: y + 38, anchor: "middle", box: [x - w / 2, y + 24, w, hgt] },
+      { x: x, y: y - 24, anchor: "middle", box: [x - w / 2, y - 38, w, hgt] },
+      { x: x + 22, y: y + 5, anchor: "start", box: [x + 22, y - 9, w, hgt] },
+      { x: x - 22, y: y + 5, anchor: "end", box: [x - 22 - w, y - 9, w, hgt] },
+    ];
+    const meets = (a, b) => a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3];
+    const t = tries.find((t) => !placed.some((b) => meets(t.box, b))) || tries[0];
+    placed.push(t.box);
+    return h("text", { x: t.x, y: t.y, "text-anchor": t.anchor }, name);
   }
   function cityCard(c, ans) {
     return h("article", { class: "card route-" + c.route + (ans ? " answering" : ""), "data-city": c.name },
