@@ -23,7 +23,7 @@ deps:
 # sources, embedded assets, go.mod) is newer than the last build, or the
 # version to stamp changed: make demo on a current tree starts at once.
 SOURCES := $(shell find . -type f -not -path './.git/*' -not -path './$(BIN)/*' -not -path './docs/*' \
-	-not -path '*/testdata/*' -not -name '*_test.go' -not -name '*.md' 2>/dev/null)
+	-not -path '*/testdata/*' -not -name '*_test.go' -not -name '*.md' 2>/dev/null | grep -v '[[:space:]:#$$%]')
 
 build: $(BIN)/.built
 
