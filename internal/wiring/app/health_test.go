@@ -190,7 +190,7 @@ func TestDrainMovesSTBsAndPersists(t *testing.T) {
 	clients := p.clientsOf(edges)
 	victim := edges[1].addr
 	out, err := schedctl(t, p.center.GRPC.Listen, "drain", "server", "edge-1", "--reason", "disk swap")
-	if err != nil || !strings.Contains(out, "drained server edge-1 (1 servers)") {
+	if err != nil || !strings.Contains(out, "drained server edge-1 (1 server)") {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
 	waitUp(t, "drained edge gets no STBs", func() bool { return p.target(clients[victim]) != victim })
