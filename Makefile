@@ -38,10 +38,11 @@ $(BIN)/.version: FORCE
 
 FORCE:
 
-# Everything: vet, unit and integration tests (real etcd embedded on
+# Everything: unit and integration tests (real etcd embedded on
 # loopback), the race detector on every package that starts goroutines,
-# every fuzz target for FUZZTIME and golangci-lint; privileged tests (the
-# lab in network namespaces) when this runs as root. scripts/test.sh runs
+# every fuzz target for FUZZTIME and golangci-lint (go vet's analyzers
+# among its checks); privileged tests (the lab in network namespaces)
+# when this runs as root. scripts/test.sh runs
 # the CPU-bound stages beside the lab and prints where the time went.
 test: deps build
 	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/test.sh

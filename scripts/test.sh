@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # make test: everything a user runs, in the least time two cores allow.
 #
-#   go vet            every package
 #   race              go test -race over every package whose code starts
 #                     goroutines (scripts/testreport race-packages; -short
 #                     there: the race detector looks for races, the plain
@@ -10,10 +9,14 @@
 #                     packages' tests that -short leaves out; as root this
 #                     includes the privileged end-to-end tests (the lab)
 #   fuzz              every fuzz target for FUZZTIME (scripts/fuzz-all.sh)
-#   lint              golangci-lint with .golangci.yml (scripts/lint.sh)
+#   lint              golangci-lint with .golangci.yml (scripts/lint.sh); its
+#                     govet runs go vet's analyzers over every package, so
+#                     there is no separate go vet stage (it compiled the
+#                     whole module once more on the busier lane), and go
+#                     test runs vet's high-confidence subset on each package
 #
 # The lab's tests wait on routers, timers and drills far more than they
-# compute, so vet, the race run and lint run beside the plain stage at a
+# compute, so the race run and lint run beside the plain stage at a
 # lower priority (nice) and take the cores the lab leaves idle; the lab's
 # daemons keep theirs. The fuzz targets follow the plain stage. At the
 # end: each stage's result and duration, and the ten slowest tests, test
@@ -85,7 +88,7 @@ skipped_plain() {
 # goroutines, with the lab as root (mostly waiting on routers, timers and
 # drills), then the fuzz targets, which have both cores to themselves by
 # then. The CPU lane, at nice 10 so that the lab's daemons keep their
-# cores: vet, the race run, the tests it skipped, lint.
+# cores: the race run, the tests it skipped, lint.
 lab_lane() {
   local rc=0
   stage "plain: go test (${#rest[@]} packages, full size)" gotest "$skips" -count=1 -timeout 25m "${rest[@]}" || rc=$?
@@ -95,7 +98,6 @@ lab_lane() {
 cpu_lane() {
   local rc=0
   : >"$work/race-skips"
-  stage "go vet ./..." "$GO" vet ./... || rc=$?
   stage "race: go test -race -short (${#race[@]} packages)" \
     gotest "$work/race-skips" -count=1 -race -short -timeout 20m "${race[@]}" || rc=$?
   stage "plain: the tests the race run skipped, full size" skipped_plain || rc=$?
@@ -118,7 +120,7 @@ else
 fi
 
 echo
-echo "test: where the time went ($(nproc) cores; $( [ "${ANYSCHED_TEST_SERIAL:-}" = 1 ] && echo "one stage after another" || echo "two lanes: plain then fuzz; beside them, niced, vet, race, skipped, lint"))"
+echo "test: where the time went ($(nproc) cores; $( [ "${ANYSCHED_TEST_SERIAL:-}" = 1 ] && echo "one stage after another" || echo "two lanes: plain then fuzz; beside them, niced, race, skipped, lint"))"
 failed=0
 while IFS=$'\t' read -r name secs rc; do
   if [ "$rc" = 0 ]; then s=ok; else s="FAILED ($rc)"; failed=1; fi
