@@ -195,7 +195,12 @@ func AllocStateBase(region, instance string, gen uint64, part int) string {
 	return fmt.Sprintf("%s%04d", AllocStateBases(region, instance, gen), part)
 }
 
+// AllocStateDeltas is the prefix of one generation's deltas.
+func AllocStateDeltas(region, instance string, gen uint64) string {
+	return fmt.Sprintf("%sd/%016x/", AllocState(region, instance), gen)
+}
+
 // AllocStateDelta is delta seq (from 1) of a generation.
 func AllocStateDelta(region, instance string, gen uint64, seq int) string {
-	return fmt.Sprintf("%sd/%016x/%06d", AllocState(region, instance), gen, seq)
+	return fmt.Sprintf("%s%06d", AllocStateDeltas(region, instance, gen), seq)
 }

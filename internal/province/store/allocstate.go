@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,7 +86,7 @@ func (s *Store) writerFor(region, instance string, now time.Time) *lockedWriter 
 	k := region + "/" + instance
 	w := s.states[k]
 	if w == nil {
-		w = &lockedWriter{w: stateWriter{seed: maphash.MakeSeed()}}
+		w = &lockedWriter{w: stateWriter{seed: maphash.MakeSeed(), partBytes: s.StatePartBytes}}
 		s.states[k] = w
 	}
 	w.Lock()
@@ -100,68 +102,123 @@ type lockedWriter struct {
 }
 
 // PutAllocState publishes st as instance's state of region: the changes
-// since the previous publication as one delta, in one transaction with the
+// since the previous publication as a delta, in one transaction with the
 // head, or a new generation (docs/design.md, "Plan state in etcd"): its
 // base parts first, then, in one transaction, the head and the deletion
 // of everything else of the instance's (the previous generation, the
 // gzipped JSON parts of an older build). So a reader sees either
-// publication whole. Sessions come back in slot order, not st's, and Seen
-// rounded down to stateSeenGrid.
+// publication whole. A publication that fails is not made again: the
+// next one writes what this one did not (the rest of a generation's
+// parts, the deltas) and its own delta. Sessions come back in slot
+// order, not st's, and Seen rounded down to stateSeenGrid.
 func (s *Store) PutAllocState(ctx context.Context, region string, st *AllocState) error {
 	if err := checkState(region, st); err != nil {
 		return err
 	}
 	lw := s.writerFor(region, st.Instance, time.Now())
 	defer lw.Unlock()
-	err := s.putState(ctx, region, st, &lw.w)
-	if err != nil {
-		lw.w.forget() // its outcome unknown: the next publication starts afresh
+	if _, err := putState(ctx, etcdStates{s: s, region: region, instance: st.Instance}, st, &lw.w); err != nil {
 		return fmt.Errorf("store: publish allocation state of %s: %w", region, err)
 	}
 	return nil
 }
 
-func (s *Store) putState(ctx context.Context, region string, st *AllocState, w *stateWriter) error {
-	p, err := w.next(st)
+// putState queues st's publication in w and stores what w has queued,
+// starting a generation when the stored head is not w's; it says whether
+// it started one.
+func putState(ctx context.Context, sink stateSink, st *AllocState, w *stateWriter) (generation bool, err error) {
+	if generation, err = w.add(st); err != nil {
+		return generation, err
+	}
+	err = w.flush(ctx, sink)
+	if errors.Is(err, errHeadMoved) {
+		generation = true
+		if err := w.generation(st); err != nil {
+			w.forget()
+			return generation, err
+		}
+		err = w.flush(ctx, sink)
+	}
+	return generation, err
+}
+
+// etcdStates stores one instance's plan state of a region in etcd.
+type etcdStates struct {
+	s                *Store
+	region, instance string
+}
+
+func (e etcdStates) key(k string) string { return e.s.prefix + k }
+
+func (e etcdStates) putPart(ctx context.Context, gen uint64, k int, v []byte) (int64, error) {
+	resp, err := e.s.cli.Put(ctx, e.key(keyspace.AllocStateBase(e.region, e.instance, gen, k)), string(v))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	inst := st.Instance
-	headKey := s.prefix + keyspace.AllocStateHead(region, inst)
-	if p.delta != nil {
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(headKey), "=", w.headRev)).
-			Then(clientv3.OpPut(s.prefix+keyspace.AllocStateDelta(region, inst, p.head.gen, p.head.seq), string(p.delta)), clientv3.OpPut(headKey, string(p.value))).
-			Commit()
-		if err != nil {
-			return err
-		}
-		if resp.Succeeded {
-			w.headRev = resp.Header.Revision
-			return nil
-		}
-		// The head is not the one this store wrote last (deleted, or
-		// written by another process): start a generation.
-		if p, err = w.generation(st); err != nil {
-			return err
+	return resp.Header.Revision, nil
+}
+
+func (e etcdStates) storedParts(ctx context.Context, gen uint64) (map[int]int64, error) {
+	bases := e.key(keyspace.AllocStateBases(e.region, e.instance, gen))
+	resp, err := e.s.cli.Get(ctx, bases, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	for _, kv := range resp.Kvs {
+		if k, err := strconv.Atoi(string(kv.Key[len(bases):])); err == nil {
+			out[k] = kv.ModRevision
 		}
 	}
-	for k, part := range p.base {
-		if _, err := s.cli.Put(ctx, s.prefix+keyspace.AllocStateBase(region, inst, p.head.gen, k), string(part)); err != nil {
-			return err
-		}
+	return out, nil
+}
+
+func (e etcdStates) deltaOps(gen uint64, deltas []queued, head []byte) []clientv3.Op {
+	ops := make([]clientv3.Op, 0, len(deltas)+4)
+	for _, q := range deltas {
+		ops = append(ops, clientv3.OpPut(e.key(keyspace.AllocStateDelta(e.region, e.instance, gen, q.seq)), string(q.delta)))
 	}
-	all, bases := s.prefix+keyspace.AllocState(region, inst), s.prefix+keyspace.AllocStateBases(region, inst, p.head.gen)
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpPut(headKey, string(p.value)),
+	return append(ops, clientv3.OpPut(e.key(keyspace.AllocStateHead(e.region, e.instance)), string(head)))
+}
+
+func (e etcdStates) commit(ctx context.Context, gen uint64, partRev []int64, deltas []queued, head []byte) (bool, int64, error) {
+	cmps := make([]clientv3.Cmp, len(partRev))
+	for k, rev := range partRev {
+		cmps[k] = clientv3.Compare(clientv3.ModRevision(e.key(keyspace.AllocStateBase(e.region, e.instance, gen, k))), "=", rev)
+	}
+	all, headKey := e.key(keyspace.AllocState(e.region, e.instance)), e.key(keyspace.AllocStateHead(e.region, e.instance))
+	bases, ds := e.key(keyspace.AllocStateBases(e.region, e.instance, gen)), e.key(keyspace.AllocStateDeltas(e.region, e.instance, gen))
+	// Everything of the instance's but the head, this generation's parts
+	// and its deltas (etcd refuses a transaction that deletes a key it
+	// puts): the previous generation, generations never finished, the
+	// older format's parts.
+	ops := append(e.deltaOps(gen, deltas, head),
 		clientv3.OpDelete(all, clientv3.WithRange(bases)),
-		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(bases), clientv3.WithRange(headKey)),
+		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(bases), clientv3.WithRange(ds)),
+		clientv3.OpDelete(clientv3.GetPrefixRangeEnd(ds), clientv3.WithRange(headKey)),
 		clientv3.OpDelete(headKey+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(all))),
-	).Commit()
+	)
+	resp, err := e.s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return err
+		return false, 0, err
 	}
-	w.headRev = resp.Header.Revision
-	return nil
+	return resp.Succeeded, resp.Header.Revision, nil
+}
+
+func (e etcdStates) extend(ctx context.Context, gen uint64, rev int64, deltas []queued, head []byte) (bool, int64, []byte, int64, error) {
+	headKey := e.key(keyspace.AllocStateHead(e.region, e.instance))
+	resp, err := e.s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(headKey), "=", rev)).
+		Then(e.deltaOps(gen, deltas, head)...).Else(clientv3.OpGet(headKey)).Commit()
+	switch {
+	case err != nil:
+		return false, 0, nil, 0, err
+	case resp.Succeeded:
+		return true, resp.Header.Revision, nil, 0, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		return false, 0, kvs[0].Value, kvs[0].ModRevision, nil
+	}
+	return false, 0, nil, 0, nil
 }
 
 // DeleteAllocState removes instance's state of region.

@@ -4,14 +4,23 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
 	. "github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/wait"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 func allocState(inst string, made time.Time, n int) *AllocState {
@@ -202,5 +211,228 @@ func TestAllocStateLegacy(t *testing.T) {
 	}
 	if got, err := s.AllocState(ctx, "hefei", ""); err != nil || canonical(got) != canonical(cur) {
 		t.Fatalf("binary state: %v", err)
+	}
+}
+
+// faults sits in a test client's gRPC interceptors, below clientv3's
+// retries: it counts the bytes of the writes the client sends and the
+// keys it puts, and fails one chosen request as a publication fails part
+// way: etcd stopped just before the request (refused, not sent), or the
+// connection lost after etcd applied it (the answer never comes). Either
+// is an error clientv3 does not retry a write on, so the caller sees it
+// at once rather than at its deadline.
+type faults struct {
+	e    *etcdtest.Etcd
+	mu   sync.Mutex
+	sent int
+	puts []string
+	// fail picks the request: stop etcd before it, or lose its answer.
+	fail func(req any) (stop, lose bool)
+}
+
+func (f *faults) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	f.mu.Lock()
+	var stop, lose bool
+	if f.fail != nil {
+		if stop, lose = f.fail(req); stop || lose {
+			f.fail = nil
+		}
+	}
+	switch r := req.(type) {
+	case *pb.PutRequest:
+		f.sent += proto.Size(r)
+		f.puts = append(f.puts, string(r.Key))
+	case *pb.TxnRequest:
+		f.sent += proto.Size(r)
+	}
+	f.mu.Unlock()
+	if stop {
+		f.e.Stop()
+		return status.Error(codes.Unavailable, "connection refused: etcd stopped")
+	}
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if lose && err == nil {
+		return status.Error(codes.Unavailable, "the connection was lost before the answer")
+	}
+	return err
+}
+
+// reset returns what was counted since the last reset and starts again.
+func (f *faults) reset() (sent int, puts []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sent, puts = f.sent, f.puts
+	f.sent, f.puts = 0, nil
+	return sent, puts
+}
+
+// isBasePut is a put of a generation's base part; isDeltaTxn a
+// transaction putting a delta.
+func isBasePut(req any) bool {
+	r, ok := req.(*pb.PutRequest)
+	return ok && strings.Contains(string(r.Key), "/b/")
+}
+
+func isDeltaTxn(req any) bool {
+	r, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
+	}
+	for _, op := range r.Success {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "/d/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAllocStateResumesAfterOutage: a publication that fails part way (etcd
+// gone in the middle of a generation's parts; a delta applied whose answer
+// never came; a delta never sent) is resumed by the next one, which writes
+// what is missing and its own delta, never the whole plan again; and the
+// next planner, reading meanwhile, finds the last complete state, never a
+// generation with parts missing.
+func TestAllocStateResumesAfterOutage(t *testing.T) {
+	e := etcdtest.Start(t)
+	f := &faults{e: e}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(f.unary)}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	prefix := e.Prefix + keyspace.AllocState("hefei", "hefei-1")
+	center := e.Store() // the next planner: the center, reading
+	read := func(what string) *AllocState {
+		t.Helper()
+		var got *AllocState
+		wait.ForErr(t, what, wait.DefaultTimeout, func() error {
+			var err error
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			got, err = center.AllocState(ctx, "hefei", "center-1")
+			return err
+		})
+		return got
+	}
+	publish := func(s *Store, st *AllocState, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return s.PutAllocState(ctx, "hefei", st)
+	}
+	stored := func() map[string]int64 {
+		t.Helper()
+		resp, err := e.Client().Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, kv := range resp.Kvs {
+			out[strings.TrimPrefix(string(kv.Key), prefix)] = kv.ModRevision
+		}
+		return out
+	}
+	baseKeys := func(keys map[string]int64, except ...string) []string {
+		var out []string
+		for k := range keys {
+			if strings.HasPrefix(k, "b/") && !slices.Contains(except, k) {
+				out = append(out, k)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	// What the city published before: a small plan, complete.
+	first := allocState("hefei-1", time.Now().Truncate(time.Millisecond), 5)
+	if err := publish(e.Store(), first, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	firstBase := baseKeys(stored())
+	// A restarted planner's first publication is a generation of two
+	// parts; etcd goes away after the first is stored.
+	sim := newSim(21, 3_000)
+	sim.st.Instance = "hefei-1"
+	s := New(cli, e.Prefix, e.Logger)
+	s.StatePartBytes = 16 << 10 // two parts
+	f.fail = func(req any) (bool, bool) {
+		return isBasePut(req) && strings.HasSuffix(string(req.(*pb.PutRequest).Key), "/0001"), false
+	}
+	if err := publish(s, sim.st, wait.DefaultTimeout); err == nil {
+		t.Fatal("a publication with etcd stopped in the middle succeeded")
+	}
+	_, puts := f.reset()
+	if len(puts) < 2 {
+		t.Fatalf("the publication put %q: not the two parts it needed", puts)
+	}
+	e.Restart()
+	if got := read("the state read after the outage"); got == nil || canonical(got) != canonical(first) {
+		t.Fatalf("after a generation failed part way, the next planner read %d sessions, not the last complete state's %d", len(got.Sessions), len(first.Sessions))
+	}
+	before := stored()
+	landed := baseKeys(before, firstBase...)
+	if len(landed) != 1 || !strings.HasSuffix(landed[0], "/0000") {
+		t.Fatalf("the base parts stored before the outage: %v", landed)
+	}
+
+	// The next publication resumes it: the part that was stored is not
+	// written again, the generation is the same, and the state read is
+	// the new one.
+	sim.step(10*time.Second, 0.02)
+	if err := publish(s, sim.st, wait.DefaultTimeout); err != nil {
+		t.Fatalf("the publication after the outage: %v", err)
+	}
+	sent, puts := f.reset()
+	after := stored()
+	if got := baseKeys(after); len(got) != 2 || got[0] != landed[0] || after[landed[0]] != before[landed[0]] {
+		t.Fatalf("the generation was not resumed: base parts %v (before the outage %v; part 0 at revision %d, now %d); puts %q", got, landed, before[landed[0]], after[landed[0]], puts)
+	}
+	if got := read("the resumed state"); canonical(got) != canonical(sim.st) {
+		t.Fatal("the resumed state reads back otherwise")
+	}
+	whole := 0
+	for _, k := range baseKeys(after) {
+		resp, err := e.Client().Get(context.Background(), prefix+k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole += len(resp.Kvs[0].Value)
+	}
+	if sent >= whole {
+		t.Errorf("the resumed publication sent %d bytes, the whole base is %d", sent, whole)
+	}
+
+	// A delta that etcd applied but whose answer was lost: the next
+	// publication finds it stored and adds its own; no generation.
+	sim.step(10*time.Second, 0.02)
+	f.fail = func(req any) (bool, bool) { return false, isDeltaTxn(req) }
+	if err := publish(s, sim.st, wait.DefaultTimeout); err == nil {
+		t.Fatal("the publication whose answer was lost succeeded")
+	}
+	if got := read("the state of the lost answer"); canonical(got) != canonical(sim.st) {
+		t.Fatal("the delta whose answer was lost is not what the next planner reads")
+	}
+	// A delta never sent: etcd stopped before it.
+	sim.step(10*time.Second, 0.02)
+	lost := sim.st
+	f.fail = func(req any) (bool, bool) { return isDeltaTxn(req), false }
+	if err := publish(s, sim.st, wait.DefaultTimeout); err == nil {
+		t.Fatal("a publication with etcd stopped succeeded")
+	}
+	e.Restart()
+	if got := read("the state after the delta was not sent"); canonical(got) == canonical(lost) {
+		t.Fatal("the next planner reads a delta that was never stored")
+	}
+	f.reset()
+	sim.step(10*time.Second, 0.02)
+	if err := publish(s, sim.st, wait.DefaultTimeout); err != nil {
+		t.Fatalf("the publication after the second outage: %v", err)
+	}
+	_, puts = f.reset()
+	if got := baseKeys(stored()); len(puts) > 0 || !slices.Equal(got, baseKeys(after)) {
+		t.Fatalf("after failed deltas a publication wrote a generation: base parts %v, were %v; puts %q", got, baseKeys(after), puts)
+	}
+	if got := read("the state after the second outage"); canonical(got) != canonical(sim.st) {
+		t.Fatal("the state after the second outage reads back otherwise")
 	}
 }

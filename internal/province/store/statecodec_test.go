@@ -342,3 +342,89 @@ func FuzzStateRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestStateFormatResumes: whichever write of a publication fails, before
+// or after it is stored (each of a generation's parts, its head, a delta),
+// the stored state reads back as the publication before or this one,
+// never anything else; and the next publication resumes: the same
+// generation, each part not stored written once, those stored not again,
+// and it reads back exactly.
+func TestStateFormatResumes(t *testing.T) {
+	const partBytes = 4 << 10
+	base := newSim(9, 3_000)
+	probe := NewMemState()
+	probe.SmallParts(partBytes)
+	if _, _, err := probe.Publish("hefei", base.st); err != nil {
+		t.Fatal(err)
+	}
+	_, parts, _ := probe.Values()
+	if len(parts) < 3 {
+		t.Fatalf("%d base parts: the test needs a generation of several", len(parts))
+	}
+	n := len(parts)
+	for _, c := range []struct {
+		name    string
+		restart bool  // the failing publication is a generation
+		writes  []int // which of its writes fail: parts, head; or the delta
+	}{
+		// The first part, the second, one between, about the last (the
+		// next state's generation has a few more parts), the head's.
+		{"generation", true, []int{0, 1, n / 2, n - 1, n, n + 1, n + 2, n + 3, n + 4}},
+		{"delta", false, []int{0}},
+	} {
+		if testing.Short() { // the race run: one of each kind
+			c.writes = c.writes[len(c.writes)/2:][:1]
+		}
+		for _, op := range c.writes {
+			for _, landed := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/write %d/landed=%v", c.name, op, landed), func(t *testing.T) {
+					s := &sim{rng: rand.New(rand.NewPCG(uint64(op), 3)), st: base.st, next: base.next, now: base.now}
+					m := NewMemState()
+					m.SmallParts(partBytes)
+					if _, _, err := m.Publish("hefei", s.st); err != nil {
+						t.Fatal(err)
+					}
+					before := s.st
+					s.step(10*time.Second, 0.02)
+					if c.restart {
+						m.Forget()
+					}
+					m.FailAt(op, landed)
+					_, _, err := m.Publish("hefei", s.st)
+					m.FailAt(-1, false)
+					if err == nil {
+						t.Fatal("the injected failure was not reported")
+					}
+					tried, stored := m.Attempted(), m.Keys()
+					got, err := DecodeState(m.Values())
+					if err != nil {
+						t.Fatalf("after the failure the stored state does not read: %v", err)
+					}
+					if g := canonical(got); g != canonical(before) && g != canonical(s.st) {
+						t.Fatal("after the failure the stored state is neither the publication before nor the one that failed")
+					}
+					s.step(10*time.Second, 0.02)
+					gen, _, err := m.Publish("hefei", s.st)
+					if err != nil {
+						t.Fatalf("the publication after the failure: %v", err)
+					}
+					readBack(t, m, s.st, "the publication after the failure")
+					if gen {
+						t.Error("the publication after the failure started a generation instead of resuming")
+					}
+					// Every base part of the generation now stored was
+					// either stored before or written now, once.
+					var missing []string
+					for _, k := range m.Keys() {
+						if strings.HasPrefix(k, "b/") && !slices.Contains(stored, k) {
+							missing = append(missing, k)
+						}
+					}
+					if got := m.Attempted(); !slices.Equal(got, missing) {
+						t.Errorf("resuming wrote the base parts %q; those missing were %q (the failed publication tried %d)", got, missing, len(tried))
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -15,9 +17,19 @@ import (
 // generation even if they are small (a reader applies them all).
 const stateWriterDeltas = 240
 
-// stateTxnBytes bounds what one transaction carries (a delta and the
+// stateTxnBytes bounds what one transaction carries (deltas and the
 // head), below etcd's 1.5 MiB request limit.
 const stateTxnBytes = 1_300_000
+
+// stateTxnDeltas bounds the deltas of one transaction, and
+// stateWriterParts a generation's base parts, which its head's
+// transaction compares one by one: etcd takes 128 operations and 128
+// comparisons a transaction by default (its --max-txn-ops), and the head
+// and the deletions are four more operations.
+const (
+	stateTxnDeltas   = 120
+	stateWriterParts = 120
+)
 
 // step is a time in unix milliseconds in stateSeenGrid steps, rounded down.
 func step(ms int64) int64 {
@@ -28,22 +40,45 @@ func step(ms int64) int64 {
 	return q
 }
 
-// publication is what one PutAllocState writes: a new generation's base
-// parts, or a delta; and the head.
-type publication struct {
-	head  *head
-	base  [][]byte // a new generation
-	delta []byte   // or the next delta of the current one
-	value []byte   // the head, encoded
+// queued is a delta not known to be stored yet, with the head naming it
+// (the head of the publication that made it).
+type queued struct {
+	seq         int
+	delta, head []byte
 }
 
 // stateWriter is what a store remembers of one instance's published state
 // of one region, to write the next publication as a delta. gen 0: nothing
 // remembered, the next publication starts a generation.
+//
+// A publication updates what the writer remembers at once and queues what
+// it has to write; flush writes what is queued and drops what it knows to
+// be stored. So a publication that fails part way (an etcd too slow for
+// the caller's deadline) leaves the rest queued, and the next one writes
+// that rest and its own delta, not a whole new generation: the bytes of
+// a failure are at most the request in flight, written again.
 type stateWriter struct {
-	used    time.Time // the last publication, to forget idle writers
-	headRev int64     // the head's mod revision as last written: a delta is guarded by it
-	seed    maphash.Seed
+	used time.Time // the last publication, to forget idle writers
+	seed maphash.Seed
+	// partBytes bounds a base part (0: stateValueBytes); the tests make
+	// it small to have many parts of few sessions.
+	partBytes int
+
+	// headRev is the stored head's mod revision, as this writer wrote or
+	// found it (0: the generation's head not stored yet): a delta is
+	// guarded by it.
+	headRev int64
+	// parts are the generation's base parts until its head is stored,
+	// partRev each one's mod revision once stored (0: not known), and
+	// unsure says a write failed, so which of them are stored has to be
+	// read before the rest are written. genHead is the head naming the
+	// base alone.
+	parts   [][]byte
+	partRev []int64
+	unsure  bool
+	genHead []byte
+	// queue holds the deltas not known to be stored, oldest first.
+	queue []queued
 
 	gen                   uint64
 	seq                   int
@@ -74,10 +109,10 @@ func (w *stateWriter) viewer(s *slot) uint64 {
 	return maphash.Comparable(w.seed, slotKey{service: s.service, channel: -1, user: s.user, addr: s.addr.As16(), zone: s.addr.Zone(), is4: s.addr.Is4()})
 }
 
-// forget drops what the writer remembers: its next publication starts a
-// new generation (after a failed write, whose outcome is unknown).
+// forget drops what the writer remembers and what it has not written:
+// its next publication starts a new generation.
 func (w *stateWriter) forget() {
-	*w = stateWriter{used: w.used, seed: w.seed}
+	*w = stateWriter{used: w.used, seed: w.seed, partBytes: w.partBytes}
 }
 
 // checkState refuses what the format cannot carry, naming it.
@@ -150,28 +185,32 @@ func (w *stateWriter) headOf(st *AllocState) *head {
 		slots: len(w.slots), checksum: w.sum, baseParts: w.baseParts, servers: st.Servers, services: st.Services}
 }
 
-// next makes the publication of st: a delta when the writer remembers a
-// generation and the delta is worth it, else a new generation. It updates
-// what the writer remembers as if the publication were written; the
-// caller forgets it when the write fails.
-func (w *stateWriter) next(st *AllocState) (*publication, error) {
+// add makes the publication of st and queues it: a delta when the writer
+// remembers a generation and the delta is worth it, else a new
+// generation (it says which). It updates what the writer remembers as if
+// the publication were stored; flush stores it.
+func (w *stateWriter) add(st *AllocState) (generation bool, err error) {
 	if w.gen != 0 && w.seq < stateWriterDeltas {
-		p := w.delta(st)
-		if p != nil {
-			return p, nil
+		if q := w.delta(st); q != nil {
+			w.queue = append(w.queue, *q)
+			return false, nil
 		}
 	}
-	return w.generation(st)
+	if err := w.generation(st); err != nil {
+		w.forget()
+		return true, err
+	}
+	return true, nil
 }
 
 // generation starts a new generation with st: fresh tables, the slots
 // numbered densely, the base in parts.
-func (w *stateWriter) generation(st *AllocState) (*publication, error) {
+func (w *stateWriter) generation(st *AllocState) error {
 	var g [8]byte
 	for binary.LittleEndian.Uint64(g[:]) == 0 {
 		_, _ = rand.Read(g[:]) // never fails (crypto/rand)
 	}
-	*w = stateWriter{used: w.used, seed: w.seed, gen: binary.LittleEndian.Uint64(g[:]), t: newTables(), byKey: map[uint64]int32{}}
+	*w = stateWriter{used: w.used, seed: w.seed, partBytes: w.partBytes, gen: binary.LittleEndian.Uint64(g[:]), t: newTables(), byKey: map[uint64]int32{}}
 	madeStep := step(st.Made.UnixMilli())
 	recs := convert(st, w.t)
 	w.slots = recs
@@ -189,7 +228,11 @@ func (w *stateWriter) generation(st *AllocState) (*publication, error) {
 	// how well the previous part compressed; a part over the bound is
 	// made again with half the target. Each part carries the table
 	// entries its records use first.
-	target := 3 << 20
+	limit := w.partBytes
+	if limit == 0 {
+		limit = stateValueBytes
+	}
+	target := 3 * limit
 	var parts [][]byte
 	var l lens
 	for first := 0; first < len(recs) || len(parts) == 0; {
@@ -211,26 +254,26 @@ func (w *stateWriter) generation(st *AllocState) (*publication, error) {
 		b = binary.AppendVarint(b, madeStep)
 		b = w.t.appendTablesBetween(b, l, nl)
 		v := seal(kindBase, append(b, body...))
-		if len(v) > stateValueBytes && end-first > 1 {
+		if len(v) > limit && end-first > 1 {
 			target = max(1, len(body)/2)
 			continue
 		}
 		if len(v) > stateValueBytes {
-			return nil, fmt.Errorf("store: a plan state's session does not fit a value of %d bytes", stateValueBytes)
+			return fmt.Errorf("store: a plan state's session does not fit a value of %d bytes", stateValueBytes)
 		}
-		if len(parts) >= stateMaxParts {
-			return nil, fmt.Errorf("store: a plan state of %d sessions needs more than %d parts", len(recs), stateMaxParts)
+		if len(parts) >= stateWriterParts {
+			return fmt.Errorf("store: a plan state of %d sessions needs more than %d parts", len(recs), stateWriterParts)
 		}
 		parts = append(parts, v)
 		w.baseBytes += len(v)
-		if len(v) < stateValueBytes/2 {
+		if len(v) < limit/2 {
 			target += target / 2
 		}
 		first, l = end, nl
 	}
 	w.baseParts = len(parts)
-	h := w.headOf(st)
-	return &publication{head: h, base: parts, value: h.encode()}, nil
+	w.parts, w.partRev, w.genHead = parts, make([]int64, len(parts)), w.headOf(st).encode()
+	return nil
 }
 
 // lensThrough is the tables' lengths once recs are read, from l: entries
@@ -257,7 +300,7 @@ func (t *tables) appendTablesBetween(out []byte, a, b lens) []byte {
 // when a new generation is better (the deltas would outgrow the base, or
 // this one a transaction). Then what the writer remembers is stale: the
 // caller starts a generation, which resets it.
-func (w *stateWriter) delta(st *AllocState) *publication {
+func (w *stateWriter) delta(st *AllocState) *queued {
 	before := w.t.lens()
 	recs := convert(st, w.t)
 	n := int32(len(w.slots))
@@ -394,13 +437,128 @@ func (w *stateWriter) delta(st *AllocState) *publication {
 		b = binary.AppendVarint(b, madeStep-w.slots[s].seen)
 	}
 	v := seal(kindDelta, b)
-	h := w.headOf(st)
-	hv := h.encode()
+	hv := w.headOf(st).encode()
 	if w.deltaBytes+len(v) > w.baseBytes || len(v)+len(hv) > stateTxnBytes {
 		return nil
 	}
 	w.deltaBytes += len(v)
-	return &publication{head: h, delta: v, value: hv}
+	return &queued{seq: w.seq, delta: v, head: hv}
+}
+
+// stateSink is where a writer's publications are stored: etcd (the
+// Store's), or memory (the format's tests). A method that fails may have
+// stored what it was given: flush never takes a failed write for one that
+// did not land.
+type stateSink interface {
+	// putPart stores base part k of generation gen; it returns the
+	// part's mod revision.
+	putPart(ctx context.Context, gen uint64, k int, v []byte) (int64, error)
+	// storedParts is the mod revision of each stored base part of
+	// generation gen, by part.
+	storedParts(ctx context.Context, gen uint64) (map[int]int64, error)
+	// commit stores deltas and head and deletes everything else of the
+	// instance's, in one transaction, if generation gen's parts are
+	// stored at the mod revisions partRev (ok); it returns the head's
+	// mod revision.
+	commit(ctx context.Context, gen uint64, partRev []int64, deltas []queued, head []byte) (ok bool, rev int64, err error)
+	// extend stores deltas and head in one transaction if the head's mod
+	// revision is rev (ok, and the head's new mod revision); otherwise it
+	// returns the stored head (nil: none) and its mod revision.
+	extend(ctx context.Context, gen uint64, rev int64, deltas []queued, head []byte) (ok bool, newRev int64, cur []byte, curRev int64, err error)
+}
+
+// errHeadMoved: the stored head is neither the one this writer stored
+// last nor one it queued (deleted, or written by another process): the
+// caller starts a generation.
+var errHeadMoved = errors.New("the stored head is not this writer's")
+
+// errPartsChanged: a base part of the generation being written changed
+// before its head was stored; the next flush reads which are stored.
+var errPartsChanged = errors.New("a base part changed before the head naming it was stored")
+
+// flush stores what the writer has queued, in order: the generation's
+// base parts not known to be stored, then its head with the first deltas
+// (only once every part is stored, comparing them: a reader never finds
+// a head whose parts are missing), then the other deltas, each
+// transaction guarded by the head's mod revision. What it knows to be
+// stored it drops; on an error the rest stays queued for the next flush.
+// A delta transaction that failed yet landed is found by its head, which
+// the next guard fails on.
+func (w *stateWriter) flush(ctx context.Context, sink stateSink) error {
+	if w.parts != nil {
+		if w.unsure {
+			stored, err := sink.storedParts(ctx, w.gen)
+			if err != nil {
+				return err
+			}
+			for k := range w.partRev {
+				w.partRev[k] = stored[k]
+			}
+			w.unsure = false
+		}
+		for k, v := range w.parts {
+			if w.partRev[k] != 0 {
+				continue
+			}
+			rev, err := sink.putPart(ctx, w.gen, k, v)
+			if err != nil {
+				w.unsure = true
+				return err
+			}
+			w.partRev[k] = rev
+		}
+		n := w.batch()
+		head := w.genHead
+		if n > 0 {
+			head = w.queue[n-1].head
+		}
+		// A commit that failed is made again as it is: it stores the
+		// same, so whether the failed one landed does not matter.
+		ok, rev, err := sink.commit(ctx, w.gen, w.partRev, w.queue[:n], head)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.unsure = true
+			return errPartsChanged
+		}
+		w.headRev, w.parts, w.partRev, w.genHead = rev, nil, nil, nil
+		w.queue = w.queue[n:]
+	}
+	for len(w.queue) > 0 {
+		n := w.batch()
+		ok, rev, cur, curRev, err := sink.extend(ctx, w.gen, w.headRev, w.queue[:n], w.queue[n-1].head)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.headRev, w.queue = rev, w.queue[n:]
+			continue
+		}
+		j := slices.IndexFunc(w.queue, func(q queued) bool { return cur != nil && bytes.Equal(q.head, cur) })
+		if j < 0 {
+			return errHeadMoved
+		}
+		// A flush that failed had stored up to there.
+		w.headRev, w.queue = curRev, w.queue[j+1:]
+	}
+	return nil
+}
+
+// batch is how many queued deltas, from the first, one transaction
+// carries with the last one's head: as many as fit stateTxnBytes and
+// stateTxnDeltas, and at least one (delta refuses one that would not fit
+// with its head).
+func (w *stateWriter) batch() int {
+	size, n := 0, 0
+	for n < len(w.queue) && n < stateTxnDeltas {
+		size += len(w.queue[n].delta)
+		if n > 0 && size+len(w.queue[n].head) > stateTxnBytes {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // stateTable is the reader's reconstruction of a generation.

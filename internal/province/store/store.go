@@ -57,6 +57,9 @@ const maxDocumentBytes = 512 << 20
 type Store struct {
 	// ChunkSize is the largest value written for a document chunk.
 	ChunkSize int
+	// StatePartBytes bounds a plan state's base part (0: 1 MiB, the
+	// default); tests make it small to have many parts of few sessions.
+	StatePartBytes int
 
 	cli    *clientv3.Client
 	prefix string
