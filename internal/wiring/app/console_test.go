@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -133,6 +134,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	rc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	rc.Announce = bgpAnnounce(router, 65101)
 	rc.Anycast.ManageAddress = false
+	// The QoE page's plans: short periods, so hefei's planner reports one
+	// within the test once a QoE service is applied (below).
+	rc.Alloc.Period, rc.Alloc.StateInterval = time.Second, 2*time.Second
 	if err := rc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -257,14 +261,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The second revision moves a server and adds a service whose servers
+	// hefei's planner chooses (selection: qoe), which hefei's STBs watch.
 	moved := filepath.Join(t.TempDir(), "moved.yaml")
-	if err := os.WriteFile(moved, []byte(strings.ReplaceAll(string(doc), "10.1.1.10:8080", "10.1.1.10:9080")), 0o644); err != nil {
+	hd := `  - name: hd
+    hostnames: [hd.iptv.example]
+    url_template: http://{server}/hd/{channel}/{bitrate}/index.m3u8
+    bitrates_kbps: [1100, 2000, 4500]
+    selection: qoe
+    match: {fleet: edge}
+pools:
+`
+	second := strings.Replace(strings.ReplaceAll(string(doc), "10.1.1.10:8080", "10.1.1.10:9080"), "pools:\n", hd, 1)
+	if err := os.WriteFile(moved, []byte(second), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", moved); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			stbGet(rc.HTTP.Listen, "hd.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%7), fmt.Sprintf("100.64.%d.%d", i/200%4, i%200+1))
+		}
+	}()
 	run(t, ctx, "qoe page", chromedp.Navigate(base+"qoe"), chromedp.WaitVisible(chromedp.CSS(`#history tbody tr:nth-child(2)`)))
+	waitUp(t, "hefei's plan on the QoE page", func() bool {
+		return strings.Contains(textOf(t, ctx, "#plans"), "hefei") && strings.Contains(textOf(t, ctx, "#qoe-regions"), "hefei")
+	})
 	run(t, ctx, "diff choices", chromedp.WaitReady(chromedp.CSS(`#diff-from option:nth-child(2)`)))
 	run(t, ctx, "diff", chromedp.Click(chromedp.CSS(`#diff-go`)), chromedp.WaitVisible(chromedp.CSS(`#diff p`)))
 	if d := textOf(t, ctx, "#diff"); !strings.Contains(d, "hefei-1-a") || !strings.Contains(d, "address") {
