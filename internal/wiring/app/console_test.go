@@ -157,25 +157,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	// has; and, while hefei's route is withdrawn, hefei's STBs.
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(40 * time.Millisecond):
-			}
-			stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv1/index.m3u8", "100.68.0.9")
-			if i%2 == 0 {
-				stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv2/index.m3u8", "100.72.0.9")
-			}
-			if i%10 == 0 {
-				stbGet(cc.HTTP.Listen, "unknown.example", "/x/index.m3u8", "100.68.0.9")
-			}
-			if len(router.Routes(t)) == 0 { // withdrawn: longest-prefix match sends hefei's STBs to the center
-				stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv1/index.m3u8", "100.64.0.9")
-			}
+	go every(stop, 40*time.Millisecond, func(i int) {
+		stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv1/index.m3u8", "100.68.0.9")
+		if i%2 == 0 {
+			stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv2/index.m3u8", "100.72.0.9")
 		}
-	}()
+		if i%10 == 0 {
+			stbGet(cc.HTTP.Listen, "unknown.example", "/x/index.m3u8", "100.68.0.9")
+		}
+		if len(router.Routes(t)) == 0 { // withdrawn: longest-prefix match sends hefei's STBs to the center
+			stbGet(cc.HTTP.Listen, "live.iptv.example", "/cctv1/index.m3u8", "100.64.0.9")
+		}
+	})
 
 	// The province: a card for every city, hefei's announced.
 	regions := provinceRegions(t, exampleTopology)
@@ -279,16 +272,9 @@ pools:
 	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", moved); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			stbGet(rc.HTTP.Listen, "hd.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%7), fmt.Sprintf("100.64.%d.%d", i/200%4, i%200+1))
-		}
-	}()
+	go every(stop, 20*time.Millisecond, func(i int) {
+		stbGet(rc.HTTP.Listen, "hd.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%7), fmt.Sprintf("100.64.%d.%d", i/200%4, i%200+1))
+	})
 	run(t, ctx, "qoe page", chromedp.Navigate(base+"qoe"), chromedp.WaitVisible(chromedp.CSS(`#history tbody tr:nth-child(2)`)))
 	waitUp(t, "hefei's plan on the QoE page", func() bool {
 		return strings.Contains(textOf(t, ctx, "#plans"), "hefei") && strings.Contains(textOf(t, ctx, "#qoe-regions"), "hefei")
@@ -498,5 +484,18 @@ func TestConsoleRoles(t *testing.T) {
 	anon := newConsoleClient(t, base, caFile, "", "")
 	if code, _ := anon.get(""); code != 0 {
 		t.Errorf("a client without a certificate got %d", code)
+	}
+}
+
+// every calls f(0), f(1), ... d apart until stop is closed: a test's
+// background STB load.
+func every(stop <-chan struct{}, d time.Duration, f func(i int)) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(d):
+		}
+		f(i)
 	}
 }
