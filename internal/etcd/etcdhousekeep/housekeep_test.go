@@ -27,6 +27,11 @@ import (
 const quota = 16 << 20
 
 // fast is the defaults at a test's pace: a round every 20 ms, no floor.
+// defragTimeout bounds a wait that includes defragmenting a full 16 MiB
+// member: under -race on a loaded machine that alone has taken most of
+// wait.DefaultTimeout.
+const defragTimeout = time.Minute
+
 func fast() etcdhousekeep.Config {
 	c := etcdhousekeep.DefaultConfig()
 	c.Interval, c.CompactInterval, c.MinHistory = 20*time.Millisecond, 20*time.Millisecond, 0
@@ -139,7 +144,7 @@ func TestNoSpaceRecovered(t *testing.T) {
 	}
 
 	h, _ := run(t, cli, fast(), etcdhousekeep.Options{})
-	took := wait.ForErr(t, "NOSPACE cleared", wait.DefaultTimeout, func() error {
+	took := wait.ForErr(t, "NOSPACE cleared", defragTimeout, func() error {
 		if s := h.Status(); s.At.IsZero() || hasAlarm(s, etcdhousekeep.AlarmNoSpace) {
 			return fmt.Errorf("alarms %v", s.Alarms)
 		}
@@ -177,7 +182,7 @@ func TestNoSpaceOfLiveData(t *testing.T) {
 	cli := e.Client()
 	etcdtest.FillToNoSpace(t, cli, e.Prefix, 1<<30)
 	h, _ := run(t, cli, fast(), etcdhousekeep.Options{})
-	wait.For(t, "three rounds finding no room", wait.DefaultTimeout, func() bool {
+	wait.For(t, "three rounds finding no room", defragTimeout, func() bool {
 		return h.counter(t, "anysched_etcd_nospace_recoveries_total", "no_room") >= 3
 	})
 	st := h.Status()
@@ -200,7 +205,7 @@ func TestNoSpaceOfLiveData(t *testing.T) {
 	if _, err := cli.Delete(ctx, e.Prefix+"fill/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	wait.ForErr(t, "NOSPACE cleared after the deletion", wait.DefaultTimeout, func() error {
+	wait.ForErr(t, "NOSPACE cleared after the deletion", defragTimeout, func() error {
 		if s := h.Status(); hasAlarm(s, etcdhousekeep.AlarmNoSpace) || len(s.Problems) > 0 {
 			return fmt.Errorf("alarms %v, problems %v", s.Alarms, s.Problems)
 		}
@@ -349,7 +354,7 @@ func TestDefragmentsFreeSpace(t *testing.T) {
 	c := fast()
 	c.KeepRevisions, c.DefragMinInterval = 100, time.Millisecond
 	h, _ := run(t, cli, c, etcdhousekeep.Options{})
-	wait.For(t, "a defragmentation", wait.DefaultTimeout, func() bool {
+	wait.For(t, "a defragmentation", defragTimeout, func() bool {
 		return h.counter(t, "anysched_etcd_defragmentations_total", "ok") >= 1
 	})
 	var before, after int64
