@@ -6,7 +6,9 @@
 #   scripts/fuzz-all.sh [FUZZTIME [TIMES]]
 #
 # TIMES, if given, gets a record per target ("fuzz<TAB>package<TAB>target<TAB>
-# seconds", build and run) for scripts/testreport's report.
+# seconds", build and run) for scripts/testreport's report. FUZZ_WORKERS, if
+# set, is the number of fuzzing workers (go test -parallel; default one per
+# core): make test uses one, so that the stages beside it keep a core.
 #
 # The fuzzing engine itself sometimes fails on a loaded machine ("fuzzing
 # process hung or terminated unexpectedly", golang/go#56238), with no
@@ -19,6 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-10s}
 times=${2:-/dev/null}
+workers=()
+[ -z "${FUZZ_WORKERS:-}" ] || workers=(-parallel "$FUZZ_WORKERS")
 log=$(mktemp)
 stamp=$(mktemp)
 trap 'rm -f "$log" "$stamp"' EXIT
@@ -30,7 +34,7 @@ for pkg in $(go list ./...); do
     corpus="$dir/testdata/fuzz/$target"
     for attempt in 1 2; do
       touch "$stamp"
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$t" "$pkg" >"$log" 2>&1; then
+      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$t" "${workers[@]}" "$pkg" >"$log" 2>&1; then
         break
       fi
       tail -n 40 "$log"

@@ -302,6 +302,9 @@ const unhurried = 10 * time.Minute
 // return the same assignment (the dual phase's clock set out of reach:
 // unhurried).
 func TestDeterministic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three unhurried solves: make test runs it plain; the race run races the solver elsewhere")
+	}
 	in := randInstance(rand.New(rand.NewPCG(17, 18)), 800, 40)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -349,6 +352,9 @@ func TestDeterministic(t *testing.T) {
 func TestLocalSearchKeepsFeasible(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for it := 0; it < 300; it++ {
+		if testing.Short() && it == 30 {
+			t.Skip("the race run (-short) races 30 instances; make test runs all 300 plain")
+		}
 		in := randInstance(rng, 50+rng.IntN(250), 2+rng.IntN(12))
 		o := buildOptions(in)
 		sel := make([]int32, len(in.Users))

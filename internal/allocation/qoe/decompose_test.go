@@ -132,6 +132,9 @@ func TestDecomposedEqualsParts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	ctx := context.Background()
 	for it := range 2 {
+		if testing.Short() && it > 0 {
+			t.Skip("the race run (-short) races the first instance; make test runs both plain")
+		}
 		sizes := make([]int, 3+rng.IntN(6))
 		for i := range sizes {
 			sizes[i] = 200 + rng.IntN(200)
@@ -200,6 +203,9 @@ func TestDecomposedAgainstLagrangian(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
 	ctx := context.Background()
 	for it := range 4 {
+		if testing.Short() && it > 1 {
+			t.Skip("the race run (-short) races two instances (with and without an origin cost); make test runs all four plain")
+		}
 		sizes := make([]int, 3+rng.IntN(6))
 		for i := range sizes {
 			sizes[i] = 200 + rng.IntN(300)
