@@ -11,6 +11,6 @@ version=2.15.0
 bin=$("$GO" env GOPATH)/bin/golangci-lint
 if ! "$bin" version 2>/dev/null | grep -q "has version $version "; then
   echo "lint: installing golangci-lint v$version"
-  GOFLAGS= "$GO" install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$version"
+  GOFLAGS= "$GO" install -trimpath -ldflags="-s -w" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$version"
 fi
 exec "$bin" run "$@" ./...

@@ -32,6 +32,17 @@ const quota = 16 << 20
 // wait.DefaultTimeout.
 const defragTimeout = time.Minute
 
+// bigStore leaves a test that fills, compacts or defragments megabytes
+// of etcd to the plain run: under -race the embedded member is
+// instrumented too, and on a loaded CI machine a defragmentation then
+// took longer than a minute. TestOnlyTheLeaderMaintains races the
+// housekeeper's own concurrency.
+func bigStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("megabytes through an embedded etcd: make test runs it plain, not under -race")
+	}
+}
+
 func fast() etcdhousekeep.Config {
 	c := etcdhousekeep.DefaultConfig()
 	c.Interval, c.CompactInterval, c.MinHistory = 20*time.Millisecond, 20*time.Millisecond, 0
@@ -107,6 +118,7 @@ func hasAlarm(s etcdhousekeep.Status, alarm string) bool {
 // gauges) and changes nothing; one that maintains compacts, defragments,
 // disarms, and writes succeed again.
 func TestNoSpaceRecovered(t *testing.T) {
+	bigStore(t)
 	e := etcdtest.StartWith(t, etcdserver.EmbeddedOptions{QuotaBackendBytes: quota})
 	cli := e.Client()
 	written := etcdtest.FillToNoSpace(t, cli, e.Prefix, 4)
@@ -178,12 +190,19 @@ func TestNoSpaceRecovered(t *testing.T) {
 // make room, so the housekeeper says so once, loudly, and leaves the
 // alarm; once the operator deletes data, it clears the alarm.
 func TestNoSpaceOfLiveData(t *testing.T) {
+	bigStore(t)
 	e := etcdtest.StartWith(t, etcdserver.EmbeddedOptions{QuotaBackendBytes: quota})
 	cli := e.Client()
 	etcdtest.FillToNoSpace(t, cli, e.Prefix, 1<<30)
 	h, _ := run(t, cli, fast(), etcdhousekeep.Options{})
-	wait.For(t, "three rounds finding no room", defragTimeout, func() bool {
-		return h.counter(t, "anysched_etcd_nospace_recoveries_total", "no_room") >= 3
+	wait.ForErr(t, "three rounds finding no room", defragTimeout, func() error {
+		if n := h.counter(t, "anysched_etcd_nospace_recoveries_total", "no_room"); n < 3 {
+			return fmt.Errorf("%v rounds; recovery errors %v, defragmentations %v ok %v failed; status %+v; logged %v", n,
+				h.counter(t, "anysched_etcd_nospace_recoveries_total", "error"),
+				h.counter(t, "anysched_etcd_defragmentations_total", "ok"), h.counter(t, "anysched_etcd_defragmentations_total", "error"),
+				h.Status(), h.log.Records(slog.LevelWarn))
+		}
+		return nil
 	})
 	st := h.Status()
 	if !hasAlarm(st, etcdhousekeep.AlarmNoSpace) || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "live data") {
@@ -258,6 +277,7 @@ func writer(t *testing.T, cli *clientv3.Client, prefix string) *atomic.Int64 {
 // bounded: by revisions (keep_revisions), and by time (max_history) when
 // that is the tighter bound; and never shorter than keep_revisions.
 func TestHistoryBounded(t *testing.T) {
+	bigStore(t)
 	for _, tc := range []struct {
 		name string
 		keep int64
@@ -334,6 +354,7 @@ func TestOnlyTheLeaderMaintains(t *testing.T) {
 // defrag_free_ratio of the quota, the member is defragmented and its
 // file shrinks; a round later nothing is left to do.
 func TestDefragmentsFreeSpace(t *testing.T) {
+	bigStore(t)
 	e := etcdtest.StartWith(t, etcdserver.EmbeddedOptions{QuotaBackendBytes: 4 * quota})
 	cli := e.Client()
 	val := strings.Repeat("x", 256<<10)

@@ -149,6 +149,7 @@ func simulateAffinity(servers int, s, eps float64, seed uint64) affinityResult {
 // of the requests there (0.811 for this node and stream), and the test
 // checks the pick is within a point of it.
 func TestCHashAffinityTarget(t *testing.T) {
+	statistical(t)
 	r := simulateAffinity(64, 1.1, 0.25, 7)
 	ceiling := firstTwoCeiling(64, 1.1, 0.25)
 	t.Logf("64 servers, Zipf(1.1): %v; ceiling %.4f", r, ceiling)

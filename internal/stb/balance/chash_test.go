@@ -44,7 +44,16 @@ func arcShare(c *CHash, server int32) float64 {
 // fraction against the removed server's exact arc share (sampling only), and
 // the arc share against 1/N (ring only). The hashes are fixed, so the test is
 // deterministic; the bounds say why it passes for any fixed set of names.
+// statistical leaves a single-goroutine test over many keys to the plain
+// run: the race run races the ring in TestCHashConcurrentBounded.
+func statistical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("many keys, one goroutine: make test runs it plain, not under -race")
+	}
+}
+
 func TestCHashRemapOnRemove(t *testing.T) {
+	statistical(t)
 	const n, v = 10, 160
 	ss := equalServers(n)
 	full := mustCHash(t, ss, nil, CHashOptions{VirtualNodes: v})
@@ -540,6 +549,7 @@ func TestCHashRemoveMovesOnlyItsKeys(t *testing.T) {
 // TestCHashWeightedBounded: under a busy uniform stream every server's share
 // follows its weight (ring points and bound both scale with it).
 func TestCHashWeightedBounded(t *testing.T) {
+	statistical(t)
 	ss := servers(100, 200, 100, 400, 50, 150)
 	now := t0
 	c := fakeClock(mustCHash(t, ss, nil, CHashOptions{Epsilon: 0.25, VirtualNodes: 1000, HalfLife: 10 * time.Second, MinLoad: 100, Now: now}), &now)
