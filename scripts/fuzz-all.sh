@@ -7,7 +7,7 @@
 #
 # TIMES, if given, gets a record per target ("fuzz<TAB>package<TAB>target<TAB>
 # seconds", build and run) for scripts/testreport's report. FUZZ_WORKERS, if
-# set, is the number of fuzzing workers (go test -parallel; default one per
+# set, is the number of fuzzing workers (-test.parallel; default one per
 # core): make test uses one, so that the stages beside it keep a core.
 #
 # The fuzzing engine itself sometimes fails on a loaded machine ("fuzzing
@@ -22,19 +22,30 @@ cd "$(dirname "$0")/.."
 t=${1:-10s}
 times=${2:-/dev/null}
 workers=()
-[ -z "${FUZZ_WORKERS:-}" ] || workers=(-parallel "$FUZZ_WORKERS")
+[ -z "${FUZZ_WORKERS:-}" ] || workers=(-test.parallel "$FUZZ_WORKERS")
 log=$(mktemp)
 stamp=$(mktemp)
-trap 'rm -f "$log" "$stamp"' EXIT
+bin=$(mktemp -d)
+trap 'rm -rf "$log" "$stamp" "$bin"' EXIT
+cache=$(go env GOCACHE)/fuzz
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
+  # One instrumented test binary a package, run once per target from the
+  # package's directory as go test would (the same corpus cache): a go test
+  # -fuzz per target linked the same binary again for every target.
+  test=
   for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
     echo "fuzz: $pkg $target ($t)"
     began=$(date +%s.%N)
+    if [ -z "$test" ]; then
+      test=$bin/$(basename "$pkg").test
+      go test -c -o "$test" -fuzz "^${target}\$" "$pkg"
+    fi
     corpus="$dir/testdata/fuzz/$target"
     for attempt in 1 2; do
       touch "$stamp"
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$t" "${workers[@]}" "$pkg" >"$log" 2>&1; then
+      if (cd "$dir" && "$test" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$t" -test.fuzzcachedir "$cache/$pkg" \
+            -test.timeout 10m -test.paniconexit0 "${workers[@]}") >"$log" 2>&1; then
         break
       fi
       tail -n 40 "$log"

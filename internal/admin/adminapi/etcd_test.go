@@ -23,6 +23,9 @@ import (
 // (the alarm, the size against the quota) while writes fail; once the
 // housekeeper may maintain, it clears the alarm and Status says that too.
 func TestStatusShowsNoSpace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 MiB through an embedded etcd: make test runs it plain, not under -race")
+	}
 	e := etcdtest.StartWith(t, etcdserver.EmbeddedOptions{QuotaBackendBytes: 16 << 20})
 	cli := e.Client()
 	etcdtest.FillToNoSpace(t, cli, e.Prefix, 4)
