@@ -101,6 +101,7 @@ func (p *probes) probe(ctx context.Context, e *env) {
 type storeWatch struct {
 	start, until time.Time
 	out          io.Writer
+	saidDue      bool // "members due back" is printed
 	down         bool
 	downAt       time.Duration // since start, of the outage going on
 	downFor      time.Duration // of the outages over
@@ -111,7 +112,6 @@ type storeWatch struct {
 // second has passed for it to settle; or 2 minutes after they were due.
 func (w *storeWatch) run(ctx context.Context, e *env) error {
 	deadline := w.until.Add(2 * time.Minute)
-	dueBack := false
 	for {
 		if e.clock.Now().After(deadline) {
 			return errors.New("the store did not come back within 2 minutes of the drill's end")
@@ -120,26 +120,36 @@ func (w *storeWatch) run(ctx context.Context, e *env) error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := e.admin.Status(pctx, &pb.StatusRequest{})
 		cancel()
-		if !dueBack && e.clock.Now().After(w.until) {
-			dueBack = true
-			fmt.Fprintf(w.out, "  +%5.1fs  members due back (each restarts by itself)\n", w.until.Sub(w.start).Seconds())
-		}
 		switch {
 		case err != nil && !w.down:
 			w.down, w.downAt = true, asked // the read that failed was asked then
 			w.outages++
+			w.dueBy(w.downAt)
 			fmt.Fprintf(w.out, "  +%5.1fs  store unreachable (status: %s)\n", w.downAt.Seconds(), status.Code(err))
 		case err == nil && w.down:
 			w.down = false
-			w.downFor += since(e.clock, w.start) - w.downAt
-			fmt.Fprintf(w.out, "  +%5.1fs  store back\n", since(e.clock, w.start).Seconds())
+			back := since(e.clock, w.start)
+			w.downFor += back - w.downAt
+			w.dueBy(back)
+			fmt.Fprintf(w.out, "  +%5.1fs  store back\n", back.Seconds())
 		}
-		if dueBack && !w.down && e.clock.Now().After(w.until.Add(time.Second)) {
+		w.dueBy(since(e.clock, w.start))
+		if w.saidDue && !w.down && e.clock.Now().After(w.until.Add(time.Second)) {
 			return nil
 		}
 		if err := e.clock.Sleep(ctx, pollEvery); err != nil {
 			return err
 		}
+	}
+}
+
+// dueBy prints "members due back" once the drill's end is before at, so
+// that the lines stay in time order: a read asked before the end may fail
+// (and be printed at the time it was asked) after it.
+func (w *storeWatch) dueBy(at time.Duration) {
+	if due := w.until.Sub(w.start); !w.saidDue && at > due {
+		w.saidDue = true
+		fmt.Fprintf(w.out, "  +%5.1fs  members due back (each restarts by itself)\n", due.Seconds())
 	}
 }
 
