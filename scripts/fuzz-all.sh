@@ -33,18 +33,18 @@ for pkg in $(go list ./...); do
   # One instrumented test binary a package, run once per target from the
   # package's directory as go test would (the same corpus cache): a go test
   # -fuzz per target linked the same binary again for every target.
-  test=
+  testbin=
   for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
     echo "fuzz: $pkg $target ($t)"
     began=$(date +%s.%N)
-    if [ -z "$test" ]; then
-      test=$bin/$(basename "$pkg").test
-      go test -c -o "$test" -fuzz "^${target}\$" "$pkg"
+    if [ -z "$testbin" ]; then
+      testbin=$bin/$(basename "$pkg").test
+      go test -c -o "$testbin" -fuzz "^${target}\$" "$pkg"
     fi
     corpus="$dir/testdata/fuzz/$target"
     for attempt in 1 2; do
       touch "$stamp"
-      if (cd "$dir" && "$test" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$t" -test.fuzzcachedir "$cache/$pkg" \
+      if (cd "$dir" && "$testbin" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$t" -test.fuzzcachedir "$cache/$pkg" \
             -test.timeout 10m -test.paniconexit0 "${workers[@]}") >"$log" 2>&1; then
         break
       fi

@@ -26,7 +26,6 @@ import (
 
 const quota = 16 << 20
 
-// fast is the defaults at a test's pace: a round every 20 ms, no floor.
 // defragTimeout bounds a wait that includes defragmenting a full 16 MiB
 // member: under -race on a loaded machine that alone has taken most of
 // wait.DefaultTimeout.
@@ -43,6 +42,7 @@ func bigStore(t *testing.T) {
 	}
 }
 
+// fast is the defaults at a test's pace: a round every 20 ms, no floor.
 func fast() etcdhousekeep.Config {
 	c := etcdhousekeep.DefaultConfig()
 	c.Interval, c.CompactInterval, c.MinHistory = 20*time.Millisecond, 20*time.Millisecond, 0
