@@ -312,17 +312,33 @@ func measure(ctx context.Context, cfg config, progress io.Writer) (*results, err
 		fmt.Fprintf(progress, "etcdload: %s simulated: revision %d, db %s (%s in use)\n", s.At.Round(time.Second), s.Revision, mb(s.DBSize), mb(s.DBInUse))
 		return nil
 	}
+	// A status call can wait behind a defragmentation or a busy machine: a
+	// sample that does not come is counted and the next one tried; only
+	// maxMissed in a row end the run, so that an hours-long run is not lost
+	// to one slow moment.
+	const maxMissed = 5
 	var serr error
-	if serr = sample(); serr == nil {
-		for next := cfg.Sample; next <= cfg.Duration && ctx.Err() == nil && gctx.Err() == nil; next += cfg.Sample {
+	missed := 0
+	for next := time.Duration(0); next <= cfg.Duration && ctx.Err() == nil && gctx.Err() == nil; next += cfg.Sample {
+		if next > 0 {
 			select {
 			case <-gctx.Done():
 			case <-time.After(clock.Wall(next - clock.Elapsed())):
 			}
-			if serr = sample(); serr != nil {
+		}
+		if err := sample(); err != nil {
+			res.missed++
+			if missed++; missed >= maxMissed {
+				serr = fmt.Errorf("%d samples in a row: %w", missed, err)
 				break
 			}
+			fmt.Fprintf(progress, "etcdload: %s simulated: no sample: %v\n", clock.Elapsed().Round(time.Second), err)
+			continue
 		}
+		missed = 0
+	}
+	if serr == nil && len(res.samples) < 2 {
+		serr = errors.New("fewer than two samples of etcd's database")
 	}
 	res.wall = time.Since(res.began)
 	cancel()

@@ -19,6 +19,7 @@ type results struct {
 	cities  []city
 	writers []*writer
 	samples []dbSample
+	missed  int                                 // samples etcd did not answer in time
 	totals  []map[string]etcdclient.WriteTotals // by writer, at each sample
 	began   time.Time
 	wall    time.Duration
@@ -100,6 +101,24 @@ func (r *results) markdown() string {
 	for _, s := range r.samples {
 		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", s.At.Round(time.Second), s.Revision, s.Compacted, mb(s.DBSize), mb(s.DBInUse))
 	}
+	// Flat or not: the spread of the database after the warm-up, in one line.
+	lo, hi := r.samples[from], r.samples[from]
+	loUse, hiUse := lo.DBInUse, lo.DBInUse
+	for _, s := range r.samples[from : to+1] {
+		if s.DBSize < lo.DBSize {
+			lo = s
+		}
+		if s.DBSize > hi.DBSize {
+			hi = s
+		}
+		loUse, hiUse = min(loUse, s.DBInUse), max(hiUse, s.DBInUse)
+	}
+	fmt.Fprintf(&b, "\nFrom %s to %s: db size %s-%s (at most %.1f%% of the quota), in use %s-%s",
+		r.samples[from].At.Round(time.Second), r.samples[to].At.Round(time.Second), mb(lo.DBSize), mb(hi.DBSize), 100*float64(hi.DBSize)/float64(c.Quota), mb(loUse), mb(hiUse))
+	if r.missed > 0 {
+		fmt.Fprintf(&b, "; %d samples missed (etcd's status did not answer within 10s)", r.missed)
+	}
+	b.WriteString(".\n")
 	for _, w := range r.writers {
 		if t := w.times[largest.name]; len(t) > 0 {
 			slices.Sort(t)
