@@ -188,9 +188,10 @@ type Allocator struct {
 	adoptNext                   atomic.Bool // a peer went idle: adopt its last state at the next solve
 	// seeds: an adopted plan's prices, by service and server name, for the
 	// next solve's subgradient to start from.
-	seeds    map[string]map[string]qoe.Price
-	planners map[string]*qoe.Planner // by service name: warm starts across periods
-	grouping map[string]*grouped     // by service name: the grouping's arrays, reused
+	seeds      map[string]map[string]qoe.Price
+	planners   map[string]*qoe.Planner // by service name: warm starts across periods
+	grouping   map[string]*grouped     // by service name: the grouping's arrays, reused
+	numberings uint32                  // the groupings' numberings made (grouped.numbering)
 
 	// The drain forecasts of the plan last summarised, made when a summary
 	// asks for them rather than on the solve goroutine: at 600,000
@@ -301,7 +302,7 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		return nil
 	}
 	if s != nil && s.released.Load() != p.gen {
-		if as := s.planned.Load(); as != nil && as.gen == p.gen && (as.server == qoe.Fallback || eng.AvailableFor(d.Service, as.server)) {
+		if as := p.plannedOf(s); as != nil && (as.server == qoe.Fallback || eng.AvailableFor(d.Service, as.server)) {
 			a.apply(eng, d, req, sp, s, as, kindPlanned)
 			return nil
 		}

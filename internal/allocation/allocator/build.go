@@ -263,32 +263,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		}
 		in.Servers[pos] = qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: capBw[pos], Compute: capCPU[pos], Excluded: !snap.InPool(svc, si)}
 	}
-	// The service's sessions and their channels, numbered per solve (one
-	// lookup of the channel's name a session): the origin pulls are counted
-	// (and, with the model's origin cost, charged) by them.
-	sp := &servicePlan{svc: svc, inst: in, room0: a.cfg.RoomMean, chans: map[string]int32{}, pulls: map[pull]bool{}}
-	mine, chOf := make([]*session, 0, len(live)), make([]int32, 0, len(live))
-	var sum []float64
-	var cnt []int
-	for _, s := range live {
-		if s.key.service == svc && s.snap.Services[svc].Name == sv.Name {
-			ch, ok := sp.chans[s.key.channel]
-			if !ok {
-				ch = int32(len(sp.chans))
-				sp.chans[s.key.channel] = ch
-				sum, cnt = append(sum, 0), append(cnt, 0)
-			}
-			mine, chOf = append(mine, s), append(chOf, ch)
-			sum[ch] += s.profile.Danmaku
-			cnt[ch]++
-		}
-	}
-	sp.rooms = make(map[string]float64, len(sp.chans))
-	room := make([]float64, len(sum)) // Fbar by channel number
-	for name, ch := range sp.chans {
-		room[ch] = sum[ch] / float64(cnt[ch])
-		sp.rooms[name] = room[ch]
-	}
+	sp := &servicePlan{svc: svc, inst: in, room0: a.cfg.RoomMean, pulls: map[pull]bool{}}
 	chunk := maxChunk(snap, p, in.Ladder[len(in.Ladder)-1])
 	// Sites where servers are large (a chunk of viewers is a small part
 	// of one): where a few viewers fill a server, what is left on each of
@@ -301,7 +276,16 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		g = &grouped{}
 		a.grouping[sv.Name] = g
 	}
-	a.groupSessions(g, snap, p, mine, chOf, room, sites, chunk)
+	// The service's sessions, their classes and channels: the origin pulls
+	// are counted (and, with the model's origin cost, charged) by channel.
+	a.groupSessions(g, snap, svc, p, live, sites, chunk)
+	defer g.done()
+	mine := g.mine
+	sp.chans, sp.rooms = make(map[string]int32, len(g.present)), make(map[string]float64, len(g.present))
+	for _, ch := range g.present {
+		name := g.chanName[ch]
+		sp.chans[name], sp.rooms[name] = ch, g.room[ch]
+	}
 	solveIn.Users = g.users
 	// One planner per service, kept across periods: a period's solve starts
 	// from the last one's prices, plan and option table (solveMu: one at a
@@ -328,7 +312,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		return sp, 0
 	}
 	sp.prices = sites.prices(res.Prices)
-	split := &placing{a: a, snap: snap, p: p, sp: sp, in: in, solveIn: solveIn, sites: sites, mine: mine, chOf: chOf, g: g, res: res, room: room, groupAt: map[[3]int32]int32{},
+	split := &placing{a: a, snap: snap, p: p, sp: sp, in: in, solveIn: solveIn, sites: sites, mine: mine, g: g, res: res, room: g.room,
 		capBw: capBw, capCPU: capCPU, useBw: useBw, useCPU: useCPU, pulls: map[pull]struct{}{}}
 	split.place()
 	st := &p.stats

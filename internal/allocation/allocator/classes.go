@@ -26,35 +26,112 @@ type class struct {
 	prevKbps float64 // its bitrate, 0 for a new session
 }
 
+// static is what a session cannot change without becoming another one
+// (table.touch replaces it): its place, profile and channel.
+type static struct {
+	loc     topology.Location
+	profile qoe.Profile
+	channel int32
+}
+
+// staticKey and classKey are static and class as map keys of plain bits:
+// hashed as memory, not float by float, and a NaN is equal to itself.
+type staticKey struct {
+	lat, lon, desired, danmaku, gift uint64
+	channel                          int32
+}
+
+// variant is what tells a class from the others of its static class:
+// the site it was on and its bitrate (as bits), and the next class of the
+// same static (-1: none).
+type variant struct {
+	prev, next int32
+	kbps       uint64
+}
+
 // grouped is a service's sessions as the solve's users: user v stands for
 // the sessions mine[order[start[v]:start[v+1]]].
 type grouped struct {
 	users   []qoe.User
 	classes []class
-	classOf []int32 // by session
+	mine    []*session // the service's sessions this solve
+	classOf []int32    // by session
 	// prev is, by session, the position it was on; -1 for none (a new
 	// session, the fallback), -2 for a server no longer in the plan.
 	prev  []int32
 	order []int32
 	start []int32
-	// byClass, sizes, first and next are the grouping's own scratch. A
-	// service's grouped is kept from solve to solve (solveMu: one at a
-	// time; nothing of it outlives the solve), so that a city of 600,000
-	// does not make a few hundred MB of garbage a period.
-	byClass            map[class]int32
+	room  []float64 // Fbar by channel number
+	// present are the channels with a viewer this solve.
+	present []int32
+
+	// The numbering of channels and static classes, kept from solve to
+	// solve and remembered by each session (session.numberedBy), so that
+	// a steady period hashes only the viewers that are new. numbering
+	// names it; a new one starts when it has grown well past what is live.
+	numbering  uint32
+	chanNum    map[string]int32
+	chanName   []string
+	staticNum  map[staticKey]int32
+	statics    []static
+	used       []uint64 // by static: the last solve (stamp) that had it
+	head       []int32  // by static: its first class this solve (when used)
+	stamp      uint64
+	liveStatic int
+	slack      int // statics past twice the live ones that start a new numbering (0: 4096)
+
+	// variants, sizes, first, next and count are the grouping's own
+	// scratch. A service's grouped is kept from solve to solve (solveMu:
+	// one at a time; nothing of it outlives the solve), so that a city of
+	// 600,000 does not make a few hundred MB of garbage a period.
+	variants           []variant // by class
 	sizes, first, next []int32
+	count              []int32 // viewers by channel number
 	parts              []int
 }
 
-// reset empties g for n sessions, keeping its arrays.
-func (g *grouped) reset(n int) {
-	if g.byClass == nil {
-		g.byClass = map[class]int32{}
+// reset empties g for a solve, keeping its arrays, and starts a new
+// numbering when the kept one has grown past twice what was live.
+func (g *grouped) reset(numberings *uint32) {
+	slack := g.slack
+	if slack == 0 {
+		slack = 4096
 	}
-	clear(g.byClass)
-	g.users, g.classes, g.sizes = g.users[:0], g.classes[:0], g.sizes[:0]
-	g.start = g.start[:0]
-	g.classOf, g.prev, g.order = resize(g.classOf, n), resize(g.prev, n), resize(g.order, n)
+	if g.numbering == 0 || len(g.statics) > 2*g.liveStatic+slack || len(g.chanName) > 2*len(g.present)+slack/4 {
+		*numberings++
+		g.numbering = *numberings
+		g.chanNum, g.staticNum = map[string]int32{}, map[staticKey]int32{}
+		g.chanName, g.statics, g.used, g.head = g.chanName[:0], g.statics[:0], g.used[:0], g.head[:0]
+	}
+	g.stamp++
+	g.liveStatic = 0
+	g.users, g.classes, g.variants, g.sizes = g.users[:0], g.classes[:0], g.variants[:0], g.sizes[:0]
+	g.start, g.present = g.start[:0], g.present[:0]
+	g.mine, g.classOf, g.prev = g.mine[:0], g.classOf[:0], g.prev[:0]
+}
+
+// done lets go of the solve's sessions (the next solve lists its own).
+func (g *grouped) done() { clear(g.mine) }
+
+// number gives s its static class's number, a new one when the numbering
+// has not seen it.
+func (g *grouped) number(s *session) {
+	ch, ok := g.chanNum[s.key.channel]
+	if !ok {
+		ch = int32(len(g.chanName))
+		g.chanNum[s.key.channel] = ch
+		g.chanName = append(g.chanName, s.key.channel)
+	}
+	pr := &s.profile
+	k := staticKey{math.Float64bits(s.loc.Lat), math.Float64bits(s.loc.Lon), math.Float64bits(pr.DesiredKbps), math.Float64bits(pr.Danmaku), math.Float64bits(pr.Gift), ch}
+	st, ok := g.staticNum[k]
+	if !ok {
+		st = int32(len(g.statics))
+		g.staticNum[k] = st
+		g.statics = append(g.statics, static{loc: s.loc, profile: s.profile, channel: ch})
+		g.used, g.head = append(g.used, 0), append(g.head, -1)
+	}
+	s.numberedBy, s.static = g.numbering, st
 }
 
 // resize is s with length n, its array kept when it is large enough.
@@ -65,36 +142,78 @@ func resize[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// groupSessions classes mine (the service's sessions, on channels chOf,
-// whose rooms' means are room) into g and cuts each class into users of
-// at most max viewers.
-func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, p *plan, mine []*session, chOf []int32, room []float64, sites *sites, max int) {
-	g.reset(len(mine))
-	for i, s := range mine {
-		c := class{loc: s.loc, profile: s.profile, channel: chOf[i], prev: -1}
-		if cur := s.cur.Load(); cur != nil {
-			c.prevKbps = cur.kbps
+// groupSessions classes the sessions of live that are service svc's into
+// g (one pass over them: a city's 600,000 are read once a period), works
+// out the rooms' means and cuts each class into users of at most max
+// viewers.
+func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, svc int32, p *plan, live []*session, sites *sites, max int) {
+	g.reset(&a.numberings)
+	name := snap.Services[svc].Name
+	for _, s := range live {
+		if s.key.service != svc || s.snap.Services[svc].Name != name {
+			continue
 		}
-		pos, had := prevPos(s, snap, p)
-		g.prev[i] = int32(pos)
+		if s.numberedBy != g.numbering {
+			g.number(s)
+		}
+		cur := s.cur.Load()
+		var kbps float64
+		if cur != nil {
+			kbps = cur.kbps
+		}
+		pos, had := posOf(cur, snap, p)
+		prev, site := int32(pos), int32(-1)
 		if had && pos < 0 {
-			g.prev[i] = -2
+			prev = -2
 		}
 		if pos >= 0 {
-			c.prev = int(sites.of[pos]) // its site: the solve tells no server of one from another
+			site = sites.of[pos] // its site: the solve tells no server of one from another
 		}
-		k, ok := g.byClass[c]
-		if !ok {
+		// Its class: one of those of its static class this solve (a
+		// short list: by site and bitrate), or a new one.
+		bits, k := math.Float64bits(kbps), int32(-1)
+		if g.used[s.static] == g.stamp {
+			for j := g.head[s.static]; j >= 0; j = g.variants[j].next {
+				if v := &g.variants[j]; v.prev == site && v.kbps == bits {
+					k = j
+					break
+				}
+			}
+		} else {
+			g.used[s.static], g.head[s.static] = g.stamp, -1
+			g.liveStatic++
+		}
+		if k < 0 {
 			k = int32(len(g.classes))
-			g.byClass[c] = k
-			g.classes = append(g.classes, c)
+			st := &g.statics[s.static]
+			g.classes = append(g.classes, class{loc: st.loc, profile: st.profile, channel: st.channel, prev: int(site), prevKbps: kbps})
+			g.variants = append(g.variants, variant{prev: site, next: g.head[s.static], kbps: bits})
+			g.head[s.static] = k
 			g.sizes = append(g.sizes, 0)
 		}
-		g.classOf[i] = k
+		g.mine = append(g.mine, s)
+		g.classOf, g.prev = append(g.classOf, k), append(g.prev, prev)
 		g.sizes[k]++
+	}
+	// Fbar of each room: the mean danmaku rate of its viewers
+	nch := len(g.chanName)
+	g.room, g.count = resize(g.room, nch), resize(g.count, nch)
+	clear(g.room)
+	clear(g.count)
+	for k := range g.classes {
+		c, n := &g.classes[k], g.sizes[k]
+		g.room[c.channel] += float64(n) * c.profile.Danmaku
+		g.count[c.channel] += n
+	}
+	for ch, n := range g.count {
+		if n > 0 {
+			g.room[ch] /= float64(n)
+			g.present = append(g.present, int32(ch))
+		}
 	}
 	// the sessions in the order of their classes
 	nc := len(g.classes)
+	g.order = resize(g.order, len(g.mine))
 	g.first = resize(g.first, nc+1)
 	g.first[0] = 0
 	for k, n := range g.sizes {
@@ -106,7 +225,7 @@ func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, p *plan, 
 		g.next[k]++
 	}
 	for k, c := range g.classes {
-		u := qoe.User{Lat: c.loc.Lat, Lon: c.loc.Lon, Profile: c.profile, RoomMean: room[c.channel], Ingest: -1, PrevServer: c.prev, PrevKbps: c.prevKbps, Channel: c.channel}
+		u := qoe.User{Lat: c.loc.Lat, Lon: c.loc.Lon, Profile: c.profile, RoomMean: g.room[c.channel], Ingest: -1, PrevServer: c.prev, PrevKbps: c.prevKbps, Channel: c.channel}
 		at := g.first[k]
 		g.parts = appendChunkSizes(g.parts[:0], int(g.sizes[k]), max)
 		for _, n := range g.parts {
@@ -116,7 +235,7 @@ func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, p *plan, 
 			at += int32(n)
 		}
 	}
-	g.start = append(g.start, int32(len(mine)))
+	g.start = append(g.start, int32(len(g.mine)))
 }
 
 // chunkSizes cuts n viewers into powers of two of at most max (a power of

@@ -100,3 +100,37 @@ func TestSolveTimeoutIsABound(t *testing.T) {
 		r.a.board.Release(context.Background())
 	}
 }
+
+// The grouping's numbering of static classes is kept from solve to solve
+// but does not grow with the viewers that came and went: once it holds
+// more than twice what is live (and the slack), the next solve numbers
+// afresh, and every session is still planned across the change.
+func TestNumberingStaysBounded(t *testing.T) {
+	e := etcdtest.Start(t)
+	r := newRig(t, e, engine(t), "numbering", Config{})
+	g := &grouped{slack: 16}
+	r.a.grouping["live"] = g
+	numberings := map[uint32]bool{}
+	for period := range 12 {
+		for v := range 10 { // every viewer on a channel never watched before
+			r.get(fmt.Sprintf("100.64.1.%d", v+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", period*10+v), signed(t, fmt.Sprintf("v%d", v), 2500))
+		}
+		r.a.Solve(context.Background())
+		if st := r.a.Status(); !st.Planned || st.PlannedN != 10 {
+			t.Fatalf("period %d: planned %v, %d sessions, want 10", period, st.Planned, st.PlannedN)
+		}
+		p := r.a.plan.Load()
+		for _, s := range r.a.sessions.sweep(0) {
+			if p.plannedOf(s) == nil {
+				t.Fatalf("period %d: session %s on %s not in the plan", period, s.key.user, s.key.channel)
+			}
+		}
+		if len(g.statics) > 2*10+16+10 {
+			t.Fatalf("period %d: %d static classes numbered for 10 live", period, len(g.statics))
+		}
+		numberings[g.numbering] = true
+	}
+	if len(numberings) < 2 {
+		t.Fatalf("one numbering over 120 static classes: never renumbered")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -140,6 +141,19 @@ func TestScaleProbe(t *testing.T) {
 		t.Logf("%s: %v (plan out after %v, planner %v; process CPU %v), planned %d, gap %.4f (obj %.0f bound %.0f), heap %.0f MB (%.0f B/session); forecasts %v (CPU %v)", what, took, a.plan.Load().stats.PlanTime, a.plan.Load().stats.SolveTime, (cpu1 - cpu0).Round(time.Millisecond), st.PlannedN, sum.Gap, a.plan.Load().stats.Objective, a.plan.Load().stats.Bound, heap()-base, (heap()-base)*(1<<20)/float64(n), fTook, fCPU.Round(time.Millisecond))
 	}
 	solve("cold")
+	// ALLOC_CPUPROFILE=FILE: a CPU profile of the steady periods alone
+	// (requests and solves), not of the set-up.
+	if f := os.Getenv("ALLOC_CPUPROFILE"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for period := range 3 {
 		for range n / 10 {
 			i := rng.IntN(n)

@@ -42,20 +42,28 @@ type assignment struct {
 	kbps   float64
 }
 
-// session is one live (user, channel).
+// session is one live (user, channel). What a period's sweep, grouping
+// and split read of each of 600,000 sessions comes first, together (the
+// key's service is the first field after them), so that a pass over the
+// sessions costs about one cache line a session, not three.
 type session struct {
-	key     key
-	profile qoe.Profile
-	loc     topology.Location
-	snap    *topology.Snapshot // the one its service index refers to
-	seen    atomic.Int64       // unix nanoseconds of the last request
-	cur     atomic.Pointer[assignment]
-	placed  atomic.Int64 // unix nanoseconds cur was last given to the STB
+	snap *topology.Snapshot // the one its service index refers to
+	cur  atomic.Pointer[assignment]
+	seen atomic.Int64 // unix nanoseconds of the last request
 	// planned is where the plan of its generation puts the session (plans
-	// share one assignment per server and rung); released is the plan
-	// generation whose capacity it gave back when it ended, so that it is
-	// given back once.
-	planned  atomic.Pointer[assignment]
+	// share one assignment per server and rung).
+	planned atomic.Uint64 // planned(gen, place); plan.plannedOf reads it
+	// The solver's own (solveMu): the number the grouping that last saw
+	// the session gave its static class (place, profile, channel), so
+	// that a steady period finds it without hashing strings and floats.
+	numberedBy uint32 // the grouping's numbering (0: none yet)
+	static     int32
+	key        key
+	profile    qoe.Profile
+	loc        topology.Location
+	placed     atomic.Int64 // unix nanoseconds cur was last given to the STB
+	// released is the plan generation whose capacity it gave back when it
+	// ended, so that it is given back once.
 	released atomic.Uint64
 }
 

@@ -83,11 +83,10 @@ func (st *sites) prices(site []qoe.Price) []qoe.Price {
 	return out
 }
 
-// prevPos is the position of the server s was last sent to in plan p, -1
-// for none (the fallback, a new session, a server gone); and whether it
-// was on a server before this plan.
-func prevPos(s *session, snap *topology.Snapshot, p *plan) (pos int, had bool) {
-	cur := s.cur.Load()
+// posOf is the position in plan p of the server a session whose current
+// assignment is cur was last sent to, -1 for none (the fallback, a new
+// session, a server gone); and whether it was on a server before p.
+func posOf(cur *assignment, snap *topology.Snapshot, p *plan) (pos int, had bool) {
 	if cur == nil || cur.server < 0 {
 		return -1, false
 	}
@@ -112,7 +111,6 @@ type placing struct {
 	solveIn  *qoe.Instance // what was solved (sites)
 	sites    *sites
 	mine     []*session
-	chOf     []int32 // the channel number of each of mine
 	g        *grouped
 	res      *qoe.Result
 	capBw    []float64 // left to the plan, by position
@@ -121,8 +119,11 @@ type placing struct {
 	useCPU   []float64
 	objDelta float64 // the split's objective less the solve's
 	pulls    map[pull]struct{}
-	room     []float64          // Fbar by channel number
-	groupAt  map[[3]int32]int32 // (class, position, rung) -> its group in p.groups[position]
+	room     []float64 // Fbar by channel number
+	// groupAt, by class, lists the class's groups (position, rung and
+	// index in p.groups[position]): a class goes to one or a few.
+	groupAt  []int32 // by class: its first in groupsAt, -1 for none
+	groupsAt []groupRef
 	// users counts the sessions placed at each position. A user's
 	// sessions are taken one after the other and mostly to one place, so
 	// the last group and pull taken spare most map lookups.
@@ -142,6 +143,7 @@ func (pl *placing) fits(m int32, k int) bool {
 // take places session i at position m, rung k (m < 0: the fallback).
 func (pl *placing) take(i int32, m int32, k int) {
 	s := pl.mine[i]
+	cl := &pl.g.classes[pl.g.classOf[i]] // the session's profile and bitrate, without reading it
 	st := &pl.p.stats
 	in := pl.in
 	if m >= 0 {
@@ -151,13 +153,13 @@ func (pl *placing) take(i int32, m int32, k int) {
 		pl.capBw[m] = math.Max(0, pl.capBw[m]-bw)
 		pl.capCPU[m] = math.Max(0, pl.capCPU[m]-cpu)
 		pl.users[m]++
-		if pr := (pull{m, pl.chOf[i]}); pr != pl.lastPull {
+		if pr := (pull{m, cl.channel}); pr != pl.lastPull {
 			pl.pulls[pr] = struct{}{}
 			pl.lastPull = pr
 		}
 		pl.group(i, m, k)
 		top := in.Ladder[len(in.Ladder)-1]
-		if want := s.profile.DesiredKbps; in.Ladder[k] >= min(top, want) || want <= 0 {
+		if want := cl.profile.DesiredKbps; in.Ladder[k] >= min(top, want) || want <= 0 {
 			st.AtDesired++
 		}
 	} else {
@@ -167,11 +169,15 @@ func (pl *placing) take(i int32, m int32, k int) {
 	if prev := pl.g.prev[i]; prev != -1 && prev != m {
 		st.Switches++
 	}
-	if cur := s.cur.Load(); cur != nil && cur.kbps > 0 && in.Ladder[k] < cur.kbps {
+	if cl.prevKbps > 0 && in.Ladder[k] < cl.prevKbps {
 		st.Drops++
 	}
-	s.planned.Store(pl.sp.placeAt(pl.p, m, k))
+	s.planned.Store(planned(pl.p.gen, pl.sp.placeAt(pl.p, m, k)))
 }
+
+// groupRef is one of a class's groups: at position m, rung k, index j
+// in p.groups[m]; next is the class's next (-1: none).
+type groupRef struct{ m, k, j, next int32 }
 
 // group counts session i, placed at position m and rung k, in the plan's
 // drain-forecast groups.
@@ -182,7 +188,19 @@ func (pl *placing) group(i, m int32, k int) {
 		pl.p.groups[m][pl.lastJ].n++
 		return
 	}
-	j, ok := pl.groupAt[key]
+	if pl.groupAt == nil {
+		pl.groupAt = make([]int32, len(pl.g.classes))
+		for c := range pl.groupAt {
+			pl.groupAt[c] = -1
+		}
+	}
+	j, ok := int32(-1), false
+	for r := pl.groupAt[c]; r >= 0; r = pl.groupsAt[r].next {
+		if g := &pl.groupsAt[r]; g.m == m && g.k == int32(k) {
+			j, ok = g.j, true
+			break
+		}
+	}
 	if !ok {
 		cl := &pl.g.classes[c]
 		vk := viewerKind{service: pl.sp.svc, loc: cl.loc, profile: cl.profile, room: pl.room[cl.channel], channel: -1, prev: m, prevKbps: pl.in.Ladder[k], rung: int32(k)}
@@ -193,7 +211,8 @@ func (pl *placing) group(i, m int32, k int) {
 			pl.p.groups = make([][]group, len(pl.p.servers))
 		}
 		j = int32(len(pl.p.groups[m]))
-		pl.groupAt[key] = j
+		pl.groupsAt = append(pl.groupsAt, groupRef{m: m, k: int32(k), j: j, next: pl.groupAt[c]})
+		pl.groupAt[c] = int32(len(pl.groupsAt) - 1)
 		pl.p.groups[m] = append(pl.p.groups[m], group{kind: vk})
 	}
 	pl.p.groups[m][j].n++

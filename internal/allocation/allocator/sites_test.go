@@ -67,7 +67,7 @@ func TestSiteSplitKeepsEachServerWithinCapacity(t *testing.T) {
 		load := map[int32]float64{}
 		where := map[string]int32{}
 		for _, s := range r.a.sessions.sweep(0) {
-			as := s.planned.Load()
+			as := p.plannedOf(s)
 			if as == nil || as.gen != p.gen {
 				t.Fatalf("session %s is not in plan %d", s.key.user, p.gen)
 			}
