@@ -49,6 +49,16 @@ type variant struct {
 	kbps       uint64
 }
 
+// pre is what the grouping reads of one session: its static class's
+// number (-1: to be numbered; notMine: another service's session), the
+// position and site it was on and its bitrate.
+type pre struct {
+	static, prev, site int32
+	kbps               uint64
+}
+
+const notMine = -2
+
 // grouped is a service's sessions as the solve's users: user v stands for
 // the sessions mine[order[start[v]:start[v+1]]].
 type grouped struct {
@@ -149,50 +159,72 @@ func resize[T any](s []T, n int) []T {
 func (a *Allocator) groupSessions(g *grouped, snap *topology.Snapshot, svc int32, p *plan, live []*session, sites *sites, max int) {
 	g.reset(&a.numberings)
 	name := snap.Services[svc].Name
-	for _, s := range live {
-		if s.key.service != svc || s.snap.Services[svc].Name != name {
+	// First, in parallel, what each session's class needs of it (the
+	// pass that reads the sessions: cache misses, not work); then, in
+	// order, the classes.
+	// (pre is a period's: pointer-free garbage, 24 bytes a session, not
+	// kept between periods.)
+	pres := make([]pre, len(live))
+	inParallel(len(live), 16384, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s, r := live[i], &pres[i]
+			if s.key.service != svc || s.snap.Services[svc].Name != name {
+				r.static = notMine
+				continue
+			}
+			r.static = -1
+			if s.numberedBy == g.numbering {
+				r.static = s.static
+			}
+			cur := s.cur.Load()
+			var kbps float64
+			if cur != nil {
+				kbps = cur.kbps
+			}
+			r.kbps = math.Float64bits(kbps)
+			pos, had := posOf(cur, snap, p)
+			r.prev, r.site = int32(pos), -1
+			if had && pos < 0 {
+				r.prev = -2
+			}
+			if pos >= 0 {
+				r.site = sites.of[pos] // its site: the solve tells no server of one from another
+			}
+		}
+	})
+	for i, s := range live {
+		r := &pres[i]
+		if r.static == notMine {
 			continue
 		}
-		if s.numberedBy != g.numbering {
+		if r.static < 0 {
 			g.number(s)
-		}
-		cur := s.cur.Load()
-		var kbps float64
-		if cur != nil {
-			kbps = cur.kbps
-		}
-		pos, had := posOf(cur, snap, p)
-		prev, site := int32(pos), int32(-1)
-		if had && pos < 0 {
-			prev = -2
-		}
-		if pos >= 0 {
-			site = sites.of[pos] // its site: the solve tells no server of one from another
+			r.static = s.static
 		}
 		// Its class: one of those of its static class this solve (a
 		// short list: by site and bitrate), or a new one.
-		bits, k := math.Float64bits(kbps), int32(-1)
-		if g.used[s.static] == g.stamp {
-			for j := g.head[s.static]; j >= 0; j = g.variants[j].next {
-				if v := &g.variants[j]; v.prev == site && v.kbps == bits {
+		k := int32(-1)
+		if g.used[r.static] == g.stamp {
+			for j := g.head[r.static]; j >= 0; j = g.variants[j].next {
+				if v := &g.variants[j]; v.prev == r.site && v.kbps == r.kbps {
 					k = j
 					break
 				}
 			}
 		} else {
-			g.used[s.static], g.head[s.static] = g.stamp, -1
+			g.used[r.static], g.head[r.static] = g.stamp, -1
 			g.liveStatic++
 		}
 		if k < 0 {
 			k = int32(len(g.classes))
-			st := &g.statics[s.static]
-			g.classes = append(g.classes, class{loc: st.loc, profile: st.profile, channel: st.channel, prev: int(site), prevKbps: kbps})
-			g.variants = append(g.variants, variant{prev: site, next: g.head[s.static], kbps: bits})
-			g.head[s.static] = k
+			st := &g.statics[r.static]
+			g.classes = append(g.classes, class{loc: st.loc, profile: st.profile, channel: st.channel, prev: int(r.site), prevKbps: math.Float64frombits(r.kbps)})
+			g.variants = append(g.variants, variant{prev: r.site, next: g.head[r.static], kbps: r.kbps})
+			g.head[r.static] = k
 			g.sizes = append(g.sizes, 0)
 		}
 		g.mine = append(g.mine, s)
-		g.classOf, g.prev = append(g.classOf, k), append(g.prev, prev)
+		g.classOf, g.prev = append(g.classOf, k), append(g.prev, r.prev)
 		g.sizes[k]++
 	}
 	// Fbar of each room: the mean danmaku rate of its viewers

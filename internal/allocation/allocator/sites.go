@@ -128,6 +128,7 @@ type placing struct {
 	// sessions are taken one after the other and mostly to one place, so
 	// the last group and pull taken spare most map lookups.
 	users    []int
+	placed   []int32 // by session: its place (servicePlan.placeAt)
 	lastAt   [3]int32
 	lastJ    int32
 	lastPull pull
@@ -142,7 +143,6 @@ func (pl *placing) fits(m int32, k int) bool {
 
 // take places session i at position m, rung k (m < 0: the fallback).
 func (pl *placing) take(i int32, m int32, k int) {
-	s := pl.mine[i]
 	cl := &pl.g.classes[pl.g.classOf[i]] // the session's profile and bitrate, without reading it
 	st := &pl.p.stats
 	in := pl.in
@@ -172,7 +172,7 @@ func (pl *placing) take(i int32, m int32, k int) {
 	if cl.prevKbps > 0 && in.Ladder[k] < cl.prevKbps {
 		st.Drops++
 	}
-	s.planned.Store(planned(pl.p.gen, pl.sp.placeAt(pl.p, m, k)))
+	pl.placed[i] = int32(pl.sp.placeAt(pl.p, m, k))
 }
 
 // groupRef is one of a class's groups: at position m, rung k, index j
@@ -228,6 +228,10 @@ func (pl *placing) place() {
 	st := &pl.p.stats
 	cand := pl.solveIn.Candidates()
 	later := make([]bool, len(pl.mine))
+	pl.placed = make([]int32, len(pl.mine))
+	for i := range pl.placed {
+		pl.placed[i] = -1 // none: keeps the place of an earlier plan, which is not this one's
+	}
 	pl.users = make([]int, len(pl.p.servers))
 	pl.lastAt, pl.lastPull = [3]int32{-1, -1, -1}, pull{-1, -1}
 	for pass := 0; pass < 2; pass++ {
@@ -275,6 +279,16 @@ func (pl *placing) place() {
 			}
 		}
 	}
+	// The sessions learn their places in parallel, after the split: the
+	// only pass of it that reads or writes them (the plan is not out yet).
+	gen := pl.p.gen
+	inParallel(len(pl.mine), 16384, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if pl.placed[i] >= 0 {
+				pl.mine[i].planned.Store(planned(gen, int(pl.placed[i])))
+			}
+		}
+	})
 	for m, n := range pl.users {
 		if n > 0 {
 			st.UsersByServer[pl.snap.Servers[pl.p.servers[m]].Name] += n
