@@ -165,6 +165,9 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 	if signer := s.Apply.Signer; !changed && cur != nil && signer != nil && cur.KeyID != signer.KeyID() {
 		changed = true // a key rotation: the same document, signed anew
 		warnings = append(warnings, fmt.Sprintf("the same document, signed again with key %s (was %s)", signer.KeyID(), orNone(cur.KeyID)))
+	} else if !changed && cur != nil && signer != nil && !cur.SignedPointer {
+		changed = true // signed by a center from before pointers were signed
+		warnings = append(warnings, "the same document, its pointer signed (it was signed in the old format, the digest alone, which the schedulers of this release refuse)")
 	}
 	if !changed && cur != nil && c.source != nil && !sameText(c.source, cur) {
 		// A new revision for comments alone would make every scheduler

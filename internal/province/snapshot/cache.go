@@ -16,6 +16,7 @@ import (
 
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/security/signing"
 )
 
 // The cache is a gzip'd JSON object. Its mtime is the last time the snapshot
@@ -25,24 +26,36 @@ type cacheFile struct {
 	Revision int64           `json:"revision"`
 	Digest   string          `json:"digest"`
 	Topology json.RawMessage `json:"topology"`
-	// The center's signature of Digest, verified again when the cache is
-	// loaded: whoever can write the file must not be able to redirect.
-	Signature []byte `json:"signature,omitempty"`
-	KeyID     string `json:"key_id,omitempty"`
+	// The center's signature, verified again when the cache is loaded:
+	// whoever can write the file must not be able to redirect. Since
+	// version 2, of the pointer (SignedPointer: the fields below and
+	// Digest, signing.Pointer); before, of Digest alone.
+	Signature     []byte    `json:"signature,omitempty"`
+	KeyID         string    `json:"key_id,omitempty"`
+	SignedPointer bool      `json:"signed_pointer,omitempty"`
+	Province      string    `json:"province,omitempty"`
+	Seq           int64     `json:"seq,omitempty"`
+	AppliedAt     time.Time `json:"applied_at,omitzero"`
+	Size          int64     `json:"size,omitempty"`
+	Parts         int       `json:"parts,omitempty"`
 }
 
-const cacheVersion = 1
+// cacheVersion is the format written; version 1 (a signature of the digest
+// alone, no sequence) is still read.
+const cacheVersion = 2
 
 type cached struct {
-	Revision    int64
-	Digest      string
-	Signature   []byte
-	KeyID       string
-	confirmedAt time.Time
-	topology    *topology.Topology
+	Revision      int64
+	Digest        string
+	Signature     []byte
+	KeyID         string
+	signedPointer bool
+	pointer       signing.Pointer // what Signature covers when signedPointer
+	confirmedAt   time.Time
+	topology      *topology.Topology
 }
 
-func writeCache(path string, st *store.Stored) error {
+func writeCache(path, province string, st *store.Stored) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -53,7 +66,8 @@ func writeCache(path string, st *store.Stored) error {
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	bw := bufio.NewWriter(tmp)
 	zw := gzip.NewWriter(bw)
-	err = json.NewEncoder(zw).Encode(cacheFile{Version: cacheVersion, Revision: st.Revision, Digest: st.Digest, Topology: st.JSON, Signature: st.Signature, KeyID: st.KeyID})
+	err = json.NewEncoder(zw).Encode(cacheFile{Version: cacheVersion, Revision: st.Revision, Digest: st.Digest, Topology: st.JSON, Signature: st.Signature, KeyID: st.KeyID,
+		SignedPointer: st.SignedPointer, Province: province, Seq: st.Seq, AppliedAt: st.AppliedAt, Size: int64(st.Size), Parts: st.Chunks})
 	if err == nil {
 		err = zw.Close()
 	}
@@ -116,8 +130,8 @@ func readCache(path string) (*cached, error) {
 	if err := json.NewDecoder(io.LimitReader(zr, 1<<30)).Decode(&c); err != nil {
 		return nil, fmt.Errorf("snapshot cache %s: %w", path, err)
 	}
-	if c.Version != cacheVersion {
-		return nil, fmt.Errorf("snapshot cache %s: format version %d, this build reads %d", path, c.Version, cacheVersion)
+	if c.Version != cacheVersion && c.Version != 1 {
+		return nil, fmt.Errorf("snapshot cache %s: format version %d, this build reads 1 and %d", path, c.Version, cacheVersion)
 	}
 	if sum := sha256.Sum256(c.Topology); hex.EncodeToString(sum[:]) != c.Digest {
 		return nil, fmt.Errorf("snapshot cache %s: digest mismatch, file is corrupt", path)
@@ -126,7 +140,9 @@ func readCache(path string) (*cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache %s: %w", path, err)
 	}
-	return &cached{Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, confirmedAt: info.ModTime(), topology: t}, nil
+	return &cached{Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, signedPointer: c.SignedPointer,
+		pointer:     signing.Pointer{Province: c.Province, Seq: c.Seq, AppliedAt: c.AppliedAt, Digest: c.Digest, Size: c.Size, Parts: c.Parts},
+		confirmedAt: info.ModTime(), topology: t}, nil
 }
 
 func touch(path string, t time.Time) error { return os.Chtimes(path, t, t) }

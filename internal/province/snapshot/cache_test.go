@@ -20,7 +20,7 @@ func TestWriteCacheRenamesAndSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for rev := int64(7); rev <= 8; rev++ { // the second write replaces the first
-		if err := writeCache(path, &store.Stored{Revision: rev, Digest: digest, JSON: js}); err != nil {
+		if err := writeCache(path, "", &store.Stored{Revision: rev, Digest: digest, JSON: js}); err != nil {
 			t.Fatal(err)
 		}
 		c, err := readCache(path)
@@ -49,7 +49,7 @@ func TestSyncDirErrors(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeCache(filepath.Join(file, "snapshot.cache"), &store.Stored{Revision: 1}); err == nil {
+	if err := writeCache(filepath.Join(file, "snapshot.cache"), "", &store.Stored{Revision: 1}); err == nil {
 		t.Fatal("writeCache under a regular file succeeded")
 	}
 }

@@ -2,6 +2,8 @@ package snapshot_test
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -134,5 +136,63 @@ func TestCacheSignatureVerified(t *testing.T) {
 	other := &snapshot.Syncer{CacheFile: cache, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Verifier: signing.NewVerifier(signer(t).Public())}
 	if err := other.LoadCache(); err == nil || !strings.Contains(err.Error(), "not trusted") || other.Snapshot() != nil {
 		t.Fatalf("cache signed by an untrusted key: %v", err)
+	}
+}
+
+// The pointer is verified before anything it points at is read: one
+// written without the key, pointing at a document of 100 MiB whose parts
+// are not even there, is refused for its signature (not retried as a
+// failed fetch), and the signed snapshot stays in service.
+func TestPointerVerifiedBeforeDocument(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	center := signer(t)
+	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
+	good := applySigned(t, st, fixture.Weighted(t, 100), center)
+	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
+
+	forged := fmt.Sprintf(`{"digest":%q,"chunks":1,"size":%d,"seq":99,"sig_format":2,"key_id":%q,"signature":%q}`,
+		strings.Repeat("ab", 32), 100<<20, center.KeyID(), base64.StdEncoding.EncodeToString(make([]byte, 64)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.Client().Put(ctx, st.CurrentKey(), forged); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the forged pointer refused", wait.DefaultTimeout, func() bool {
+		return testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_rejected_total", "bad_signature")) == 1
+	})
+	if n := testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_errors_total", "fetch")); n != 0 {
+		t.Errorf("%v fetch errors: the forged pointer's document was read", n)
+	}
+	if got := revision(r.s); got != good {
+		t.Fatalf("serving revision %d, want the signed %d", got, good)
+	}
+}
+
+// A signed pointer of an earlier apply, put back by someone who can write
+// etcd, is an old document: refused (the sequence is not after the one
+// verified), and the newer snapshot stays in service.
+func TestReplayedPointerRefused(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	center := signer(t)
+	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	applySigned(t, st, fixture.Weighted(t, 100), center)
+	old, err := e.Client().Get(ctx, st.CurrentKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := applySigned(t, st, fixture.Weighted(t, 200), center)
+	wait.For(t, "the newer snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == newer })
+	if _, err := e.Client().Put(ctx, st.CurrentKey(), string(old.Kvs[0].Value)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the old pointer refused", wait.DefaultTimeout, func() bool {
+		return testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_rejected_total", "replayed")) == 1
+	})
+	if snap := r.s.Snapshot(); snap.Revision != newer || snap.Servers[0].Weight != 200 {
+		t.Fatalf("serving revision %d weight %d, want the newer %d (weight 200)", snap.Revision, snap.Servers[0].Weight, newer)
 	}
 }

@@ -24,7 +24,8 @@ import (
 // Source is what the syncer needs from the store.
 type Source interface {
 	CurrentRevision(ctx context.Context) (int64, error)
-	Current(ctx context.Context) (*store.Stored, error)
+	CurrentPointer(ctx context.Context) (*store.Pointer, error)
+	Load(ctx context.Context, p *store.Pointer) (*store.Stored, error)
 	WatchCurrent(ctx context.Context) clientv3.WatchChan
 }
 
@@ -51,6 +52,10 @@ type Syncer struct {
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
 	badRev    int64        // a stored revision that failed to compile or verify; not retried
 	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
+	// seq and digest are the verified snapshot's apply: a pointer numbered
+	// below it, or as it with another document, is an old one put back.
+	seq       int64
+	digest    string
 	lastTouch time.Time
 
 	// The current outage, for Run's goroutine: when it began and how many
@@ -74,8 +79,8 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	for _, st := range []string{"fetch", "build", "cache"} {
 		s.errs.WithLabelValues(st)
 	}
-	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology documents refused for their signature (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature); the previous snapshot stays in use."}, []string{"reason"})
-	for _, r := range []string{"unsigned", "unknown_key", "bad_signature"} {
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology pointers refused before their document was read (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: a sequence not after the last verified); the previous snapshot stays in use."}, []string{"reason"})
+	for _, r := range rejectReasons {
 		s.rejected.WithLabelValues(r)
 	}
 	reg.MustRegister(s.swaps, s.errs, s.rejected, s.buildTime,
@@ -141,9 +146,12 @@ func (s *Syncer) LoadCache() error {
 	if c == nil {
 		return nil
 	}
-	verified, err := s.verify(c.Digest, c.KeyID, c.Signature)
+	verified, err := s.verifyCached(c)
 	if err != nil {
 		return fmt.Errorf("snapshot cache %s: revision %d refused: %w", s.CacheFile, c.Revision, err)
+	}
+	if verified {
+		s.seq, s.digest = c.pointer.Seq, c.Digest
 	}
 	snap, err := s.Limits.Compile(c.topology, c.Revision)
 	if err != nil {
@@ -291,8 +299,8 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	}
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	st, err := s.Source.Current(lctx)
-	cancel()
+	defer cancel()
+	ptr, err := s.Source.CurrentPointer(lctx)
 	if errors.Is(err, store.ErrNoTopology) {
 		s.confirm()
 		return nil
@@ -300,14 +308,21 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load topology revision %d: %w", rev, err)
 	}
-	verified, err := s.verify(st.Digest, st.KeyID, st.Signature)
+	// The pointer is verified before anything it points at is read: a
+	// pointer not signed by a trusted key, or an old one put back, costs
+	// one signature check, not a download and decompression.
+	verified, err := s.verify(ptr)
 	if err != nil {
 		// Someone with write access to etcd but not the center's key, or a
 		// center signing with a key not trusted here: keep the last good
 		// snapshot; logged once per revision (badRev is not fetched again).
-		s.badRev = st.Revision
-		s.Logger.Error("stored topology refused: its signature does not verify; keeping the previous snapshot", "revision", st.Revision, "serving", s.revision(), "err", err)
+		s.badRev = ptr.Revision
+		s.Logger.Error("stored topology refused: its pointer does not verify; keeping the previous snapshot", "revision", ptr.Revision, "seq", ptr.Seq, "serving", s.revision(), "err", err)
 		return nil
+	}
+	st, err := s.Source.Load(lctx, ptr)
+	if err != nil {
+		return fmt.Errorf("load topology revision %d: %w", rev, err)
 	}
 	snap, err := s.Limits.Compile(st.Topology, st.Revision)
 	if err != nil {
@@ -319,6 +334,9 @@ func (s *Syncer) refresh(ctx context.Context) error {
 		return nil
 	}
 	s.swap(snap, verified)
+	if verified {
+		s.seq, s.digest = st.Seq, st.Digest
+	}
 	s.confirm()
 	if s.metricsSet {
 		s.buildTime.Observe(time.Since(start).Seconds())
@@ -326,7 +344,7 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	c := snap.Counts()
 	s.Logger.Info("snapshot swapped in", "revision", snap.Revision, "regions", c.Regions, "servers", c.Servers, "networks", c.Networks, "took", time.Since(start).Round(time.Millisecond).String())
 	if s.CacheFile != "" {
-		if err := writeCache(s.CacheFile, st); err != nil {
+		if err := writeCache(s.CacheFile, ptr.Signed.Province, st); err != nil {
 			s.count("cache")
 			s.Logger.Warn("persisting the snapshot failed; a restart without etcd would start empty", "file", s.CacheFile, "err", err)
 		}
@@ -335,24 +353,68 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	return nil
 }
 
-// verify checks a document's signature; verified is false when no key is
+// rejectReasons are anysched_snapshot_rejected_total's reasons.
+var rejectReasons = []string{"unsigned", "unknown_key", "bad_signature", "old_format", "replayed"}
+
+// errOldFormat: a pointer whose signature covers the digest alone, which
+// any earlier document's signature would match.
+var errOldFormat = errors.New("the pointer is signed in the old format (the document's digest alone, which an older document put back would match too): apply again from a center of this release to sign the pointer")
+
+// verify checks the signature of the pointer p from the store, and that
+// it is not an older apply put back; verified is false when no key is
 // trusted (accepted unsigned). A refusal is counted by its reason.
-func (s *Syncer) verify(digest, keyID string, sig []byte) (verified bool, err error) {
+func (s *Syncer) verify(p *store.Pointer) (verified bool, err error) {
 	if s.Verifier == nil {
 		return false, nil
 	}
-	err = s.Verifier.Verify(digest, keyID, sig)
-	if err != nil && s.metricsSet {
-		reason := "bad_signature"
-		switch {
-		case errors.Is(err, signing.ErrUnsigned):
-			reason = "unsigned"
-		case errors.Is(err, signing.ErrUnknownKey):
-			reason = "unknown_key"
-		}
-		s.rejected.WithLabelValues(reason).Inc()
+	switch {
+	case !p.SignedPointer && len(p.Signature) > 0:
+		err = errOldFormat
+	default:
+		err = s.Verifier.VerifyPointer(p.Signed, p.KeyID, p.Signature)
 	}
+	if err == nil && s.digest != "" && (p.Seq < s.seq || p.Seq == s.seq && p.Digest != s.digest) {
+		err = fmt.Errorf("%w: sequence %d is not after %d, the last verified here (document %.12s)", errReplayed, p.Seq, s.seq, s.digest)
+	}
+	s.refused(err)
 	return err == nil, err
+}
+
+// verifyCached checks the signature a disk cache carries: of its pointer,
+// or of its digest alone (written before pointers were signed).
+func (s *Syncer) verifyCached(c *cached) (verified bool, err error) {
+	if s.Verifier == nil {
+		return false, nil
+	}
+	if c.signedPointer {
+		err = s.Verifier.VerifyPointer(c.pointer, c.KeyID, c.Signature)
+	} else {
+		err = s.Verifier.Verify(c.Digest, c.KeyID, c.Signature)
+	}
+	s.refused(err)
+	return err == nil, err
+}
+
+// errReplayed: a signed pointer older than the one last verified.
+var errReplayed = errors.New("an older apply's signed pointer put back")
+
+// refused counts a refusal by its reason.
+func (s *Syncer) refused(err error) {
+	if err == nil || !s.metricsSet {
+		return
+	}
+	reason := "bad_signature"
+	switch {
+	case errors.Is(err, signing.ErrUnsigned):
+		reason = "unsigned"
+	case errors.Is(err, signing.ErrUnknownKey):
+		reason = "unknown_key"
+	case errors.Is(err, errOldFormat):
+		reason = "old_format"
+	case errors.Is(err, errReplayed):
+		reason = "replayed"
+	}
+	s.rejected.WithLabelValues(reason).Inc()
 }
 
 func (s *Syncer) swap(snap *topology.Snapshot, verified bool) {

@@ -67,7 +67,9 @@ func TestHistoryKeepsLastRevisions(t *testing.T) {
 	}
 }
 
-// The pointer carries the signer's signature of the digest.
+// The pointer carries the signer's signature of its fields (province,
+// sequence, time, digest, size, parts): another province's prefix, or
+// another sequence, does not verify.
 func TestApplySigns(t *testing.T) {
 	st := etcdtest.Start(t).Store()
 	c := ctx(t)
@@ -80,8 +82,18 @@ func TestApplySigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := signing.NewVerifier(s.Public()).Verify(cur.Digest, cur.KeyID, cur.Signature); err != nil {
-		t.Fatalf("stored signature: %v", err)
+	v := signing.NewVerifier(s.Public())
+	if err := v.VerifyPointer(cur.Signed(st.Prefix()), cur.KeyID, cur.Signature); err != nil || !cur.SignedPointer {
+		t.Fatalf("stored signature (of the pointer: %v): %v", cur.SignedPointer, err)
+	}
+	other := cur.Signed("/another-province/")
+	if err := v.VerifyPointer(other, cur.KeyID, cur.Signature); err == nil {
+		t.Fatal("the signature verifies for another province")
+	}
+	replay := cur.Signed(st.Prefix())
+	replay.Seq++
+	if err := v.VerifyPointer(replay, cur.KeyID, cur.Signature); err == nil {
+		t.Fatal("the signature verifies for another sequence")
 	}
 	// Unsigned when no signer is given.
 	if _, err := st.Apply(c, fixture.Weighted(t, 101), store.ApplyOptions{}); err != nil {
@@ -129,7 +141,31 @@ func TestApplyResignsWithANewKey(t *testing.T) {
 		t.Fatalf("re-sign: %+v, %v", r2, err)
 	}
 	cur, _ := st.Current(c)
-	if err := signing.NewVerifier(signing.NewSigner(k2).Public()).Verify(cur.Digest, cur.KeyID, cur.Signature); err != nil {
+	if err := signing.NewVerifier(signing.NewSigner(k2).Public()).VerifyPointer(cur.Signed(st.Prefix()), cur.KeyID, cur.Signature); err != nil {
 		t.Fatalf("after rotation: %v", err)
+	}
+}
+
+// A pointer that cannot be read loses its sequence, which readers rely on
+// (they refuse one at or below the last they verified): an apply refuses
+// to overwrite it, unless forced, and then numbers after the history.
+func TestApplyRefusesAnUnreadablePointer(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	c := ctx(t)
+	if _, err := st.Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Put(c, st.CurrentKey(), "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(c, fixture.Weighted(t, 101), store.ApplyOptions{}); err == nil || !strings.Contains(err.Error(), "unreadable") {
+		t.Fatalf("apply over an unreadable pointer: %v", err)
+	}
+	if _, err := st.Apply(c, fixture.Weighted(t, 102), store.ApplyOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := st.Current(c); err != nil || cur.Seq != 2 {
+		t.Fatalf("forced apply: seq %d, %v; want 2, after the history's 1", cur.Seq, err)
 	}
 }

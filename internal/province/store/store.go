@@ -53,6 +53,14 @@ const DefaultChunkSize = 512 << 10
 // maxDocumentBytes bounds a stored document after decompression.
 const maxDocumentBytes = 512 << 20
 
+// maxPointerBytes bounds the topology pointer's value: a reader decodes it
+// before it can verify anything.
+const maxPointerBytes = 64 << 10
+
+// sigPointer is pointer.SigFormat when the signature covers the pointer
+// (signing.Pointer); 0: the digest alone (a center from before) or none.
+const sigPointer = 2
+
 // Store is the project's view of etcd.
 type Store struct {
 	// ChunkSize is the largest value written for a document chunk.
@@ -97,15 +105,41 @@ type pointer struct {
 	AppliedAt time.Time `json:"applied_at"`
 	// Seq numbers applies: the history key of this one.
 	Seq int64 `json:"seq,omitempty"`
-	// Signature of the digest by the key KeyID (internal/security/signing); empty
-	// when the center has no signing key.
+	// Signature by the key KeyID (internal/security/signing): of the
+	// pointer's signed fields (signing.Pointer) when SigFormat is
+	// sigPointer, of the digest alone when 0; empty when the center has no
+	// signing key.
 	Signature []byte `json:"signature,omitempty"`
 	KeyID     string `json:"key_id,omitempty"`
+	SigFormat int    `json:"sig_format,omitempty"`
 	// Source is the digest of the document as the operator wrote it, kept
 	// in SourceChunks chunks like the canonical one; empty: not kept (an
 	// apply from before this existed, or the canonical JSON itself).
 	Source       string `json:"source,omitempty"`
 	SourceChunks int    `json:"source_chunks,omitempty"`
+}
+
+// signed is what p's signature covers in the province of prefix.
+func (p *pointer) signed(prefix string) signing.Pointer {
+	return signing.Pointer{Province: prefix, Seq: p.Seq, AppliedAt: p.AppliedAt, Digest: p.Digest, Size: int64(p.Size), Parts: p.Chunks}
+}
+
+// Pointer is the topology pointer as a reader finds it (CurrentPointer):
+// what it verifies before it reads the document (Load).
+type Pointer struct {
+	Revision int64 // the topology revision (the pointer's etcd ModRevision)
+	Seq      int64 // the apply's sequence number
+	Digest   string
+	// Signed is what the signature covers (signing.Pointer), when
+	// SignedPointer; otherwise the signature, if any, is of the digest
+	// alone (a center from before pointers were signed).
+	Signed        signing.Pointer
+	SignedPointer bool
+	Signature     []byte
+	KeyID         string
+
+	p  pointer
+	at int64 // the etcd revision it was read at
 }
 
 // Stored is the topology as the store holds it.
@@ -115,7 +149,13 @@ type Stored struct {
 	AppliedAt time.Time
 	JSON      []byte // canonical JSON of the document (Revision field zero)
 	Topology  *topology.Topology
-	// Signature and KeyID as the center signed Digest; empty if unsigned.
+	// Seq, Size and Chunks are the pointer's: with AppliedAt, Digest and
+	// the province, what its signature covers when SignedPointer.
+	Seq           int64
+	Size, Chunks  int
+	SignedPointer bool
+	// Signature and KeyID as the center signed the pointer (or, before
+	// that, Digest); empty if unsigned.
 	Signature []byte
 	KeyID     string
 	// SourceDigest is the digest of the document as written (Source reads
@@ -124,6 +164,12 @@ type Stored struct {
 
 	sourceChunks int
 	at           int64 // etcd revision the document was read at; 0: latest
+}
+
+// Signed is what st's pointer signature covers in the province of
+// prefix (when SignedPointer).
+func (st *Stored) Signed(prefix string) signing.Pointer {
+	return signing.Pointer{Province: prefix, Seq: st.Seq, AppliedAt: st.AppliedAt, Digest: st.Digest, Size: int64(st.Size), Parts: st.Chunks}
 }
 
 // ErrNoTopology means nothing has been applied yet.
@@ -203,7 +249,14 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	if len(cur.Kvs) > 0 {
 		curRev = cur.Kvs[0].ModRevision
 		if err := json.Unmarshal(cur.Kvs[0].Value, &curPtr); err != nil {
-			s.log.Warn("current topology pointer is unreadable; overwriting it", "err", err)
+			// Its sequence is lost with it, and readers refuse a sequence
+			// at or below the last they verified: go on only on purpose,
+			// numbering after the history's last apply.
+			if !opts.Force {
+				return ApplyResult{}, fmt.Errorf("store: the current topology pointer (revision %d) is unreadable: %w; an apply with force overwrites it", curRev, err)
+			}
+			s.log.Warn("current topology pointer is unreadable; overwriting it (force)", "revision", curRev, "err", err)
+			curPtr = pointer{Seq: s.lastSeq(ctx)}
 		}
 	}
 	if opts.Expect != nil && *opts.Expect != curRev {
@@ -213,8 +266,9 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		return ApplyResult{}, &StaleError{Base: opts.BaseRevision, Current: curRev}
 	}
 	// The same document is no change, unless it is to be signed by another
-	// key than it is (a signing key rotation re-signs the current document).
-	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID()) {
+	// key or in another format than it is (a signing key rotation, or a
+	// center upgraded from digest signatures, re-signs the current one).
+	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && curPtr.SigFormat == sigPointer) {
 		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
 	}
 
@@ -232,7 +286,8 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		}
 	}
 	if opts.Signer != nil {
-		p.Signature, p.KeyID = opts.Signer.Sign(digest), opts.Signer.KeyID()
+		p.SigFormat = sigPointer
+		p.Signature, p.KeyID = opts.Signer.SignPointer(p.signed(s.prefix)), opts.Signer.KeyID()
 	}
 	ptr, _ := json.Marshal(p)
 	entry, _ := json.Marshal(historyEntry{pointer: p, Identity: opts.Identity, Note: opts.Note, Change: opts.Change, Counts: t.Counts()})
@@ -368,6 +423,16 @@ func (s *Store) Current(ctx context.Context) (*Stored, error) {
 }
 
 func (s *Store) current(ctx context.Context) (*Stored, error) {
+	p, err := s.CurrentPointer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(ctx, p)
+}
+
+// CurrentPointer reads the topology pointer alone (ErrNoTopology when
+// none), for a reader that verifies it before reading the document.
+func (s *Store) CurrentPointer(ctx context.Context) (*Pointer, error) {
 	resp, err := s.cli.Get(ctx, s.CurrentKey())
 	if err != nil {
 		return nil, fmt.Errorf("store: read topology pointer: %w", err)
@@ -376,21 +441,49 @@ func (s *Store) current(ctx context.Context) (*Stored, error) {
 		return nil, ErrNoTopology
 	}
 	kv := resp.Kvs[0]
+	if len(kv.Value) > maxPointerBytes {
+		return nil, fmt.Errorf("store: topology pointer at revision %d: %d bytes, more than a pointer's %d", kv.ModRevision, len(kv.Value), maxPointerBytes)
+	}
 	var p pointer
 	if err := json.Unmarshal(kv.Value, &p); err != nil {
 		return nil, fmt.Errorf("store: topology pointer at revision %d: %w", kv.ModRevision, err)
 	}
-	// The chunks as of the read that found this pointer, not as of the
-	// pointer's own revision: that one is compacted away once the history
-	// is shorter than the time since the apply (etcdhousekeep keeps
-	// minutes), and the pointer was p at the read's revision all the same.
-	return s.load(ctx, p, kv.ModRevision, resp.Header.Revision)
+	if p.Chunks < 0 || p.Size < 0 || p.Size > maxDocumentBytes {
+		return nil, fmt.Errorf("store: topology pointer at revision %d: %d parts of %d bytes in all, out of range (at most %d bytes)", kv.ModRevision, p.Chunks, p.Size, maxDocumentBytes)
+	}
+	// The chunks are to be read as of the read that found this pointer,
+	// not as of the pointer's own revision: that one is compacted away once
+	// the history is shorter than the time since the apply (etcdhousekeep
+	// keeps minutes), and the pointer was p at the read's revision all the
+	// same.
+	return &Pointer{Revision: kv.ModRevision, Seq: p.Seq, Digest: p.Digest, Signed: p.signed(s.prefix), SignedPointer: p.SigFormat == sigPointer,
+		Signature: p.Signature, KeyID: p.KeyID, p: p, at: resp.Header.Revision}, nil
+}
+
+// Load reads the document p points at: no more parts than it states, and
+// decompressed no further than its stated size.
+func (s *Store) Load(ctx context.Context, p *Pointer) (*Stored, error) {
+	return s.load(ctx, p.p, p.Revision, p.at)
+}
+
+// lastSeq is the sequence of the history's last apply (0: none or
+// unreadable).
+func (s *Store) lastSeq(ctx context.Context) int64 {
+	resp, err := s.cli.Get(ctx, s.historyPrefix(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0
+	}
+	var seq int64
+	fmt.Sscanf(strings.TrimPrefix(string(resp.Kvs[0].Key), s.historyPrefix()), "%d", &seq)
+	return seq
 }
 
 // load reads the document p points at, as of etcd revision at (0: the
 // latest), for topology revision rev.
 func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, error) {
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	// No more parts than the pointer states (one more tells that there
+	// are), and no further than its size once decompressed.
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(int64(p.Chunks) + 1)}
 	if at != 0 {
 		opts = append(opts, clientv3.WithRev(at))
 	}
@@ -398,14 +491,17 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 	if err != nil {
 		return nil, fmt.Errorf("store: read topology chunks at revision %d: %w", rev, err)
 	}
-	if len(chunks.Kvs) != p.Chunks {
-		return nil, fmt.Errorf("store: topology at revision %d: %d of %d chunks present", rev, len(chunks.Kvs), p.Chunks)
+	if n := len(chunks.Kvs); n != p.Chunks || chunks.More {
+		if chunks.More {
+			n = int(chunks.Count)
+		}
+		return nil, fmt.Errorf("store: topology at revision %d: %d chunks present, its pointer states %d", rev, n, p.Chunks)
 	}
 	var blob bytes.Buffer
 	for _, c := range chunks.Kvs {
 		blob.Write(c.Value)
 	}
-	data, err := gunzip(blob.Bytes())
+	data, err := gunzipSized(blob.Bytes(), p.Size)
 	if err != nil {
 		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
 	}
@@ -417,8 +513,31 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 	if err != nil {
 		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
 	}
-	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Signature: p.Signature, KeyID: p.KeyID,
-		SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
+	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Seq: p.Seq, Size: p.Size, Chunks: p.Chunks,
+		SignedPointer: p.SigFormat == sigPointer, Signature: p.Signature, KeyID: p.KeyID, SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
+}
+
+// gunzipSized decompresses a document that its pointer says is size bytes:
+// no further than that (and one byte more, which tells it is not).
+func gunzipSized(b []byte, size int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	// Grown as it comes: the size is the pointer's word, checked only
+	// once its signature is (or not at all, unsigned).
+	var out bytes.Buffer
+	if _, err := io.Copy(&out, io.LimitReader(zr, int64(min(size, maxDocumentBytes))+1)); err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	data := out.Bytes()
+	if len(data) != size {
+		if len(data) > size {
+			return nil, fmt.Errorf("the document decompresses to more than the %d bytes its pointer states", size)
+		}
+		return nil, fmt.Errorf("the document decompresses to %d bytes, its pointer states %d", len(data), size)
+	}
+	return data, nil
 }
 
 func gunzip(b []byte) ([]byte, error) {

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -422,5 +424,36 @@ func TestClientTLS(t *testing.T) {
 	}
 	if err := connect(config.ClientTLS{CAFile: certs.CA, CertFile: certs.OtherClientCert, KeyFile: certs.OtherClientKey}); err == nil {
 		t.Fatal("with a certificate from another CA the apply succeeded")
+	}
+}
+
+// A part replaced by someone who can write etcd (the pointer is signed,
+// the parts are not) is decompressed no further than the pointer's size:
+// a gzip of 64 MiB of zeros is refused after its first size+1 bytes.
+func TestLoadStopsAtTheStatedSize(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	c := ctx(t)
+	if _, err := st.Apply(c, fixture.Weighted(t, 100), store.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := st.Current(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zw.Write(make([]byte, 64<<20))
+	zw.Close()
+	parts, err := e.Client().Get(c, st.Prefix()+"topology/blobs/"+cur.Digest+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(parts.Kvs) != 1 {
+		t.Fatalf("parts of the document: %v, %v", parts, err)
+	}
+	if _, err := e.Client().Put(c, string(parts.Kvs[0].Key), bomb.String()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Current(c)
+	if want := fmt.Sprintf("more than the %d bytes its pointer states", cur.Size); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a part decompressing to 64 MiB: %v, want %q", err, want)
 	}
 }

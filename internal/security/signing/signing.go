@@ -1,11 +1,13 @@
 // Package signing signs and verifies topology documents with Ed25519, so
 // that write access to etcd alone cannot redirect the province: the center
-// signs each applied document's digest, every daemon that reads the topology
-// verifies it against the public keys it trusts.
+// signs each apply's pointer (province, sequence, time, the document's
+// digest, size and parts), every daemon that reads the topology verifies it
+// against the public keys it trusts before reading anything else.
 //
-// The signed message is domain-separated ("anysched-topology-v1\n" followed
-// by the hex SHA-256 digest of the stored document), so a signature made for
-// anything else never verifies as a topology's. A key is named by its id: the
+// The signed messages are domain-separated ("anysched-topology-v2\n" and
+// the pointer's fields; "anysched-topology-v1\n" and the hex SHA-256 digest
+// alone in disk caches written before), so a signature made for anything
+// else never verifies as a topology's. A key is named by its id: the
 // first 8 bytes of SHA-256 of the raw public key, in hex.
 package signing
 
@@ -22,10 +24,34 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
-// Domain prefixes every signed message.
+// Domain prefixes every signed message of the first format: a document's
+// digest alone (disk caches written before the pointer was signed).
 const Domain = "anysched-topology-v1\n"
+
+// PointerDomain prefixes a signed topology pointer.
+const PointerDomain = "anysched-topology-v2\n"
+
+// Pointer is what the signature of a topology pointer covers: which
+// province, which apply (its sequence, never reused: a reader refuses one
+// at or below the last it verified), when, and the document (its digest,
+// its size once decompressed and the number of its parts), so that a
+// reader verifies all it will rely on before it reads a part.
+type Pointer struct {
+	Province  string // the store's key prefix
+	Seq       int64
+	AppliedAt time.Time
+	Digest    string
+	Size      int64
+	Parts     int
+}
+
+func (p Pointer) message() []byte {
+	return fmt.Appendf([]byte(PointerDomain), "province %q\nseq %d\napplied %d\ndigest %s\nsize %d\nparts %d\n",
+		p.Province, p.Seq, p.AppliedAt.UnixNano(), p.Digest, p.Size, p.Parts)
+}
 
 // KeyID names a public key: hex of the first 8 bytes of its SHA-256.
 func KeyID(pub ed25519.PublicKey) string {
@@ -52,8 +78,12 @@ func (s *Signer) KeyID() string { return s.id }
 // Public is the signer's public key.
 func (s *Signer) Public() ed25519.PublicKey { return s.key.Public().(ed25519.PublicKey) }
 
-// Sign signs a document digest (hex SHA-256 of the stored form).
+// Sign signs a document digest (hex SHA-256 of the stored form): the
+// first format, kept for reading old disk caches; stores sign pointers.
 func (s *Signer) Sign(digest string) []byte { return ed25519.Sign(s.key, message(digest)) }
+
+// SignPointer signs a topology pointer.
+func (s *Signer) SignPointer(p Pointer) []byte { return ed25519.Sign(s.key, p.message()) }
 
 // Why a document is refused; errors.Is works on Verify's errors.
 var (
@@ -87,8 +117,18 @@ func (v *Verifier) KeyIDs() []string {
 	return ids
 }
 
-// Verify checks that sig is a trusted key's signature of digest.
+// Verify checks that sig is a trusted key's signature of digest (the
+// first format).
 func (v *Verifier) Verify(digest, keyID string, sig []byte) error {
+	return v.verify(message(digest), keyID, sig)
+}
+
+// VerifyPointer checks that sig is a trusted key's signature of p.
+func (v *Verifier) VerifyPointer(p Pointer, keyID string, sig []byte) error {
+	return v.verify(p.message(), keyID, sig)
+}
+
+func (v *Verifier) verify(msg []byte, keyID string, sig []byte) error {
 	if len(sig) == 0 && keyID == "" {
 		return ErrUnsigned
 	}
@@ -96,7 +136,7 @@ func (v *Verifier) Verify(digest, keyID string, sig []byte) error {
 	if !ok {
 		return fmt.Errorf("%w (key id %q; trusted: %s)", ErrUnknownKey, keyID, strings.Join(v.KeyIDs(), ", "))
 	}
-	if !ed25519.Verify(k, message(digest), sig) {
+	if !ed25519.Verify(k, msg, sig) {
 		return fmt.Errorf("%w (key id %s)", ErrBadSignature, keyID)
 	}
 	return nil
