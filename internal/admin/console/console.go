@@ -23,8 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +114,35 @@ func (con *Console) Handler() http.Handler {
 	mux.HandleFunc("POST "+Prefix+"api/drain", con.write(con.postDrain))
 	mux.HandleFunc("POST "+Prefix+"api/undrain", con.write(con.postUndrain))
 	mux.HandleFunc("POST "+Prefix+"api/drill", con.write(con.postDrill))
-	return headers(mux)
+	return loopbackNamed(headers(mux))
+}
+
+// loopbackNamed refuses a plaintext request (a loopback listener's: beyond
+// loopback the admin listener demands TLS) that does not name a loopback
+// host: a page that rebinds its own name to 127.0.0.1 sends its name in
+// Host, and the origin check alone trusts whatever Host says.
+func loopbackNamed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil && !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("the console answers on a loopback listener only to requests for localhost or a loopback address, not %q", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names loopback: localhost or
+// a loopback address, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // headers sets what every answer carries: no framing, no sniffing, no

@@ -75,17 +75,17 @@ func TestCSRF(t *testing.T) {
 		as                  authz.Caller
 		wantErr             string
 	}{
-		{"form from the page", "http://example.test", "", good, true, local, ""},
+		{"form from the page", "http://localhost", "", good, true, local, ""},
 		{"fetch from the page", "", "same-origin", good, true, local, ""},
 		{"no origin headers (not a browser)", "", "", good, true, local, ""},
 		{"other origin", "http://evil.test", "", good, true, local, "cross-origin"},
 		{"cross-site fetch", "", "cross-site", good, true, local, "cross-site"},
-		{"no session", "http://example.test", "", good, false, local, "no console session"},
-		{"no token", "http://example.test", "", "", true, local, "token"},
-		{"another identity's token", "http://example.test", "", good, true, authz.Caller{Identity: "otto", Role: authz.Operator}, "token"},
+		{"no session", "http://localhost", "", good, false, local, "no console session"},
+		{"no token", "http://localhost", "", "", true, local, "token"},
+		{"another identity's token", "http://localhost", "", good, true, authz.Caller{Identity: "otto", Role: authz.Operator}, "token"},
 	}
 	for _, tt := range tests {
-		r := httptest.NewRequest("POST", "http://example.test/console/api/drain", strings.NewReader(url.Values{"csrf": {tt.token}}.Encode()))
+		r := httptest.NewRequest("POST", "http://localhost/console/api/drain", strings.NewReader(url.Values{"csrf": {tt.token}}.Encode()))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if tt.origin != "" {
 			r.Header.Set("Origin", tt.origin)
@@ -125,7 +125,7 @@ func TestWritesRefused(t *testing.T) {
 		con := newConsole(t, tt.readOnly)
 		h := con.Handler()
 		// A page first: the session cookie and the token.
-		get := httptest.NewRequest("GET", "http://example.test/console/api/whoami", nil)
+		get := httptest.NewRequest("GET", "http://localhost/console/api/whoami", nil)
 		get.RemoteAddr = "127.0.0.1:4000"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, get)
@@ -134,9 +134,9 @@ func TestWritesRefused(t *testing.T) {
 		if tt.token {
 			form.Set("csrf", con.csrfToken(session, authz.Caller{Identity: authz.Local}))
 		}
-		r := httptest.NewRequest("POST", "http://example.test/console/api/drain", strings.NewReader(form.Encode()))
+		r := httptest.NewRequest("POST", "http://localhost/console/api/drain", strings.NewReader(form.Encode()))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		r.Header.Set("Origin", "http://example.test")
+		r.Header.Set("Origin", "http://localhost")
 		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: session})
 		r.RemoteAddr = tt.remote
 		w = httptest.NewRecorder()
@@ -244,9 +244,48 @@ func TestPagesParse(t *testing.T) {
 	h := newConsole(t, false).Handler()
 	for _, f := range []string{"static/console.js", "static/console.css"} {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", Prefix+f, nil))
+		h.ServeHTTP(w, httptest.NewRequest("GET", "http://localhost"+Prefix+f, nil))
 		if w.Code != 200 || w.Body.Len() < 1000 || w.Header().Get("Content-Security-Policy") == "" {
 			t.Errorf("%s: %d, %d bytes, CSP %q", f, w.Code, w.Body.Len(), w.Header().Get("Content-Security-Policy"))
+		}
+	}
+}
+
+// DNS rebinding: a page whose name now resolves to 127.0.0.1 reaches a
+// loopback console with its own name in Host (and a matching Origin). A
+// plaintext request is answered only when Host names loopback; over TLS
+// (beyond loopback, client certificates) Host is not the guard.
+func TestRebindingRefused(t *testing.T) {
+	h := newConsole(t, false).Handler()
+	for _, tt := range []struct {
+		host string
+		tls  bool
+		want int
+	}{
+		{"localhost:9100", false, http.StatusOK},
+		{"LOCALHOST", false, http.StatusOK},
+		{"127.0.0.1:9100", false, http.StatusOK},
+		{"127.8.9.10", false, http.StatusOK},
+		{"[::1]:9100", false, http.StatusOK},
+		{"rebind.attacker.example:9100", false, http.StatusMisdirectedRequest},
+		{"10.0.0.1:9100", false, http.StatusMisdirectedRequest},
+		{"localhost.attacker.example", false, http.StatusMisdirectedRequest},
+		{"", false, http.StatusMisdirectedRequest},
+		{"center.example:9100", true, http.StatusOK},
+	} {
+		for _, req := range []*http.Request{
+			httptest.NewRequest(http.MethodGet, "http://x"+Prefix+"api/whoami", nil),
+			httptest.NewRequest(http.MethodPost, "http://x"+Prefix+"api/drain", strings.NewReader("server=a")),
+		} {
+			req.Host, req.RemoteAddr = tt.host, "127.0.0.1:40000"
+			if tt.tls {
+				req.TLS = &tls.ConnectionState{}
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if refused := rec.Code == http.StatusMisdirectedRequest; refused != (tt.want == http.StatusMisdirectedRequest) {
+				t.Errorf("%s %q (tls %v): %d %s", req.Method, tt.host, tt.tls, rec.Code, rec.Body.String())
+			}
 		}
 	}
 }

@@ -91,7 +91,7 @@ func TestQoEPage(t *testing.T) {
 		if tt.before != nil {
 			tt.before()
 		}
-		r := httptest.NewRequest("GET", "http://example.test"+Prefix+tt.path, nil)
+		r := httptest.NewRequest("GET", "http://localhost"+Prefix+tt.path, nil)
 		r.RemoteAddr = "127.0.0.1:4000"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

@@ -125,6 +125,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	router := bgptest.New(t, 65000, 65101, "")
 	cc := centerConfig(t)
 	cc.Lab = true
+	cc.Console.LocalRole = "admin" // the drill below is started from the page, as local
 	cc.HTTP.Listen = anyPort
 	cc.HTTP.TrustedProxies = []config.Network{config.MustParseNetwork("127.0.0.0/8")}
 	runCenter(t, &cc)
@@ -497,5 +498,38 @@ func every(stop <-chan struct{}, d time.Duration, f func(i int)) {
 		case <-time.After(d):
 		}
 		f(i)
+	}
+}
+
+// A browser on the center's host is not the shell: by default the
+// console's local caller is a viewer (it reads, it changes nothing), and
+// a request for another name than loopback's (DNS rebinding) is refused.
+func TestConsoleLocalIsViewer(t *testing.T) {
+	cc := centerConfig(t)
+	runCenter(t, &cc)
+	base := "http://" + cc.Admin.Listen + "/console/"
+	var body string
+	waitUp(t, "the console", func() bool {
+		resp, err := http.Get(base + "api/whoami")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(body, `"viewer"`) || !strings.Contains(body, `"local"`) {
+		t.Fatalf("whoami for a local caller by default: %s, want local as viewer", body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"api/whoami", nil)
+	req.Host = "rebind.attacker.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("a request for another name: %d, want 421", resp.StatusCode)
 	}
 }

@@ -275,6 +275,17 @@ type Center struct {
 	Drills Drills `yaml:"drills"`
 	// Apply: the removal guard, the history kept and the signing key.
 	Apply Apply `yaml:"apply"`
+	// Console: the operator console on the admin listener.
+	Console Console `yaml:"console"`
+}
+
+// Console is the center's operator console.
+type Console struct {
+	// LocalRole is the role of a plaintext caller on a loopback admin
+	// listener (identity "local"). A browser is not a shell: any page it
+	// opens may reach loopback (DNS rebinding), so viewer by default, and
+	// the console answers only requests named for loopback.
+	LocalRole string `yaml:"local_role"`
 }
 
 // Regional is a city scheduler's configuration.
@@ -325,6 +336,7 @@ func DefaultCenter() Center {
 	c := Center{Common: defaultCommon("/var/lib/anysched/center", "127.0.0.1:9100"), Alloc: DefaultCenterAlloc()}
 	c.GRPC.Listen = "127.0.0.1:9090"
 	c.GRPC.LocalRole = "admin"
+	c.Console.LocalRole = "viewer"
 	c.GRPC.MaxRequestBytes = DefaultMaxRequestBytes
 	c.Audit = Audit{Keep: 10000, MaxAge: 90 * 24 * time.Hour}
 	c.Apply = Apply{MaxRemovalShare: 0.2, HistoryKeep: 20}
@@ -384,6 +396,9 @@ func (c *Center) Validate() error {
 	mutualTLSBeyondLoopback(&errs, "grpc", c.GRPC.Listen, c.GRPC.TLS)
 	if c.GRPC.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.GRPC.LocalRole) {
 		errs.Add("grpc.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.GRPC.LocalRole)
+	}
+	if c.Console.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.Console.LocalRole) {
+		errs.Add("console.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.Console.LocalRole)
 	}
 	if c.GRPC.MaxRequestBytes < minRequestBytes || c.GRPC.MaxRequestBytes > maxRequestBytes {
 		errs.Add("grpc.max_request_bytes", "%d is out of range [%d, %d]", c.GRPC.MaxRequestBytes, minRequestBytes, maxRequestBytes)

@@ -101,11 +101,12 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 		return &daemon.ConfigError{Err: err}
 	}
 	// The console: the same service, role table and audit trail as gRPC;
-	// a local caller has the gRPC listener's local role.
+	// a local caller has console.local_role (viewer by default: a browser
+	// on the center's host may run any page's script).
 	localRole := authz.None
-	if c.GRPC.LocalRole != "" {
-		if localRole, err = authz.ParseRole(c.GRPC.LocalRole); err != nil {
-			return &daemon.ConfigError{Err: fmt.Errorf("grpc.local_role: %w", err)}
+	if c.Console.LocalRole != "" {
+		if localRole, err = authz.ParseRole(c.Console.LocalRole); err != nil {
+			return &daemon.ConfigError{Err: fmt.Errorf("console.local_role: %w", err)}
 		}
 	}
 	con, err := s.MountConsole(svc, adminapi.NewGate(trail, log.With("component", "adminapi")), localRole, false)
