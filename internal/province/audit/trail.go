@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -38,25 +40,40 @@ type Options struct {
 // Trail is the audit trail in etcd: one key per record,
 // <prefix>audit/<zero-padded unix nanos>-<random>, so that keys sort by
 // time and two centers writing in the same nanosecond do not collide.
+// Refused calls (PermissionDenied, Unauthenticated) are kept apart, under
+// audit/refused/, each part trimmed to its own bounds: anyone can make
+// refused calls by the thousand, and they must not push the record of a
+// change out of the trail.
 type Trail struct {
-	cli    *clientv3.Client
-	prefix string // <etcd prefix>audit/
-	opts   Options
-	log    *slog.Logger
-	// trimEvery: retention is enforced every trimEvery writes (about 1% of
-	// Keep), so a write costs one put, and the trail overshoots Keep by at
-	// most that much.
+	cli     *clientv3.Client
+	changes part // audit/<nanos>-<random>: every call but the refused
+	refused part // audit/refused/<nanos>-<random>
+	opts    Options
+	log     *slog.Logger
+	// trimEvery: retention is enforced every trimEvery writes to a part
+	// (about 1% of Keep), so a write costs one put, and a part overshoots
+	// Keep by at most that much.
 	trimEvery uint64
-	writes    atomic.Uint64
 	failures  prometheus.Counter
 	now       func() time.Time
 }
 
+// part is one of the trail's key ranges, [from, to): its keys are
+// prefix + 20 digits + ...
+type part struct {
+	prefix   string
+	from, to string
+	writes   atomic.Uint64
+}
+
+func newPart(prefix string) part { return part{prefix: prefix, from: prefix + "0", to: prefix + ":"} } // ':' follows '9'
+
 // New returns the trail under etcdPrefix (etcd.prefix), registering its
 // metric on reg.
 func New(cli *clientv3.Client, etcdPrefix string, opts Options, reg prometheus.Registerer, log *slog.Logger) *Trail {
+	root := etcdPrefix + keyspace.PrefixAudit
 	t := &Trail{
-		cli: cli, prefix: etcdPrefix + keyspace.PrefixAudit, opts: opts, log: log.With("component", "audit"),
+		cli: cli, changes: newPart(root), refused: newPart(root + "refused/"), opts: opts, log: log.With("component", "audit"),
 		trimEvery: uint64(min(max(opts.Keep/100, 1), 100)),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "anysched_audit_write_failures_total",
@@ -73,50 +90,62 @@ func New(cli *clientv3.Client, etcdPrefix string, opts Options, reg prometheus.R
 // Failures counts the records that could not be stored.
 func (t *Trail) Failures() prometheus.Counter { return t.failures }
 
-func (t *Trail) key(at time.Time) string {
+func (p *part) key(at time.Time) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%s%020d-%s", t.prefix, at.UnixNano(), hex.EncodeToString(r[:]))
+	return fmt.Sprintf("%s%020d-%s", p.prefix, at.UnixNano(), hex.EncodeToString(r[:]))
 }
 
-// Write stores r (its At set now if zero) and trims the trail every
-// trimEvery writes. A failure is logged and counted here; the caller only
-// learns of it.
+// Refused reports whether a record's code is a refusal of the caller.
+func Refused(code string) bool { return code == "PermissionDenied" || code == "Unauthenticated" }
+
+// Write stores r (its At set now if zero) and trims its part of the trail
+// every trimEvery writes. A failure is logged and counted here; the
+// caller only learns of it.
 func (t *Trail) Write(ctx context.Context, r Record) error {
 	if r.At.IsZero() {
 		r.At = t.now()
 	}
 	r.At = r.At.UTC()
+	p := &t.changes
+	if Refused(r.Code) {
+		p = &t.refused
+	}
 	b, err := json.Marshal(r)
 	if err == nil {
-		_, err = t.cli.Put(ctx, t.key(r.At), string(b))
+		_, err = t.cli.Put(ctx, p.key(r.At), string(b))
 	}
 	if err != nil {
 		t.failures.Inc()
 		t.log.Error("audit record not stored in etcd", "err", err, "identity", r.Identity, "method", r.Method, "code", r.Code)
 		return fmt.Errorf("audit: %w", err)
 	}
-	if t.writes.Add(1)%t.trimEvery == 1%t.trimEvery { // the first write trims too
-		if err := t.Trim(ctx); err != nil {
+	if p.writes.Add(1)%t.trimEvery == 1%t.trimEvery { // the first write trims too
+		if err := t.trim(ctx, p); err != nil {
 			t.log.Warn("audit trail not trimmed", "err", err)
 		}
 	}
 	return nil
 }
 
-// Trim deletes records older than MaxAge, then the oldest beyond Keep.
-// Both are range deletes: the keys sort by time.
+// Trim deletes, in each part, records older than MaxAge, then the oldest
+// beyond Keep.
 func (t *Trail) Trim(ctx context.Context) error {
+	return errors.Join(t.trim(ctx, &t.changes), t.trim(ctx, &t.refused))
+}
+
+// trim trims one part. Both are range deletes: the keys sort by time.
+func (t *Trail) trim(ctx context.Context, p *part) error {
 	if t.opts.MaxAge > 0 {
-		cut := fmt.Sprintf("%s%020d", t.prefix, t.now().Add(-t.opts.MaxAge).UnixNano())
-		if _, err := t.cli.Delete(ctx, t.prefix, clientv3.WithRange(cut)); err != nil {
+		cut := fmt.Sprintf("%s%020d", p.prefix, t.now().Add(-t.opts.MaxAge).UnixNano())
+		if _, err := t.cli.Delete(ctx, p.from, clientv3.WithRange(cut)); err != nil {
 			return fmt.Errorf("audit: trim by age: %w", err)
 		}
 	}
 	if t.opts.Keep <= 0 {
 		return nil
 	}
-	cnt, err := t.cli.Get(ctx, t.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cnt, err := t.cli.Get(ctx, p.from, clientv3.WithRange(p.to), clientv3.WithCountOnly())
 	if err != nil {
 		return fmt.Errorf("audit: trim: %w", err)
 	}
@@ -126,7 +155,7 @@ func (t *Trail) Trim(ctx context.Context) error {
 	}
 	// The extra-th oldest key ends the range to delete; read at the
 	// count's revision so that records written since are not counted.
-	old, err := t.cli.Get(ctx, t.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(cnt.Header.Revision),
+	old, err := t.cli.Get(ctx, p.from, clientv3.WithRange(p.to), clientv3.WithKeysOnly(), clientv3.WithRev(cnt.Header.Revision),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(extra))
 	if err != nil {
 		return fmt.Errorf("audit: trim: %w", err)
@@ -135,28 +164,38 @@ func (t *Trail) Trim(ctx context.Context) error {
 		return nil
 	}
 	last := string(old.Kvs[len(old.Kvs)-1].Key)
-	if _, err := t.cli.Delete(ctx, t.prefix, clientv3.WithRange(last+"\x00")); err != nil {
+	if _, err := t.cli.Delete(ctx, p.from, clientv3.WithRange(last+"\x00")); err != nil {
 		return fmt.Errorf("audit: trim: %w", err)
 	}
 	return nil
 }
 
 // List returns up to limit records (0: all kept), newest first, not older
-// than since (zero: any age).
+// than since (zero: any age): changes and refusals together.
 func (t *Trail) List(ctx context.Context, limit int, since time.Time) ([]Record, error) {
-	opts := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
-	if since.IsZero() {
-		opts = append(opts, clientv3.WithPrefix())
-	} else {
-		// From since to the end of the prefix: [start, prefixEnd).
-		opts = append(opts, clientv3.WithRange(clientv3.GetPrefixRangeEnd(t.prefix)))
+	var out []Record
+	for _, p := range []*part{&t.changes, &t.refused} {
+		recs, err := t.list(ctx, p, limit, since)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
 	}
+	slices.SortStableFunc(out, func(a, b Record) int { return b.At.Compare(a.At) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (t *Trail) list(ctx context.Context, p *part, limit int, since time.Time) ([]Record, error) {
+	start := p.from
+	if !since.IsZero() {
+		start = fmt.Sprintf("%s%020d", p.prefix, since.UnixNano())
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(p.to), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
 	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
-	}
-	start := t.prefix
-	if !since.IsZero() {
-		start = fmt.Sprintf("%s%020d", t.prefix, since.UnixNano())
 	}
 	resp, err := t.cli.Get(ctx, start, opts...)
 	if err != nil {

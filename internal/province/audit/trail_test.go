@@ -113,3 +113,47 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// Refused calls cost an attacker nothing: thousands of them must not push
+// the record of a change out of the trail. They are kept and trimmed
+// apart; List shows both, newest first.
+func TestRefusalsDoNotEraseChanges(t *testing.T) {
+	e := etcdtest.Start(t)
+	ctx := context.Background()
+	tr := New(e.Client(), e.Prefix, Options{Keep: 10}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := tr.Write(ctx, Record{At: now, Identity: "otto", Method: "/anysched.v1.Admin/ApplyTopology", Code: "OK", Revision: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		code := []string{"PermissionDenied", "Unauthenticated"}[i%2]
+		if err := tr.Write(ctx, Record{At: now.Add(time.Duration(i+1) * time.Second), Identity: "mallory", Method: "/anysched.v1.Admin/Drain", Code: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := tr.List(ctx, 0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, change := 0, false
+	for _, r := range recs {
+		switch {
+		case r.Identity == "otto" && r.Revision == 7:
+			change = true
+		case Refused(r.Code):
+			refused++
+		}
+	}
+	if !change {
+		t.Fatalf("the change record is gone after 60 refused calls (%d records listed)", len(recs))
+	}
+	if refused < 10 || refused > 10+int(tr.trimEvery) {
+		t.Errorf("%d refused records kept, want about audit.keep (10)", refused)
+	}
+	if recs[0].Identity != "mallory" || recs[len(recs)-1].Identity != "otto" {
+		t.Errorf("not newest first: %s ... %s", recs[0].Identity, recs[len(recs)-1].Identity)
+	}
+	if two, _ := tr.List(ctx, 2, time.Time{}); len(two) != 2 || two[0].At.Before(two[1].At) {
+		t.Errorf("List(2): %+v", two)
+	}
+}
