@@ -230,6 +230,20 @@ func (s *Store) DeleteAllocState(ctx context.Context, region, instance string) e
 	return err
 }
 
+// The bounds of reading a region's plan states. Whoever holds a city's
+// etcd identity may write any number of keys under its own instance's
+// prefix, and the center reads them all when the city falls: so the keys
+// are listed first (at most stateMaxKeys for the region), the heads read
+// and the freshest chosen, its completeness checked from the keys, and
+// only then its values read and decoded, at most stateMaxTotalRaw bytes
+// once decompressed. A state an older build wrote (gzipped JSON parts) is
+// read only from an instance with at most stateMaxLegacyParts of them.
+const (
+	stateMaxKeys        = 4 * (stateMaxParts + stateMaxDeltas)
+	stateMaxTotalRaw    = 1 << 30
+	stateMaxLegacyParts = 256
+)
+
 // AllocState returns the freshest state of region published by an
 // instance other than except (nil if none). The freshest one must be
 // whole: a head whose parts or deltas are missing or do not add up is an
@@ -237,50 +251,54 @@ func (s *Store) DeleteAllocState(ctx context.Context, region, instance string) e
 // older one. A state in the gzipped JSON parts of an older build is read
 // as that build did (a generation being written is passed over).
 func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocState, error) {
-	resp, err := s.cli.Get(ctx, s.statePrefix(region), clientv3.WithPrefix())
+	pre := s.statePrefix(region)
+	list, err := s.cli.Get(ctx, pre, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(stateMaxKeys+1))
 	if err != nil {
 		return nil, fmt.Errorf("store: read allocation states of %s: %w", region, err)
 	}
+	if list.More || len(list.Kvs) > stateMaxKeys {
+		return nil, fmt.Errorf("store: allocation states of %s: %d keys, more than the %d a region's states may have: not read (an instance writing without bound?)", region, list.Count, stateMaxKeys)
+	}
+	at := clientv3.WithRev(list.Header.Revision) // every later read sees what was listed
 	type stored struct {
+		hasHead      bool
 		head         *head
-		base, deltas map[string][]byte // by the rest of the key
-		legacy       []*mvccpb.KeyValue
+		keys         map[string]bool // the rest of the key, base parts and deltas
+		legacy       []string        // whole keys
 		legacyLatest *AllocState
 	}
 	byInst := map[string]*stored{}
-	for _, kv := range resp.Kvs {
-		inst, rest, _ := strings.Cut(string(kv.Key[len(s.statePrefix(region)):]), "/")
+	for _, kv := range list.Kvs {
+		inst, rest, _ := strings.Cut(string(kv.Key[len(pre):]), "/")
 		if inst == except {
 			continue
 		}
 		in := byInst[inst]
 		if in == nil {
-			in = &stored{base: map[string][]byte{}, deltas: map[string][]byte{}}
+			in = &stored{keys: map[string]bool{}}
 			byInst[inst] = in
 		}
 		switch {
 		case rest == "h":
-			h, err := decodeHead(kv.Value)
-			if err != nil {
-				return nil, fmt.Errorf("store: allocation state of %s by %s: head: %w", region, inst, err)
-			}
-			if h.instance != inst {
-				return nil, fmt.Errorf("store: allocation state of %s by %s: the head names instance %q", region, inst, h.instance)
-			}
-			in.head = h
-		case strings.HasPrefix(rest, "b/"):
-			in.base[rest] = kv.Value
-		case strings.HasPrefix(rest, "d/"):
-			in.deltas[rest] = kv.Value
+			in.hasHead = true
+		case strings.HasPrefix(rest, "b/"), strings.HasPrefix(rest, "d/"):
+			in.keys[rest] = true
 		default:
-			in.legacy = append(in.legacy, kv)
+			in.legacy = append(in.legacy, string(kv.Key))
 		}
 	}
 	var best *AllocState
 	var bestInst string
 	for inst, in := range byInst {
-		if in.head == nil {
-			st, err := legacyState(in.legacy)
+		if !in.hasHead {
+			if len(in.legacy) > stateMaxLegacyParts {
+				return nil, fmt.Errorf("store: allocation state of %s by %s: %d parts in the older format, more than %d: not read", region, inst, len(in.legacy), stateMaxLegacyParts)
+			}
+			kvs, err := s.values(ctx, in.legacy, at)
+			if err != nil {
+				return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, inst, err)
+			}
+			st, err := legacyState(kvs)
 			if err != nil {
 				return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, inst, err)
 			}
@@ -290,7 +308,22 @@ func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocSt
 			}
 			continue
 		}
-		made := time.Unix(0, in.head.made)
+		kvs, err := s.values(ctx, []string{pre + inst + "/h"}, at)
+		if err != nil {
+			return nil, fmt.Errorf("store: allocation state of %s by %s: head: %w", region, inst, err)
+		}
+		if len(kvs) == 0 {
+			continue
+		}
+		h, err := decodeHead(kvs[0].Value)
+		if err != nil {
+			return nil, fmt.Errorf("store: allocation state of %s by %s: head: %w", region, inst, err)
+		}
+		if h.instance != inst {
+			return nil, fmt.Errorf("store: allocation state of %s by %s: the head names instance %q", region, inst, h.instance)
+		}
+		in.head = h
+		made := time.Unix(0, h.made)
 		if best == nil || made.After(best.Made) {
 			best, bestInst = &AllocState{Made: made}, inst
 		}
@@ -302,28 +335,67 @@ func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocSt
 	if in.head == nil {
 		return in.legacyLatest, nil
 	}
+	// Whole, from the keys, before a value is read.
 	h := in.head
-	base := make([][]byte, 0, h.baseParts)
+	want := make([]string, 0, h.baseParts+h.seq)
+	rel := keyspace.AllocState("", "")
 	for k := range h.baseParts {
-		v, ok := in.base[strings.TrimPrefix(keyspace.AllocStateBase("", "", h.gen, k), keyspace.AllocState("", ""))]
-		if !ok {
+		key := strings.TrimPrefix(keyspace.AllocStateBase("", "", h.gen, k), rel)
+		if !in.keys[key] {
 			return nil, fmt.Errorf("store: allocation state of %s by %s: base part %d of %d of generation %016x missing", region, bestInst, k, h.baseParts, h.gen)
 		}
-		base = append(base, v)
+		want = append(want, pre+bestInst+"/"+key)
 	}
-	deltas := make([][]byte, 0, h.seq)
 	for q := 1; q <= h.seq; q++ {
-		v, ok := in.deltas[strings.TrimPrefix(keyspace.AllocStateDelta("", "", h.gen, q), keyspace.AllocState("", ""))]
-		if !ok {
+		key := strings.TrimPrefix(keyspace.AllocStateDelta("", "", h.gen, q), rel)
+		if !in.keys[key] {
 			return nil, fmt.Errorf("store: allocation state of %s by %s: delta %d of %d of generation %016x missing", region, bestInst, q, h.seq, h.gen)
 		}
-		deltas = append(deltas, v)
+		want = append(want, pre+bestInst+"/"+key)
 	}
-	st, err := reconstruct(h, base, deltas)
+	kvs, err := s.values(ctx, want, at)
+	if err != nil {
+		return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, bestInst, err)
+	}
+	if len(kvs) != len(want) {
+		return nil, fmt.Errorf("store: allocation state of %s by %s: %d of its %d parts and deltas read", region, bestInst, len(kvs), len(want))
+	}
+	vals := make([][]byte, len(kvs))
+	for i, kv := range kvs {
+		vals[i] = kv.Value
+	}
+	st, err := reconstruct(h, vals[:h.baseParts], vals[h.baseParts:])
 	if err != nil {
 		return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, bestInst, err)
 	}
 	return st, nil
+}
+
+// values reads keys (in order, each at most one value of stateValueBytes)
+// with opts, a few hundred to a transaction.
+func (s *Store) values(ctx context.Context, keys []string, opts ...clientv3.OpOption) ([]*mvccpb.KeyValue, error) {
+	out := make([]*mvccpb.KeyValue, 0, len(keys))
+	for len(keys) > 0 {
+		n := min(len(keys), 64)
+		ops := make([]clientv3.Op, n)
+		for i, k := range keys[:n] {
+			ops[i] = clientv3.OpGet(k, opts...)
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				if len(kv.Value) > stateValueBytes+4096 {
+					return nil, fmt.Errorf("%s: %d bytes, more than a part's %d", keys[i], len(kv.Value), stateValueBytes)
+				}
+				out = append(out, kv)
+			}
+		}
+		keys = keys[n:]
+	}
+	return out, nil
 }
 
 // statePart is one part of the gzipped JSON layout: parts were written in

@@ -439,3 +439,38 @@ func TestAllocStateResumesAfterOutage(t *testing.T) {
 		t.Fatal("the state after the second outage reads back otherwise")
 	}
 }
+
+// A city's identity may write any number of keys under its own
+// instance's prefix, and the center reads the region's states when the
+// city falls: past StateMaxKeys the keys are refused before a value is
+// read; junk beside a whole state is listed, not read, and the state is
+// found.
+func TestAllocStateBounded(t *testing.T) {
+	e := etcdtest.Start(t)
+	s, cli, prefix := e.Store(), e.Client(), e.Prefix+"alloc/state/hefei/"
+	ctx := context.Background()
+	sim := newSim(12, 500)
+	sim.st.Instance = "hefei-1"
+	if err := s.PutAllocState(ctx, "hefei", sim.st); err != nil {
+		t.Fatal(err)
+	}
+	junk := func(from, n int, val string) {
+		for i := from; i < from+n; i += 128 {
+			var ops []clientv3.Op
+			for j := i; j < min(i+128, from+n); j++ {
+				ops = append(ops, clientv3.OpPut(fmt.Sprintf("%shefei-1/d/%016x/%06d", prefix, j, 1), val))
+			}
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	junk(0, 2000, strings.Repeat("x", 4096))
+	if got, err := s.AllocState(ctx, "hefei", ""); err != nil || got == nil || len(got.Sessions) != len(sim.st.Sessions) {
+		t.Fatalf("a whole state beside 2,000 junk keys: %v, %v", got, err)
+	}
+	junk(2000, StateMaxKeys, "x")
+	if _, err := s.AllocState(ctx, "hefei", ""); err == nil || !strings.Contains(err.Error(), "keys, more than") {
+		t.Fatalf("%d keys under a region's states: %v, want them refused", StateMaxKeys+2000, err)
+	}
+}

@@ -268,3 +268,6 @@ func UnsealState(val []byte) []byte {
 	}
 	return d.b
 }
+
+// StateMaxKeys is how many keys of a region's plan states AllocState lists.
+const StateMaxKeys = stateMaxKeys

@@ -567,11 +567,24 @@ type stateTable struct {
 	t     tables
 	slots []slot
 	live  int
+	raw   int // bytes decompressed so far, at most stateMaxTotalRaw
+}
+
+// opened decompresses one value of the state, within the state's budget.
+func (r *stateTable) opened(val []byte, kind byte) (*decoder, error) {
+	d, err := open(val, kind)
+	if err != nil {
+		return nil, err
+	}
+	if r.raw += len(d.b); r.raw > stateMaxTotalRaw {
+		return nil, fmt.Errorf("over %d bytes decompressed in all", stateMaxTotalRaw)
+	}
+	return d, nil
 }
 
 // base applies base part k; parts come in order.
 func (r *stateTable) base(val []byte, k int) error {
-	d, err := open(val, kindBase)
+	d, err := r.opened(val, kindBase)
 	if err != nil {
 		return err
 	}
@@ -612,7 +625,7 @@ func (r *stateTable) baseFrom(d *decoder, k int) error {
 
 // delta applies delta seq; deltas come in order.
 func (r *stateTable) delta(val []byte, seq int) error {
-	d, err := open(val, kindDelta)
+	d, err := r.opened(val, kindDelta)
 	if err != nil {
 		return err
 	}
