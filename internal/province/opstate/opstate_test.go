@@ -3,6 +3,7 @@ package opstate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -138,14 +139,17 @@ func TestDrillsReachTheCallbackOnce(t *testing.T) {
 		t.Fatalf("drills = %+v, want the center's then hefei's", got)
 	}
 	now := time.Now()
-	if _, ok := x.w.Drill(opstate.CenterTarget, now); !ok {
-		t.Error("the center's drill is not in force")
+	if _, ok := x.w.Drill(opstate.RegionTarget("hefei"), now); !ok {
+		t.Error("hefei's drill is not in force")
+	}
+	if _, ok := x.w.Drill(opstate.CenterTarget, now); ok {
+		t.Error("the center's drill is in force beside hefei's: hefei would have no scheduler")
 	}
 	if _, ok := x.w.Drill(opstate.RegionTarget("wuhu"), now); ok {
 		t.Error("a drill is in force for wuhu, which was never drilled")
 	}
-	if _, ok := x.w.Drill(opstate.CenterTarget, now.Add(time.Minute)); ok {
-		t.Error("the center's 30s drill is still in force a minute later")
+	if _, ok := x.w.Drill(opstate.RegionTarget("hefei"), now.Add(time.Minute)); ok {
+		t.Error("hefei's 30s drill is still in force a minute later")
 	}
 	y := watch(t, cli)
 	wait.For(t, "drills handed to a new watcher", wait.DefaultTimeout, func() bool { return len(y.seen()) == 2 })
@@ -226,4 +230,58 @@ func TestSetBalanceGuarded(t *testing.T) {
 		t.Fatalf("after reset %+v", sb)
 	}
 	wait.For(t, "defaults again", wait.DefaultTimeout, func() bool { c, _ := x.w.Balance(); return c.CHash.Epsilon == 0.25 })
+}
+
+// Anyone who can write etcd can write a drill, so every scheduler applies
+// the admin API's guards itself: a drill ends at most an hour after its
+// start whatever its end says, one starting in the future is not in
+// force, deleting its key ends it, and the center's drill is not in force
+// while a city's is (no city without a scheduler).
+func TestDrillGuardsAtEveryScheduler(t *testing.T) {
+	e := etcdtest.Start(t)
+	cli := e.Client()
+	x := watch(t, cli)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	put := func(target string, started, until time.Time) {
+		t.Helper()
+		v := fmt.Sprintf(`{"region":%q,"started":%q,"until":%q}`, target, started.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+		if _, err := cli.Put(ctx, prefix+keyspace.Drill(target), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("center", now, now.Add(10*365*24*time.Hour)) // withdraw the center for ten years
+	put("wuhu", now.Add(24*time.Hour), now.Add(25*time.Hour))
+	wait.For(t, "the drills seen", wait.DefaultTimeout, func() bool { return len(x.seen()) == 2 })
+	if _, ok := x.w.Drill(opstate.CenterTarget, now.Add(time.Second)); !ok {
+		t.Fatal("the center's drill is not in force at its start")
+	}
+	if _, ok := x.w.Drill(opstate.CenterTarget, now.Add(opstate.MaxDrill+time.Second)); ok {
+		t.Error("a ten-year drill is in force past an hour from its start")
+	}
+	if _, ok := x.w.Drill(opstate.RegionTarget("wuhu"), now.Add(time.Second)); ok {
+		t.Error("a drill starting tomorrow is in force now")
+	}
+	put("hefei", now, now.Add(30*time.Minute))
+	wait.For(t, "hefei's drill seen", wait.DefaultTimeout, func() bool { return len(x.seen()) == 3 })
+	if _, ok := x.w.Drill(opstate.CenterTarget, now.Add(time.Second)); ok {
+		t.Error("the center's drill is in force beside hefei's")
+	}
+	if _, err := cli.Delete(ctx, prefix+keyspace.Drill("hefei")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "hefei's drill ended by its deletion", wait.DefaultTimeout, func() bool {
+		_, ok := x.w.Drill(opstate.RegionTarget("hefei"), now.Add(time.Second))
+		return !ok
+	})
+	if _, ok := x.w.Drill(opstate.CenterTarget, now.Add(time.Second)); !ok {
+		t.Error("the center's drill is not in force again once hefei's ended")
+	}
+	if _, err := cli.Delete(ctx, prefix+keyspace.Drill("center")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the center's drill ended by its deletion", wait.DefaultTimeout, func() bool {
+		_, ok := x.w.Drill(opstate.CenterTarget, now.Add(time.Second))
+		return !ok
+	})
 }

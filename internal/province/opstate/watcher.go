@@ -142,7 +142,12 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 		}
 	case strings.HasPrefix(kv.Key, keyspace.PrefixDrill):
 		if kv.Deleted {
-			return Drill{}, false // drills end by time; the key only outlives them
+			// Ends it: by its lease shortly after its end, or early by
+			// whoever deleted it.
+			if t, err := ParseDrillTarget(strings.TrimPrefix(kv.Key, keyspace.PrefixDrill)); err == nil {
+				delete(w.drills, t)
+			}
+			return Drill{}, false
 		}
 		var d Drill
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
@@ -216,12 +221,43 @@ func (w *Watcher) DrainReasons(snap *topology.Snapshot) []string {
 	return out
 }
 
-// Drill returns the drill in force for target at now, if any.
+// MaxDrill is the longest a drill is in force from its start, whatever its
+// key says: the admin API starts none longer, and one written to etcd by
+// anyone else ends by then too.
+const MaxDrill = time.Hour
+
+// drillSkew is how far in the future a drill's start may be (clocks).
+const drillSkew = time.Minute
+
+// Drill returns the drill in force for target at now, if any. Every
+// scheduler applies the admin API's guards itself, since anyone who can
+// write etcd can write a drill: a drill is in force from its start (at
+// most drillSkew ahead) until its end or MaxDrill after its start, and
+// until its key is deleted; the center's own drill is not in force while
+// a city's is, so that no city is left without a scheduler.
 func (w *Watcher) Drill(target DrillTarget, now time.Time) (Drill, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d, ok := w.drills[target]
-	return d, ok && d.Until.After(now)
+	if !ok || !inForce(d, now) {
+		return d, false
+	}
+	if target.Center {
+		for t, other := range w.drills {
+			if !t.Center && inForce(other, now) {
+				return d, false
+			}
+		}
+	}
+	return d, true
+}
+
+func inForce(d Drill, now time.Time) bool {
+	end := d.Until
+	if last := d.Started.Add(MaxDrill); last.Before(end) {
+		end = last
+	}
+	return now.Before(end) && !d.Started.After(now.Add(drillSkew))
 }
 
 // Balance is the in-node balance policy in force: the stored document, or

@@ -37,16 +37,19 @@ type Controller struct {
 	Logger  *slog.Logger
 	// OnChange, if set, is called after the route was announced or withdrawn.
 	OnChange func()
+	// Drilled, if set, says whether a failover drill withdraws the route
+	// now; asked at every check, so that a drill that ends early (its key
+	// deleted) or is capped ends here too.
+	Drilled func(now time.Time) bool
 
-	mu          sync.Mutex
-	announced   bool
-	current     netip.Prefix // what is announced
-	fast        bool         // stop without the graceful sequence (a component failed)
-	changedAt   time.Time
-	why         string    // why the route is withdrawn ("" when announced)
-	forcedUntil time.Time // drill: withdrawn until then
-	state       prometheus.Gauge
-	changes     *prometheus.CounterVec
+	mu        sync.Mutex
+	announced bool
+	current   netip.Prefix // what is announced
+	fast      bool         // stop without the graceful sequence (a component failed)
+	changedAt time.Time
+	why       string // why the route is withdrawn ("" when announced)
+	state     prometheus.Gauge
+	changes   *prometheus.CounterVec
 }
 
 // Register adds the controller's metrics.
@@ -64,14 +67,6 @@ func (c *Controller) State() (announced bool, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.announced, c.why
-}
-
-// Withdraw forces the route down for d (a failover drill); it comes back by
-// itself when d has passed and the scheduler is ready.
-func (c *Controller) Withdraw(d time.Duration) {
-	c.mu.Lock()
-	c.forcedUntil = time.Now().Add(d)
-	c.mu.Unlock()
 }
 
 // Run follows readiness until ctx ends, then performs the graceful stop:
@@ -92,9 +87,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err == nil && !known {
 			err = errNoPrefix
 		}
-		c.mu.Lock()
-		forced := time.Now().Before(c.forcedUntil)
-		c.mu.Unlock()
+		forced := c.Drilled != nil && c.Drilled(time.Now())
 		if forced && err == nil {
 			err = errDrill
 		}

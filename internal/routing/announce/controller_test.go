@@ -95,11 +95,13 @@ func TestHysteresisHoldsAgainstFlapping(t *testing.T) {
 
 func TestDrillWithdrawsForAWhile(t *testing.T) {
 	rec := &recorder{}
+	var until atomic.Int64
 	c := &announce.Controller{Speaker: rec, Logger: quiet, Ready: func() error { return nil },
+		Drilled: func(now time.Time) bool { return now.UnixNano() < until.Load() },
 		Options: announce.ControllerOptions{Prefix: vip, Timing: announcecfg.Timing{CheckInterval: 10 * time.Millisecond, Rise: 1, Fall: 3}}}
 	run(t, c)
 	wait.For(t, "announced", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
-	c.Withdraw(300 * time.Millisecond)
+	until.Store(time.Now().Add(300 * time.Millisecond).UnixNano())
 	wait.For(t, "withdrawn by the drill", wait.DefaultTimeout, func() bool { ok, why := c.State(); return !ok && why == "withdrawn by a failover drill" })
 	wait.For(t, "back after the drill", wait.DefaultTimeout, func() bool { ok, _ := c.State(); return ok })
 }

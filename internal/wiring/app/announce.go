@@ -60,7 +60,7 @@ func (s *Scheduler) newAnnouncer(c config.Common) *announcer {
 		}
 	}
 	an.Controller = &announce.Controller{
-		Speaker: an.Speaker, Logger: s.Logger, Ready: s.readiness(c).Check,
+		Speaker: an.Speaker, Logger: s.Logger, Ready: s.readiness(c).Check, Drilled: s.drilled,
 		OnChange: func() { // tell status at once, not at the next refresh
 			select {
 			case s.kick <- struct{}{}:

@@ -78,17 +78,27 @@ func (s *Scheduler) drillTarget() opstate.DrillTarget {
 	return opstate.RegionTarget(s.Region)
 }
 
-// onDrill withdraws this scheduler's route while a failover drill for it is
-// in force. The watcher calls it directly: a drill changes what is
-// announced, not what is answered, so no engine rebuild is involved.
+// onDrill says so when a failover drill for this scheduler is seen; the
+// announcer withdraws the route while the drill is in force
+// (drilled), asking at every check.
 func (s *Scheduler) onDrill(d opstate.Drill) {
 	if s.announcer == nil || d.Target != s.drillTarget() {
 		return
 	}
-	left := time.Until(d.Until)
-	if left <= 0 {
+	if _, ok := s.Ops.Drill(d.Target, time.Now()); !ok {
+		s.Logger.Warn("failover drill not followed: ended, longer than an hour from its start, or of the center while a city's drill is in force", "component", "announce", "target", d.Target.String(), "started", d.Started.Format(time.RFC3339), "until", d.Until.Format(time.RFC3339))
 		return
 	}
 	s.Logger.Warn("failover drill: withdrawing the route", "component", "announce", "until", d.Until.Format(time.RFC3339))
-	s.announcer.Controller.Withdraw(left)
+}
+
+// drilled says whether a failover drill withdraws this scheduler's route
+// now (opstate.Watcher.Drill: bounded, ended by its key's deletion, and
+// the center's only while no city's drill is in force).
+func (s *Scheduler) drilled(now time.Time) bool {
+	if s.Ops == nil {
+		return false
+	}
+	_, ok := s.Ops.Drill(s.drillTarget(), now)
+	return ok
 }
