@@ -113,22 +113,51 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 	f.Listed(kvs)
 	listed()
 	f.Changed()
+	// A watch on each key or prefix, not on the whole province: a
+	// follower receives what it follows, not every plan state and claim
+	// written (megabytes a second at a province's size), and needs read
+	// permission on nothing else. Each key's events keep their order;
+	// between keys, the order they arrive in.
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
-	wch := f.Client.Watch(wctx, f.Prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	type batch struct {
+		wr     clientv3.WatchResponse
+		closed bool
+	}
+	merged := make(chan batch)
+	for _, k := range f.Keys {
+		opts := []clientv3.OpOption{clientv3.WithRev(resp.Header.Revision + 1)}
+		if strings.HasSuffix(k, "/") {
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		wch := f.Client.Watch(wctx, f.Prefix+k, opts...)
+		go func() {
+			for wr := range wch {
+				select {
+				case merged <- batch{wr: wr}:
+				case <-wctx.Done():
+					return
+				}
+			}
+			select {
+			case merged <- batch{closed: true}:
+			case <-wctx.Done():
+			}
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case wr, ok := <-wch:
-			if !ok {
+		case b := <-merged:
+			if b.closed {
 				return errors.New("watch closed")
 			}
-			if err := wr.Err(); err != nil {
+			if err := b.wr.Err(); err != nil {
 				return err
 			}
 			kvs = kvs[:0]
-			for _, ev := range wr.Events {
+			for _, ev := range b.wr.Events {
 				if rel := strings.TrimPrefix(string(ev.Kv.Key), f.Prefix); f.matches(rel) {
 					kvs = append(kvs, KV{Key: rel, Value: ev.Kv.Value, Deleted: ev.Type == clientv3.EventTypeDelete})
 				}

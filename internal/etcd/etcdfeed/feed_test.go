@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdfeed"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/wait"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // follower keeps what a Feed told it, as health's Merger and opstate's
@@ -116,4 +118,81 @@ func TestFeedListsWatchesAndFollowsAfterAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "following after the outage", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/2": "two", "a/3": "three"}) })
+}
+
+// A feed watches what it follows, not the whole province: a follower
+// whose etcd role may read only its keys gets them listed and every change
+// (a watch on the whole prefix is refused by etcd's permissions), and
+// receives nothing of the rest.
+func TestFeedNeedsReadOnlyOnItsKeys(t *testing.T) {
+	e := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := e.Client()
+	for _, step := range []func() error{
+		func() error { _, err := admin.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, "drains"); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(ctx, "drains", e.Prefix+"drain/", clientv3.GetPrefixRangeEnd(e.Prefix+"drain/"), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := admin.UserAdd(ctx, "follower", "follower-pw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "follower", "drains"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := func(user, pw string) *clientv3.Client {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: user, Password: pw, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	root, restricted := login("root", "root-pw"), login("follower", "follower-pw")
+	if _, err := root.Put(ctx, e.Prefix+"drain/server/a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	fl := &follower{}
+	var logs syncBuffer
+	f := &etcdfeed.Feed{Client: restricted, Prefix: e.Prefix, Keys: []string{"drain/"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Listed: fl.list, Updated: fl.update, Changed: fl.change, Retry: 50 * time.Millisecond}
+	fctx, fcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	defer func() { fcancel(); <-done }()
+	wait.For(t, "the drain listed", wait.DefaultTimeout, func() bool { return fl.is(map[string]string{"drain/server/a": "1"}) })
+	for _, kv := range [][2]string{{"alloc/state/hefei/x/h", "state"}, {"drain/server/b", "2"}} {
+		if _, err := root.Put(ctx, e.Prefix+kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "the new drain watched", wait.DefaultTimeout, func() bool {
+		return fl.is(map[string]string{"drain/server/a": "1", "drain/server/b": "2"})
+	})
+	if l := logs.String(); strings.Contains(l, "lost the feed") {
+		t.Fatalf("the feed failed (relisting, not watching):\n%s", l)
+	}
+}
+
+// syncBuffer is a log sink safe for the feed's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
