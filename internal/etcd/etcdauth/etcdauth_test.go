@@ -214,6 +214,21 @@ func TestProvisionedRoles(t *testing.T) {
 	}
 	_, err = hefei.Delete(ctx(t), prefix+keyspace.PrefixDrain, clientv3.WithPrefix())
 	denied(t, "regional deletes the drains", err)
+	// Plan states hold viewers: a city reads its own region's, not another's.
+	allowed(t, "center writes wuhu's plan state", func() error {
+		_, err := center.Put(ctx(t), prefix+keyspace.AllocStateHead("wuhu", "wuhu-1"), "x")
+		return err
+	}())
+	_, err = hefei.Get(ctx(t), prefix+keyspace.AllocStates("hefei"), clientv3.WithPrefix())
+	allowed(t, "regional reads its region's plan states", err)
+	_, err = hefei.Get(ctx(t), prefix+keyspace.AllocStates("wuhu"), clientv3.WithPrefix())
+	denied(t, "regional reads another region's plan states", err)
+	_, err = hefei.Get(ctx(t), prefix+keyspace.PrefixAllocState, clientv3.WithPrefix())
+	denied(t, "regional reads every plan state", err)
+	_, err = hefei.Get(ctx(t), prefix+keyspace.PrefixAllocClaims, clientv3.WithPrefix())
+	allowed(t, "regional reads the claims", err)
+	_, err = hefei.Get(ctx(t), prefix+keyspace.KeyBalance)
+	allowed(t, "regional reads balance/config", err)
 	_, err = hefei.Put(ctx(t), "/elsewhere", "x")
 	denied(t, "regional writes outside the prefix", err)
 	_, err = hefei.Get(ctx(t), "/elsewhere")
@@ -237,6 +252,8 @@ func TestProvisionedRoles(t *testing.T) {
 	// A checker: publishes its verdicts, and nothing else.
 	chk := c.client("anysched-checker.chk-1")
 	publish(t, chk, "chk-1", center)
+	_, err = chk.Get(ctx(t), prefix+keyspace.AllocStates("hefei"), clientv3.WithPrefix())
+	denied(t, "checker reads plan states", err)
 	for _, key := range []string{
 		keyspace.PrefixHealth + "chk-2/s1", keyspace.PrefixHealth + "chk-1x/s1", keyspace.PrefixCheckers + "chk-2",
 		keyspace.PrefixInstances + "chk-1", keyspace.KeyTopologyCurrent, keyspace.PrefixDrain + "server/s1",

@@ -39,17 +39,21 @@ func prefixPerm(key string, t clientv3.PermissionType) Perm {
 // Permissions is what id may do under the province prefix:
 //
 //	center    readwrite on the whole prefix
-//	regional  read on the whole prefix; write instances/<instance-id>,
-//	          alloc/claims/<region>/<instance-id> and
-//	          alloc/state/<region>/<instance-id>/*; with an embedded checker
-//	          also what a checker of id <instance-id> writes
-//	checker   read on the whole prefix; write health/<checker-id>/* and
-//	          checkers/<checker-id>
+//	regional  read on the whole prefix but other regions' plan states
+//	          (alloc/state/<region>/* of its own only); write
+//	          instances/<instance-id>, alloc/claims/<region>/<instance-id>
+//	          and alloc/state/<region>/<instance-id>/*; with an embedded
+//	          checker also what a checker of id <instance-id> writes
+//	checker   read on the whole prefix but plan states; write
+//	          health/<checker-id>/* and checkers/<checker-id>
 //
 // So nobody but the center writes topology/, drain/, drill/,
-// balance/config or audit/. Reading everything is what the schedulers'
+// balance/config or audit/. Reading the rest is what the schedulers'
 // feeds and compare-and-swap transactions need (a transaction needs read
-// on every key it compares or gets); nothing under the prefix is secret.
+// on every key it compares or gets; a feed watches only what it follows).
+// Plan states hold a city's viewers (token subjects, addresses, channels,
+// places): only the center, which plans a fallen city, and the region's
+// own instances read them.
 // Leases, MemberList, Status and AlarmList need no permission, only a
 // known user; compaction, defragmentation and disarming need the root
 // role (Options.CenterRoot), which no city or checker gets.
@@ -57,7 +61,14 @@ func Permissions(prefix string, id Identity) []Perm {
 	if id.Kind == Center {
 		return []Perm{prefixPerm(prefix, ReadWrite)}
 	}
-	ps := []Perm{prefixPerm(prefix, Read)}
+	state := prefix + keyspace.PrefixAllocState
+	ps := []Perm{
+		{Key: prefix, RangeEnd: state, Type: Read},
+		{Key: clientv3.GetPrefixRangeEnd(state), RangeEnd: clientv3.GetPrefixRangeEnd(prefix), Type: Read},
+	}
+	if id.Kind == Regional {
+		ps = append(ps, prefixPerm(prefix+keyspace.AllocStates(id.Region), Read))
+	}
 	if id.Kind == Regional {
 		ps = append(ps,
 			Perm{Key: prefix + keyspace.Instance(id.Instance), Type: Write},
