@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -473,8 +474,10 @@ func (s *Store) lastSeq(ctx context.Context) int64 {
 	if err != nil || len(resp.Kvs) == 0 {
 		return 0
 	}
-	var seq int64
-	fmt.Sscanf(strings.TrimPrefix(string(resp.Kvs[0].Key), s.historyPrefix()), "%d", &seq)
+	seq, err := strconv.ParseInt(strings.TrimPrefix(string(resp.Kvs[0].Key), s.historyPrefix()), 10, 64)
+	if err != nil {
+		return 0
+	}
 	return seq
 }
 
