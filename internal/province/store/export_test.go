@@ -271,3 +271,6 @@ func UnsealState(val []byte) []byte {
 
 // StateMaxKeys is how many keys of a region's plan states AllocState lists.
 const StateMaxKeys = stateMaxKeys
+
+// GunzipSized decompresses a topology's parts no further than size.
+var GunzipSized = gunzipSized

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -430,4 +432,26 @@ func TestStateFormatResumes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzGunzipSized: a topology's parts, as anyone who can write etcd may
+// replace them, decompress to exactly the size the signed pointer states
+// or fail; never further, never a panic.
+func FuzzGunzipSized(f *testing.F) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"regions":[]}`))
+	zw.Close()
+	f.Add(gz.Bytes(), 14)
+	f.Add(gz.Bytes(), 3)
+	f.Add([]byte("not gzip"), 10)
+	f.Fuzz(func(t *testing.T, b []byte, size int) {
+		if size < 0 || size > 1<<20 {
+			return
+		}
+		data, err := GunzipSized(b, size)
+		if err == nil && len(data) != size {
+			t.Fatalf("%d bytes decompressed without an error, the pointer states %d", len(data), size)
+		}
+	})
 }
