@@ -76,15 +76,18 @@ func (w *Watcher) Synced() bool { return w.synced.Load() }
 func (w *Watcher) listed(kvs []etcdfeed.KV) {
 	w.mu.Lock()
 	w.drains = map[string]Drain{}
-	if w.drills == nil {
-		w.drills = map[DrillTarget]Drill{}
-	}
+	// The drills too are the listing's: one whose key went while the
+	// feed was down has ended. Those seen before are not fired again.
+	prev := w.drills
+	w.drills = map[DrillTarget]Drill{}
 	hadBalance := false
 	var fire []Drill
 	for _, kv := range kvs {
 		hadBalance = hadBalance || kv.Key == keyspace.KeyBalance
 		if d, ok := w.applyLocked(kv); ok {
-			fire = append(fire, d)
+			if p, seen := prev[d.Target]; !seen || !p.Until.Equal(d.Until) {
+				fire = append(fire, d)
+			}
 		}
 	}
 	if !hadBalance {
@@ -152,6 +155,12 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 		var d Drill
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			log.Error("ignoring an unreadable drill", "key", kv.Key, "err", err)
+			return Drill{}, false
+		}
+		// The key names the drill's target (and its deletion ends that
+		// one): a value naming another is not a drill.
+		if t, err := ParseDrillTarget(strings.TrimPrefix(kv.Key, keyspace.PrefixDrill)); err != nil || t != d.Target {
+			log.Error("ignoring a drill whose value names another target than its key", "key", kv.Key, "target", d.Target.String())
 			return Drill{}, false
 		}
 		if prev, ok := w.drills[d.Target]; ok && prev.Until.Equal(d.Until) {

@@ -45,6 +45,7 @@ type cacheFile struct {
 const cacheVersion = 2
 
 type cached struct {
+	version       int
 	Revision      int64
 	Digest        string
 	Signature     []byte
@@ -140,7 +141,7 @@ func readCache(path string) (*cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache %s: %w", path, err)
 	}
-	return &cached{Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, signedPointer: c.SignedPointer,
+	return &cached{version: c.Version, Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, signedPointer: c.SignedPointer,
 		pointer:     signing.Pointer{Province: c.Province, Seq: c.Seq, AppliedAt: c.AppliedAt, Digest: c.Digest, Size: c.Size, Parts: c.Parts},
 		confirmedAt: info.ModTime(), topology: t}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func verifyingSyncer(t *testing.T, src snapshot.Source, cache string, v *signing.Verifier) *running {
@@ -151,7 +152,7 @@ func TestPointerVerifiedBeforeDocument(t *testing.T) {
 	good := applySigned(t, st, fixture.Weighted(t, 100), center)
 	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
 
-	forged := fmt.Sprintf(`{"digest":%q,"chunks":1,"size":%d,"seq":99,"sig_format":2,"key_id":%q,"signature":%q}`,
+	forged := fmt.Sprintf(`{"digest":%q,"chunks":1,"size":%d,"seq":99,"key_id":%q,"pointer_signature":%q}`,
 		strings.Repeat("ab", 32), 100<<20, center.KeyID(), base64.StdEncoding.EncodeToString(make([]byte, 64)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -194,5 +195,43 @@ func TestReplayedPointerRefused(t *testing.T) {
 	})
 	if snap := r.s.Snapshot(); snap.Revision != newer || snap.Servers[0].Weight != 200 {
 		t.Fatalf("serving revision %d weight %d, want the newer %d (weight 200)", snap.Revision, snap.Servers[0].Weight, newer)
+	}
+}
+
+// A signed pointer put back unchanged (a new revision) over parts that
+// were deleted is a document that cannot be read as stored: refused once
+// as corrupt, the last good snapshot kept and still confirmed (the daemon
+// stays ready), not fetched again and again.
+func TestCorruptRevisionRefusedOnce(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	center := signer(t)
+	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
+	good := applySigned(t, st, fixture.Weighted(t, 100), center)
+	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cur, err := e.Client().Get(ctx, st.CurrentKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Delete(ctx, st.Prefix()+"topology/blobs/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Put(ctx, st.CurrentKey(), string(cur.Kvs[0].Value)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the revision refused as corrupt", wait.DefaultTimeout, func() bool {
+		return testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_rejected_total", "corrupt")) == 1
+	})
+	time.Sleep(300 * time.Millisecond) // three confirm intervals: it must not be fetched again
+	if n := testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_rejected_total", "corrupt")); n != 1 {
+		t.Errorf("refused %v times, want once", n)
+	}
+	if n := testutil.ToFloat64(metricWith(t, r.reg, "anysched_snapshot_errors_total", "fetch")); n != 0 {
+		t.Errorf("%v fetch errors", n)
+	}
+	if got := revision(r.s); got != good || r.s.Ready() != nil || r.s.Age() > 5*time.Second {
+		t.Fatalf("serving %d (want %d), ready %v, age %v", got, good, r.s.Ready(), r.s.Age())
 	}
 }

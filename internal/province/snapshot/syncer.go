@@ -79,7 +79,7 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	for _, st := range []string{"fetch", "build", "cache"} {
 		s.errs.WithLabelValues(st)
 	}
-	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology pointers refused before their document was read (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: a sequence not after the last verified); the previous snapshot stays in use."}, []string{"reason"})
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology revisions refused (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: a sequence not after the last verified; corrupt: a pointer or document that cannot be read as stored); the previous snapshot stays in use."}, []string{"reason"})
 	for _, r := range rejectReasons {
 		s.rejected.WithLabelValues(r)
 	}
@@ -306,7 +306,7 @@ func (s *Syncer) refresh(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("load topology revision %d: %w", rev, err)
+		return s.failedLoad(rev, err)
 	}
 	// The pointer is verified before anything it points at is read: a
 	// pointer not signed by a trusted key, or an old one put back, costs
@@ -322,7 +322,7 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	}
 	st, err := s.Source.Load(lctx, ptr)
 	if err != nil {
-		return fmt.Errorf("load topology revision %d: %w", rev, err)
+		return s.failedLoad(rev, err)
 	}
 	snap, err := s.Limits.Compile(st.Topology, st.Revision)
 	if err != nil {
@@ -353,8 +353,25 @@ func (s *Syncer) refresh(ctx context.Context) error {
 	return nil
 }
 
+// failedLoad handles a topology revision that could not be read: one
+// that is there but wrong (store.ErrCorrupt: a bad pointer, parts missing
+// or replaced, a size or digest that does not match) is refused like a bad
+// signature, once, and the last good snapshot stays in use and confirmed,
+// so that one bad write does not make every daemon unready; anything else
+// (etcd unreachable, a compaction meanwhile) is retried by Run.
+func (s *Syncer) failedLoad(rev int64, err error) error {
+	if !errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("load topology revision %d: %w", rev, err)
+	}
+	s.badRev = rev
+	s.refused(err)
+	s.Logger.Error("stored topology refused: it cannot be read as stored; keeping the previous snapshot", "revision", rev, "serving", s.revision(), "err", err)
+	s.confirm()
+	return nil
+}
+
 // rejectReasons are anysched_snapshot_rejected_total's reasons.
-var rejectReasons = []string{"unsigned", "unknown_key", "bad_signature", "old_format", "replayed"}
+var rejectReasons = []string{"unsigned", "unknown_key", "bad_signature", "old_format", "replayed", "corrupt"}
 
 // errOldFormat: a pointer whose signature covers the digest alone, which
 // any earlier document's signature would match.
@@ -386,10 +403,13 @@ func (s *Syncer) verifyCached(c *cached) (verified bool, err error) {
 	if s.Verifier == nil {
 		return false, nil
 	}
-	if c.signedPointer {
+	switch {
+	case c.signedPointer:
 		err = s.Verifier.VerifyPointer(c.pointer, c.KeyID, c.Signature)
-	} else {
+	case c.version == 1: // written before pointers were signed
 		err = s.Verifier.Verify(c.Digest, c.KeyID, c.Signature)
+	default:
+		err = errOldFormat
 	}
 	s.refused(err)
 	return err == nil, err
@@ -413,6 +433,8 @@ func (s *Syncer) refused(err error) {
 		reason = "old_format"
 	case errors.Is(err, errReplayed):
 		reason = "replayed"
+	case errors.Is(err, store.ErrCorrupt):
+		reason = "corrupt"
 	}
 	s.rejected.WithLabelValues(reason).Inc()
 }

@@ -289,6 +289,7 @@ func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocSt
 	}
 	var best *AllocState
 	var bestInst string
+	legacyBudget := stateMaxTotalRaw // every instance's older-format parts, decompressed
 	for inst, in := range byInst {
 		if !in.hasHead {
 			if len(in.legacy) > stateMaxLegacyParts {
@@ -298,7 +299,7 @@ func (s *Store) AllocState(ctx context.Context, region, except string) (*AllocSt
 			if err != nil {
 				return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, inst, err)
 			}
-			st, err := legacyState(kvs)
+			st, err := legacyState(kvs, &legacyBudget)
 			if err != nil {
 				return nil, fmt.Errorf("store: allocation state of %s by %s: %w", region, inst, err)
 			}
@@ -410,14 +411,14 @@ type statePart struct {
 
 // legacyState is the freshest complete generation among one instance's
 // gzipped JSON parts (nil: none complete).
-func legacyState(kvs []*mvccpb.KeyValue) (*AllocState, error) {
+func legacyState(kvs []*mvccpb.KeyValue, budget *int) (*AllocState, error) {
 	type gen struct {
 		parts map[int]*AllocState
 		n     int
 	}
 	gens := map[int64]*gen{}
 	for _, kv := range kvs {
-		p, err := decodePart(kv.Value)
+		p, err := decodePart(kv.Value, budget)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kv.Key, err)
 		}
@@ -444,14 +445,24 @@ func legacyState(kvs []*mvccpb.KeyValue) (*AllocState, error) {
 	return best, nil
 }
 
-func decodePart(val []byte) (*statePart, error) {
+// legacyPartRaw bounds one older-format part decompressed: its writer cut
+// parts of 10,000 sessions, about 2 MB of JSON.
+const legacyPartRaw = 16 << 20
+
+func decodePart(val []byte, budget *int) (*statePart, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(val))
 	if err != nil {
 		return nil, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(zr, int64(min(legacyPartRaw, max(*budget, 0)))+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(raw) > legacyPartRaw {
+		return nil, fmt.Errorf("over %d bytes decompressed", legacyPartRaw)
+	}
+	if *budget -= len(raw); *budget < 0 {
+		return nil, fmt.Errorf("over %d bytes decompressed in all", stateMaxTotalRaw)
 	}
 	var p statePart
 	if err := json.Unmarshal(raw, &p); err != nil {

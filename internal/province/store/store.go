@@ -58,9 +58,15 @@ const maxDocumentBytes = 512 << 20
 // before it can verify anything.
 const maxPointerBytes = 64 << 10
 
-// sigPointer is pointer.SigFormat when the signature covers the pointer
-// (signing.Pointer); 0: the digest alone (a center from before) or none.
-const sigPointer = 2
+// ErrCorrupt marks a stored topology that is there but wrong: a pointer
+// that cannot be read or is out of range, parts missing or extra, a size or
+// digest that does not match, a document that does not decode. A reader
+// refuses that revision (and keeps what it has) rather than retrying it.
+var ErrCorrupt = errors.New("corrupt")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%s (%w)", fmt.Sprintf(format, args...), ErrCorrupt)
+}
 
 // Store is the project's view of etcd.
 type Store struct {
@@ -106,13 +112,15 @@ type pointer struct {
 	AppliedAt time.Time `json:"applied_at"`
 	// Seq numbers applies: the history key of this one.
 	Seq int64 `json:"seq,omitempty"`
-	// Signature by the key KeyID (internal/security/signing): of the
-	// pointer's signed fields (signing.Pointer) when SigFormat is
-	// sigPointer, of the digest alone when 0; empty when the center has no
-	// signing key.
-	Signature []byte `json:"signature,omitempty"`
-	KeyID     string `json:"key_id,omitempty"`
-	SigFormat int    `json:"sig_format,omitempty"`
+	// Signatures by the key KeyID (internal/security/signing), empty when
+	// the center has no signing key: PointerSignature of the pointer's
+	// signed fields (signing.Pointer), which readers of this release
+	// verify; Signature of the digest alone, which readers of the release
+	// before verify (kept for one release, so that the center may be
+	// upgraded first).
+	Signature        []byte `json:"signature,omitempty"`
+	PointerSignature []byte `json:"pointer_signature,omitempty"`
+	KeyID            string `json:"key_id,omitempty"`
 	// Source is the digest of the document as the operator wrote it, kept
 	// in SourceChunks chunks like the canonical one; empty: not kept (an
 	// apply from before this existed, or the canonical JSON itself).
@@ -120,7 +128,16 @@ type pointer struct {
 	SourceChunks int    `json:"source_chunks,omitempty"`
 }
 
-// signed is what p's signature covers in the province of prefix.
+// signature is the signature a reader of this release verifies: of the
+// pointer when there is one, else (a center from before) of the digest.
+func (p *pointer) signature() (sig []byte, ofPointer bool) {
+	if len(p.PointerSignature) > 0 {
+		return p.PointerSignature, true
+	}
+	return p.Signature, false
+}
+
+// signed is what p's pointer signature covers in the province of prefix.
 func (p *pointer) signed(prefix string) signing.Pointer {
 	return signing.Pointer{Province: prefix, Seq: p.Seq, AppliedAt: p.AppliedAt, Digest: p.Digest, Size: int64(p.Size), Parts: p.Chunks}
 }
@@ -269,7 +286,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	// The same document is no change, unless it is to be signed by another
 	// key or in another format than it is (a signing key rotation, or a
 	// center upgraded from digest signatures, re-signs the current one).
-	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && curPtr.SigFormat == sigPointer) {
+	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && len(curPtr.PointerSignature) > 0) {
 		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
 	}
 
@@ -277,7 +294,10 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	if err != nil {
 		return ApplyResult{}, err
 	}
-	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: curPtr.Seq + 1}
+	// After the pointer's and the history's last: a pointer put back or
+	// deleted by someone without the key must not number this apply at or
+	// below what the readers verified.
+	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: max(curPtr.Seq, s.lastSeq(ctx)) + 1}
 	if opts.Source != nil {
 		if sd := SourceDigest(opts.Source); sd != digest {
 			if p.SourceChunks, err = s.writeBlob(ctx, sd, opts.Source); err != nil {
@@ -287,8 +307,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		}
 	}
 	if opts.Signer != nil {
-		p.SigFormat = sigPointer
-		p.Signature, p.KeyID = opts.Signer.SignPointer(p.signed(s.prefix)), opts.Signer.KeyID()
+		p.PointerSignature, p.Signature, p.KeyID = opts.Signer.SignPointer(p.signed(s.prefix)), opts.Signer.Sign(digest), opts.Signer.KeyID()
 	}
 	ptr, _ := json.Marshal(p)
 	entry, _ := json.Marshal(historyEntry{pointer: p, Identity: opts.Identity, Note: opts.Note, Change: opts.Change, Counts: t.Counts()})
@@ -443,22 +462,23 @@ func (s *Store) CurrentPointer(ctx context.Context) (*Pointer, error) {
 	}
 	kv := resp.Kvs[0]
 	if len(kv.Value) > maxPointerBytes {
-		return nil, fmt.Errorf("store: topology pointer at revision %d: %d bytes, more than a pointer's %d", kv.ModRevision, len(kv.Value), maxPointerBytes)
+		return nil, corrupt("store: topology pointer at revision %d: %d bytes, more than a pointer's %d", kv.ModRevision, len(kv.Value), maxPointerBytes)
 	}
 	var p pointer
 	if err := json.Unmarshal(kv.Value, &p); err != nil {
-		return nil, fmt.Errorf("store: topology pointer at revision %d: %w", kv.ModRevision, err)
+		return nil, corrupt("store: topology pointer at revision %d: %v", kv.ModRevision, err)
 	}
 	if p.Chunks < 0 || p.Size < 0 || p.Size > maxDocumentBytes {
-		return nil, fmt.Errorf("store: topology pointer at revision %d: %d parts of %d bytes in all, out of range (at most %d bytes)", kv.ModRevision, p.Chunks, p.Size, maxDocumentBytes)
+		return nil, corrupt("store: topology pointer at revision %d: %d parts of %d bytes in all, out of range (at most %d bytes)", kv.ModRevision, p.Chunks, p.Size, maxDocumentBytes)
 	}
 	// The chunks are to be read as of the read that found this pointer,
 	// not as of the pointer's own revision: that one is compacted away once
 	// the history is shorter than the time since the apply (etcdhousekeep
 	// keeps minutes), and the pointer was p at the read's revision all the
 	// same.
-	return &Pointer{Revision: kv.ModRevision, Seq: p.Seq, Digest: p.Digest, Signed: p.signed(s.prefix), SignedPointer: p.SigFormat == sigPointer,
-		Signature: p.Signature, KeyID: p.KeyID, p: p, at: resp.Header.Revision}, nil
+	sig, signed := p.signature()
+	return &Pointer{Revision: kv.ModRevision, Seq: p.Seq, Digest: p.Digest, Signed: p.signed(s.prefix), SignedPointer: signed,
+		Signature: sig, KeyID: p.KeyID, p: p, at: resp.Header.Revision}, nil
 }
 
 // Load reads the document p points at: no more parts than it states, and
@@ -498,7 +518,7 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 		if chunks.More {
 			n = int(chunks.Count)
 		}
-		return nil, fmt.Errorf("store: topology at revision %d: %d chunks present, its pointer states %d", rev, n, p.Chunks)
+		return nil, corrupt("store: topology at revision %d: %d chunks present, its pointer states %d", rev, n, p.Chunks)
 	}
 	var blob bytes.Buffer
 	for _, c := range chunks.Kvs {
@@ -506,18 +526,19 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 	}
 	data, err := gunzipSized(blob.Bytes(), p.Size)
 	if err != nil {
-		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
+		return nil, corrupt("store: topology at revision %d: %v", rev, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != p.Digest {
-		return nil, fmt.Errorf("store: topology at revision %d: digest mismatch (stored %s, computed %s)", rev, p.Digest, got)
+		return nil, corrupt("store: topology at revision %d: digest mismatch (stored %s, computed %s)", rev, p.Digest, got)
 	}
 	t, err := topology.DecodeJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("store: topology at revision %d: %w", rev, err)
+		return nil, corrupt("store: topology at revision %d: %v", rev, err)
 	}
+	sig, signed := p.signature()
 	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Seq: p.Seq, Size: p.Size, Chunks: p.Chunks,
-		SignedPointer: p.SigFormat == sigPointer, Signature: p.Signature, KeyID: p.KeyID, SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
+		SignedPointer: signed, Signature: sig, KeyID: p.KeyID, SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
 }
 
 // gunzipSized decompresses a document that its pointer says is size bytes:
