@@ -145,12 +145,7 @@ func TestCacheSignatureVerified(t *testing.T) {
 // are not even there, is refused for its signature (not retried as a
 // failed fetch), and the signed snapshot stays in service.
 func TestPointerVerifiedBeforeDocument(t *testing.T) {
-	e := etcdtest.Start(t)
-	st := e.Store()
-	center := signer(t)
-	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
-	good := applySigned(t, st, fixture.Weighted(t, 100), center)
-	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
+	e, st, center, r, good := servingSigned(t)
 
 	forged := fmt.Sprintf(`{"digest":%q,"chunks":1,"size":%d,"seq":99,"key_id":%q,"pointer_signature":%q}`,
 		strings.Repeat("ab", 32), 100<<20, center.KeyID(), base64.StdEncoding.EncodeToString(make([]byte, 64)))
@@ -203,12 +198,7 @@ func TestReplayedPointerRefused(t *testing.T) {
 // as corrupt, the last good snapshot kept and still confirmed (the daemon
 // stays ready), not fetched again and again.
 func TestCorruptRevisionRefusedOnce(t *testing.T) {
-	e := etcdtest.Start(t)
-	st := e.Store()
-	center := signer(t)
-	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
-	good := applySigned(t, st, fixture.Weighted(t, 100), center)
-	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
+	e, st, _, r, good := servingSigned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cur, err := e.Client().Get(ctx, st.CurrentKey())
@@ -234,4 +224,17 @@ func TestCorruptRevisionRefusedOnce(t *testing.T) {
 	if got := revision(r.s); got != good || r.s.Ready() != nil || r.s.Age() > 5*time.Second {
 		t.Fatalf("serving %d (want %d), ready %v, age %v", got, good, r.s.Ready(), r.s.Age())
 	}
+}
+
+// servingSigned is a verifying syncer serving a signed apply: the etcd, its
+// store, the center's signer, the syncer and the revision it serves.
+func servingSigned(t *testing.T) (*etcdtest.Etcd, *store.Store, *signing.Signer, *running, int64) {
+	t.Helper()
+	e := etcdtest.Start(t)
+	st := e.Store()
+	center := signer(t)
+	r := verifyingSyncer(t, st, "", signing.NewVerifier(center.Public()))
+	good := applySigned(t, st, fixture.Weighted(t, 100), center)
+	wait.For(t, "the signed snapshot", wait.DefaultTimeout, func() bool { return revision(r.s) == good })
+	return e, st, center, r, good
 }
