@@ -271,7 +271,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 			// at or below the last they verified: go on only on purpose,
 			// numbering after the history's last apply.
 			if !opts.Force {
-				return ApplyResult{}, fmt.Errorf("store: the current topology pointer (revision %d) is unreadable: %w; an apply with force overwrites it", curRev, err)
+				return ApplyResult{}, fmt.Errorf("store: the current topology pointer (revision %d) is unreadable: %w; delete topology/current (etcdctl, as root) and apply again: the numbering goes on from the history", curRev, err)
 			}
 			s.log.Warn("current topology pointer is unreadable; overwriting it (force)", "revision", curRev, "err", err)
 			curPtr = pointer{Seq: s.lastSeq(ctx)}
