@@ -250,6 +250,13 @@ func modulePrefix(pkg string) string {
 var raceExcused = map[string]string{
 	"github.com/anysched/anysched/internal/testbed/lab": "its tests drive the daemons as processes in network namespaces " +
 		"(the daemons' code is raced in its own packages); in-process it runs only the harness's STB load loops",
+	// The benchmark harnesses' goroutines are their load loops and process
+	// supervision; the product code they drive is raced in its own
+	// packages, and their tests check flags and reports.
+	"github.com/anysched/anysched/bench/etcdload":  "a benchmark harness: its load loops drive product code raced in its own packages",
+	"github.com/anysched/anysched/bench/frontends": "a benchmark harness: it supervises front ends as processes",
+	"github.com/anysched/anysched/bench/province":  "a benchmark harness: it supervises the daemons as processes",
+	"github.com/anysched/anysched/bench/rollout":   "a benchmark harness: it supervises the daemons as processes",
 }
 
 // racePackages lists the packages (of the patterns, default ./...) that have

@@ -441,10 +441,16 @@ func TestLoadStopsAtTheStatedSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bomb bytes.Buffer
-	zw := gzip.NewWriter(&bomb)
-	zw.Write(make([]byte, 64<<20))
+	// 64 members of a MiB of zeros each: one gzip stream to a reader
+	// (members follow one another), 64 MiB decompressed, without
+	// compressing 64 MiB here (half a minute under -race).
+	var member, bomb bytes.Buffer
+	zw := gzip.NewWriter(&member)
+	zw.Write(make([]byte, 1<<20))
 	zw.Close()
+	for range 64 {
+		bomb.Write(member.Bytes())
+	}
 	parts, err := e.Client().Get(c, st.Prefix()+"topology/blobs/"+cur.Digest+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil || len(parts.Kvs) != 1 {
 		t.Fatalf("parts of the document: %v, %v", parts, err)
