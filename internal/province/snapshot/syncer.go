@@ -29,6 +29,10 @@ type Source interface {
 	WatchCurrent(ctx context.Context) clientv3.WatchChan
 }
 
+// ErrNeedsTrustedKeys: the store is shared (Syncer.Shared) and no trusted
+// key is configured (snapshot.trusted_keys), a configuration error.
+var ErrNeedsTrustedKeys = errors.New("snapshot.trusted_keys: required: others may write this store, and without the center's public key whoever can write it could redirect the province (schedctl keygen --signing)")
+
 // Syncer follows the store and holds the current Snapshot.
 type Syncer struct {
 	Source          Source
@@ -47,6 +51,13 @@ type Syncer struct {
 	Limits topology.Limits
 	// Endpoints name the store in messages about reaching it.
 	Endpoints []string
+	// Shared, with no Verifier, says why others than this host may write
+	// the store ("" when none may): asked before anything is read from it,
+	// at every connection, since loopback endpoints can reach a member of
+	// a cluster. A shared store stops Run with an error wrapping
+	// ErrNeedsTrustedKeys: unsigned documents are believed only from a
+	// store no one else writes.
+	Shared func(context.Context) (string, error)
 
 	cur       atomic.Pointer[topology.Snapshot]
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
@@ -180,6 +191,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, ErrNeedsTrustedKeys) {
+			return err
+		}
 		s.count("fetch")
 		s.lost(err)
 		select {
@@ -239,6 +253,17 @@ type outage struct {
 }
 
 func (s *Syncer) follow(ctx context.Context) error {
+	if s.Verifier == nil && s.Shared != nil {
+		pctx, cancel := context.WithTimeout(ctx, max(s.ConfirmInterval, time.Second))
+		why, err := s.Shared(pctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return fmt.Errorf("%w: %s", ErrNeedsTrustedKeys, why)
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// clientv3's Watch blocks until an endpoint answers: started aside, so

@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -323,4 +324,39 @@ func TestStartDuringOutage(t *testing.T) {
 	// Applied after the return: the watch, set up once etcd answered, follows.
 	rev2 := apply(t, st, fixture.Weighted(t, 200))
 	wait.For(t, "following", wait.DefaultTimeout, func() bool { return revision(s) == rev2 })
+}
+
+// TestSharedStoreNeedsTrustedKeys: with no trusted key, a syncer believes
+// unsigned documents only from a store no one else writes; asked first,
+// a shared store (a cluster's member behind a loopback endpoint) stops it
+// with ErrNeedsTrustedKeys before anything is read.
+func TestSharedStoreNeedsTrustedKeys(t *testing.T) {
+	e := etcdtest.Start(t)
+	st := e.Store()
+	apply(t, st, fixture.Weighted(t, 100))
+	s := &snapshot.Syncer{
+		Source: st, ConfirmInterval: 100 * time.Millisecond, MaxStaleness: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Shared: func(context.Context) (string, error) { return "etcd has 3 members", nil },
+	}
+	s.Register(prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.Run(ctx)
+	if !errors.Is(err, snapshot.ErrNeedsTrustedKeys) || !strings.Contains(err.Error(), "etcd has 3 members") {
+		t.Fatalf("Run: %v, want ErrNeedsTrustedKeys naming the members", err)
+	}
+	if s.Snapshot() != nil {
+		t.Fatal("an unsigned document was read from a shared store")
+	}
+	// A private store: followed as before.
+	s.Shared = func(context.Context) (string, error) { return "", nil }
+	r := make(chan error, 1)
+	rctx, rcancel := context.WithCancel(ctx)
+	go func() { r <- s.Run(rctx) }()
+	wait.For(t, "snapshot from a private store", wait.DefaultTimeout, func() bool { return s.Snapshot() != nil })
+	rcancel()
+	if err := <-r; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/pki"
+	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/wiring/config"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -43,6 +45,12 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 	cc.Etcd.Embedded.TLS = config.ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: caFile}
 	cc.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1"}
 	cc.Etcd.TLS = leaf("center", pki.Leaf{CN: etcdauth.CenterIdentity, Client: true})
+	// etcd with users: others may write it, so the center signs.
+	keyFile := filepath.Join(dir, "topology.key")
+	if _, err := signing.WriteKeyPair(keyFile, keyFile+".pub"); err != nil {
+		t.Fatal(err)
+	}
+	cc.Apply.SigningKeyFile, cc.Snapshot.TrustedKeys = keyFile, []string{keyFile + ".pub"}
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +90,7 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 	rc := regionalConfig(t, cc, "hefei")
 	rc.InstanceID = "hefei-1"
 	rc.Etcd.Endpoints, rc.Etcd.TLS = []string{endpoint}, cityTLS
+	rc.Snapshot.TrustedKeys = cc.Snapshot.TrustedKeys
 	if err := rc.Validate(); err != nil {
 		t.Fatal(err)
 	}

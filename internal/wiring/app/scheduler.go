@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/allocation/allocator"
+	"github.com/anysched/anysched/internal/etcd/etcdclient"
 	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/province/health/avail"
 	"github.com/anysched/anysched/internal/province/instance"
@@ -117,6 +118,7 @@ func New(role instance.Role, region string, c config.Common, st *store.Store, lo
 		ConfirmInterval: c.Snapshot.ConfirmInterval, MaxStaleness: c.Snapshot.MaxStaleness,
 		Logger: log.With("component", "snapshot"),
 		OnSwap: s.onSwap, Limits: c.Anycast.Limits(), Endpoints: st.Client().Endpoints(),
+		Shared: func(ctx context.Context) (string, error) { return etcdclient.Shared(ctx, st.Client()) },
 	}
 	s.Merger = &health.Merger{
 		Client: st.Client(), Prefix: c.Etcd.Prefix, Logger: log,
@@ -282,7 +284,10 @@ func (s *Scheduler) Components() []func(context.Context) error {
 		// answers are how drills see it take a city over: every 2 s.
 		reg.Refresh = 10 * time.Second
 	}
-	comps := []func(context.Context) error{s.Syncer.Run, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace, s.runPolicy}
+	follow := func(ctx context.Context) error {
+		return daemon.ConfigIf(s.Syncer.Run(ctx), snapshot.ErrNeedsTrustedKeys)
+	}
+	comps := []func(context.Context) error{follow, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace, s.runPolicy}
 	if p := s.policy; p.geo != nil {
 		comps = append(comps, p.geo.Run)
 	}

@@ -415,8 +415,8 @@ func (c *Center) Validate() error {
 	if c.Apply.HistoryKeep < 2 || c.Apply.HistoryKeep > 1000 {
 		errs.Add("apply.history_keep", "%d is out of range [2, 1000]", c.Apply.HistoryKeep)
 	}
-	if c.Apply.SigningKeyFile == "" && c.Etcd.BeyondLoopback(true) {
-		errs.Add("apply.signing_key_file", "required: etcd is reachable beyond loopback, and the schedulers believe only a signed topology (schedctl keygen --signing)")
+	if why := c.Etcd.Shared(true); c.Apply.SigningKeyFile == "" && why != "" {
+		errs.Add("apply.signing_key_file", "required: %s, and the schedulers believe only a signed topology (schedctl keygen --signing)", why)
 	}
 	fileExists(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
 	privateFile(&errs, "apply.signing_key_file", c.Apply.SigningKeyFile)
@@ -492,8 +492,8 @@ func (c *Base) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	} else if c.Snapshot.MaxStaleness > 0 && c.Snapshot.ConfirmInterval >= c.Snapshot.MaxStaleness {
 		errs.Add("snapshot.confirm_interval", "%s must be below snapshot.max_staleness %s", c.Snapshot.ConfirmInterval, c.Snapshot.MaxStaleness)
 	}
-	if len(c.Snapshot.TrustedKeys) == 0 && c.Etcd.BeyondLoopback(embeddedAllowed) {
-		errs.Add("snapshot.trusted_keys", "required: etcd is reachable beyond loopback, and without the center's public key whoever can write etcd could redirect the province (schedctl keygen --signing)")
+	if why := c.Etcd.Shared(embeddedAllowed); len(c.Snapshot.TrustedKeys) == 0 && why != "" {
+		errs.Add("snapshot.trusted_keys", "required: %s, and without the center's public key whoever can write etcd could redirect the province (schedctl keygen --signing)", why)
 	}
 	for i, f := range c.Snapshot.TrustedKeys {
 		p := fmt.Sprintf("snapshot.trusted_keys[%d]", i)

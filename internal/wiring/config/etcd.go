@@ -61,20 +61,35 @@ func (e Etcd) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	}
 }
 
-// BeyondLoopback reports whether the province's etcd is reachable beyond
-// loopback (an endpoint, or the embedded etcd's client listener): then
-// others may write it, and only a signed topology is to be believed.
-func (e Etcd) BeyondLoopback(embeddedAllowed bool) bool {
+// Shared says why the province's etcd may be written by others than this
+// host ("" when nothing in the configuration says so): an endpoint or the
+// embedded etcd's client listener beyond loopback, more than one endpoint
+// (a cluster's members), or a client certificate (etcd authenticates its
+// users, so there are others). Then only a signed topology is to be
+// believed. A loopback endpoint of a cluster's member says none of this:
+// the daemons ask etcd itself before believing an unsigned document
+// (etcdclient.Shared).
+func (e Etcd) Shared(embeddedAllowed bool) string {
 	for _, ep := range e.Endpoints {
 		if u, err := url.Parse(ep); err == nil && !netutil.LoopbackHost(u.Hostname()) {
-			return true
+			return fmt.Sprintf("etcd endpoint %s is beyond loopback", ep)
 		}
 	}
-	if len(e.Endpoints) == 0 && embeddedAllowed {
-		h, ok := listenHost(e.Embedded.ClientListen)
-		return ok && !netutil.LoopbackHost(h)
+	switch {
+	case len(e.Endpoints) > 1:
+		return fmt.Sprintf("etcd.endpoints name %d members", len(e.Endpoints))
+	case e.TLS.CertFile != "":
+		return "etcd.tls.cert_file is set: etcd authenticates its users, so others may write it"
+	case len(e.Endpoints) > 0 || !embeddedAllowed:
+		return ""
 	}
-	return false
+	if h, ok := listenHost(e.Embedded.ClientListen); ok && !netutil.LoopbackHost(h) {
+		return fmt.Sprintf("etcd.embedded.client_listen %s is beyond loopback", e.Embedded.ClientListen)
+	}
+	if e.Embedded.TLS.Enabled() {
+		return "etcd.embedded.tls is set: the embedded etcd authenticates its users, so others may write it"
+	}
+	return ""
 }
 
 // validate checks the embedded etcd; client is the center's own etcd

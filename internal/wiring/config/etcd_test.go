@@ -85,23 +85,42 @@ func TestEtcdTransport(t *testing.T) {
 	expectErrs(t, "https without ca_file", regional(ClientTLS{CertFile: client.CertFile, KeyFile: client.KeyFile}, "https://etcd.example.net:2379"))
 }
 
-// TestSignedTopologyBeyondLoopback: once etcd is reachable beyond loopback,
-// a scheduler must know the center's public key and the center must sign,
-// or whoever can write etcd could redirect the province.
+// TestSignedTopologyBeyondLoopback: once others may write etcd (reachable
+// beyond loopback, a cluster's endpoints even on loopback, etcd with
+// authentication), a scheduler must know the center's public key and the
+// center must sign, or whoever can write etcd could redirect the province.
+// Loopback endpoints of a cluster and a loopback etcd with auth on once
+// passed as "loopback".
 func TestSignedTopologyBeyondLoopback(t *testing.T) {
 	f := etcdCerts(t, "anysched-regional.hefei.h1", "anysched-center")
-	r := DefaultRegional()
-	r.Region, r.Etcd.Endpoints = "hefei", []string{"https://10.0.0.2:2379"}
-	r.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
-	expectErrs(t, "regional without trusted keys", r.Validate(), "snapshot.trusted_keys: required: etcd is reachable beyond loopback")
-	r.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
-	r.Etcd.TLS = ClientTLS{}
-	expectErrs(t, "regional on loopback etcd", r.Validate())
+	cert := ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-regional.hefei.h1"][0], KeyFile: f["anysched-regional.hefei.h1"][1]}
+	for _, tc := range []struct {
+		name string
+		eps  []string
+		tls  ClientTLS
+		want string // "" : valid without trusted keys
+	}{
+		{"beyond loopback", []string{"https://10.0.0.2:2379"}, cert, "snapshot.trusted_keys: required: etcd endpoint https://10.0.0.2:2379 is beyond loopback"},
+		{"a cluster's members on loopback", []string{"http://127.0.0.1:2379", "http://127.0.0.1:22379"}, ClientTLS{}, "snapshot.trusted_keys: required: etcd.endpoints name 2 members"},
+		{"auth on loopback", []string{"https://127.0.0.1:2379"}, cert, "snapshot.trusted_keys: required: etcd.tls.cert_file is set"},
+		{"one loopback member, no auth", []string{"http://127.0.0.1:2379"}, ClientTLS{}, ""},
+	} {
+		r := DefaultRegional()
+		r.Region, r.Etcd.Endpoints, r.Etcd.TLS = "hefei", tc.eps, tc.tls
+		if tc.want == "" {
+			expectErrs(t, tc.name, r.Validate())
+		} else {
+			expectErrs(t, tc.name, r.Validate(), tc.want)
+		}
+	}
 	c := DefaultCenter()
 	c.Etcd.Embedded.ClientListen = "10.0.0.2:2379"
 	c.Etcd.Embedded.TLS = ServerTLS{CertFile: f["server"][0], KeyFile: f["server"][1], ClientCAFile: f["ca"][0]}
 	c.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f["anysched-center"][0], KeyFile: f["anysched-center"][1]}
 	expectErrs(t, "center beyond loopback, unsigned", c.Validate(), "apply.signing_key_file: required", "snapshot.trusted_keys: required")
+	c.Etcd.Embedded.ClientListen = "127.0.0.1:2379"
+	expectErrs(t, "center with an embedded etcd with auth on loopback, unsigned", c.Validate(),
+		"apply.signing_key_file: required: etcd.tls.cert_file is set", "snapshot.trusted_keys: required: etcd.tls.cert_file is set")
 }
 
 // TestEmbeddedEtcdTLS: the embedded etcd listened in plaintext without auth

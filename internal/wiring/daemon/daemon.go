@@ -38,6 +38,17 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// ConfigIf marks err a ConfigError when it wraps one of targets: a
+// component that finds at run time that its configuration cannot work.
+func ConfigIf(err error, targets ...error) error {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return &ConfigError{Err: err}
+		}
+	}
+	return err
+}
+
 // ExitCode maps run's error to the process exit code.
 func ExitCode(err error) int {
 	var ce *ConfigError

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/province/health"
+	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/wiring/config"
 	"github.com/anysched/anysched/internal/wiring/daemon"
 )
@@ -48,7 +49,13 @@ func regional(args ...string) (config.Regional, bool, error) {
 
 // TestLayers: defaults, then the file, then the flags that were given.
 func TestLayers(t *testing.T) {
-	file := write(t, "region: hefei\nchecker_id: from-file\netcd:\n  endpoints: [http://127.0.0.1:2379]\nlog:\n  level: warn\ninterval: 2s\n")
+	// Two endpoints name a cluster: the checker must then know the
+	// center's key.
+	pub := filepath.Join(t.TempDir(), "signing.pub")
+	if _, err := signing.WriteKeyPair(filepath.Join(t.TempDir(), "signing.key"), pub); err != nil {
+		t.Fatal(err)
+	}
+	file := write(t, "region: hefei\nchecker_id: from-file\netcd:\n  endpoints: [http://127.0.0.1:2379]\nlog:\n  level: warn\ninterval: 2s\nsnapshot:\n  trusted_keys: ["+pub+"]\n")
 	cfg, _, err := checker("--config", file, "--checker-id", "from-flag", "--etcd-endpoints", "http://127.0.0.1:2379, ,http://127.0.0.2:2379", "--log-format", "json")
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,8 @@ func Run(ctx context.Context, c config.Checker, log *slog.Logger, opts ...daemon
 	}
 	syncer := &snapshot.Syncer{Source: st, CacheFile: c.Snapshot.CacheFile, ConfirmInterval: c.Snapshot.ConfirmInterval,
 		MaxStaleness: c.Snapshot.MaxStaleness, Logger: log.With("component", "snapshot"), OnSwap: agent.SetSnapshot,
-		Limits: topology.LoosestLimits} // a checker announces nothing: any province's limits will do
+		Limits: topology.LoosestLimits, // a checker announces nothing: any province's limits will do
+		Shared: func(ctx context.Context) (string, error) { return etcdclient.Shared(ctx, cli) }}
 	syncer.Register(reg)
 	if syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
@@ -72,5 +73,8 @@ func Run(ctx context.Context, c config.Checker, log *slog.Logger, opts ...daemon
 	}
 	log.Info("healthcheck starting", "version", version.String(), "region", c.Region, "interval", c.Interval, "etcd", c.Etcd.Endpoints)
 	daemon.CollectOptions(opts).Listening(l)
-	return daemon.RunAll(ctx, syncer.Run, serveAdmin, agent.Run)
+	follow := func(ctx context.Context) error {
+		return daemon.ConfigIf(syncer.Run(ctx), snapshot.ErrNeedsTrustedKeys)
+	}
+	return daemon.RunAll(ctx, follow, serveAdmin, agent.Run)
 }
