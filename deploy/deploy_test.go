@@ -49,13 +49,24 @@ type example struct {
 	// parsed at validation, so placeholders would not do).
 	signKey   *string
 	trustKeys []string
+	// secrets points at the BGP peers' TCP-MD5 key files.
+	secrets map[string]*string
 }
 
 // loadExample decodes a production example over its daemon's defaults; the
 // file name says which daemon it is for.
 func loadExample(t *testing.T, path string) example {
 	t.Helper()
-	ex := example{file: path, tls: map[string]*string{}}
+	ex := example{file: path, tls: map[string]*string{}, secrets: map[string]*string{}}
+	bgp := func(b *announcecfg.BGP) {
+		for i := range b.Peers {
+			p := fmt.Sprintf("announce.bgp.peers[%d]", i)
+			if b.Peers[i].Password != "" {
+				t.Errorf("%s: %s.password inline: production keeps the key in password_file", path, p)
+			}
+			ex.secrets[p+".password_file"] = &b.Peers[i].PasswordFile
+		}
+	}
 	clientTLS := func(prefix string, c *config.ClientTLS) {
 		ex.tls[prefix+".ca_file"] = &c.CAFile
 		ex.tls[prefix+".cert_file"] = &c.CertFile
@@ -78,6 +89,7 @@ func loadExample(t *testing.T, path string) example {
 		ex.tls["grpc.tls.client_ca_file"] = &c.GRPC.TLS.ClientCAFile
 		serverTLS("admin.tls", &c.Admin.TLS)
 		ex.signKey, ex.trustKeys = &c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys
+		bgp(&c.Announce.BGP)
 		ex.cfg = &c
 	case strings.HasPrefix(name, "regional"):
 		c := config.DefaultRegional()
@@ -85,6 +97,7 @@ func loadExample(t *testing.T, path string) example {
 		clientTLS("etcd.tls", &c.Etcd.TLS)
 		serverTLS("admin.tls", &c.Admin.TLS)
 		ex.trustKeys = c.Snapshot.TrustedKeys
+		bgp(&c.Announce.BGP)
 		ex.cfg = &c
 	case strings.HasPrefix(name, "healthcheck"):
 		c := config.DefaultChecker()
@@ -99,9 +112,11 @@ func loadExample(t *testing.T, path string) example {
 	if err != nil {
 		t.Fatalf("strict decoding failed:\n%v", err)
 	}
-	for k, v := range ex.tls {
-		if *v == "" {
-			delete(ex.tls, k)
+	for _, m := range []map[string]*string{ex.tls, ex.secrets} {
+		for k, v := range m {
+			if *v == "" {
+				delete(m, k)
+			}
 		}
 	}
 	return ex
@@ -155,8 +170,10 @@ func TestProductionConfigsValidate(t *testing.T) {
 				}
 				for _, e := range errs {
 					file, isTLS := ex.tls[e.Path]
+					secret, isSecret := ex.secrets[e.Path]
 					switch {
 					case isTLS && strings.HasPrefix(e.Msg, fmt.Sprintf("cannot read %q", *file)):
+					case isSecret && strings.HasPrefix(e.Msg, fmt.Sprintf("cannot read %q", *secret)):
 					case slices.ContainsFunc(keyFiles, func(f string) bool { return strings.Contains(e.Msg, f) }):
 					default:
 						t.Errorf("unexpected problem (only unreadable TLS and key files are expected here): %v", e)
@@ -199,6 +216,12 @@ func TestProductionConfigsValidate(t *testing.T) {
 			}
 			if ex.signKey != nil {
 				*ex.signKey = priv
+			}
+			for k, file := range ex.secrets {
+				*file = filepath.Join(dir, strings.NewReplacer("[", "", "]", "").Replace(k)+".key")
+				if err := os.WriteFile(*file, []byte("a-shared-md5-key\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := ex.cfg.Validate(); err != nil {
 				t.Errorf("with the TLS files present:\n%v", err)

@@ -46,7 +46,11 @@ func (b *BGP) Run(ctx context.Context) error {
 	err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: b.cfg.ASN, RouterId: b.cfg.RouterID.String(), ListenPort: -1}})
 	if err == nil {
 		for _, p := range b.cfg.Peers {
-			if err = srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerConf(p)}); err != nil {
+			var peer *api.Peer
+			if peer, err = peerConf(p); err == nil {
+				err = srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+			}
+			if err != nil {
 				err = fmt.Errorf("peer %s: %w", p.Address, err)
 				break
 			}
@@ -69,7 +73,11 @@ func (b *BGP) Run(ctx context.Context) error {
 	return nil
 }
 
-func peerConf(p announcecfg.BGPPeer) *api.Peer {
+func peerConf(p announcecfg.BGPPeer) (*api.Peer, error) {
+	key, err := p.Key()
+	if err != nil {
+		return nil, fmt.Errorf("password_file: %w", err)
+	}
 	hold := p.HoldTime
 	if hold == 0 {
 		hold = 9 * time.Second
@@ -83,13 +91,13 @@ func peerConf(p announcecfg.BGPPeer) *api.Peer {
 		port = 179
 	}
 	return &api.Peer{
-		Conf:      &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
+		Conf:      &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: key},
 		Timers:    &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second), KeepaliveInterval: uint64(max(ka/time.Second, 1)), ConnectRetry: 1}},
 		Transport: &api.Transport{RemotePort: port},
 		AfiSafis: []*api.AfiSafi{
 			{Config: &api.AfiSafiConfig{Family: family(p.Address.Is4()), Enabled: true}},
 		},
-	}
+	}, nil
 }
 
 func family(v4 bool) *api.Family {

@@ -52,7 +52,9 @@ func TestAdminAPINeedsMutualTLSBeyondLoopback(t *testing.T) {
 		{"172.16.0.21:9090", ServerTLS{}, "grpc.tls.client_ca_file"},
 		{"172.16.0.21:9090", ServerTLS{CertFile: cert, KeyFile: key}, "grpc.tls.client_ca_file"},
 		{"172.16.0.21:9090", ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: ca}, ""},
-		{"0.0.0.0:9090", ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: ca}, ""},
+		// A wildcard also listens on the anycast service address.
+		{"0.0.0.0:9090", ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: ca}, "grpc.listen"},
+		{"[::]:9090", ServerTLS{CertFile: cert, KeyFile: key, ClientCAFile: ca}, "grpc.listen"},
 	} {
 		cfg := DefaultCenter()
 		cfg.GRPC.Listen, cfg.GRPC.TLS = c.listen, c.tls

@@ -394,6 +394,10 @@ func (c *Center) Validate() error {
 	hostPort(&errs, "grpc.listen", c.GRPC.Listen, true)
 	validateServerTLS(&errs, "grpc.tls", c.GRPC.TLS)
 	mutualTLSBeyondLoopback(&errs, "grpc", c.GRPC.Listen, c.GRPC.TLS)
+	c.Common.managementListener(&errs, "grpc.listen", c.GRPC.Listen)
+	if len(c.Etcd.Endpoints) == 0 {
+		c.Common.managementListener(&errs, "etcd.embedded.client_listen", c.Etcd.Embedded.ClientListen)
+	}
 	if c.GRPC.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.GRPC.LocalRole) {
 		errs.Add("grpc.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.GRPC.LocalRole)
 	}
@@ -578,6 +582,28 @@ func (c *Common) validateFrontEnds(errs *yamlstrict.Errors) {
 			if h, ok := listenHost(stb.addr); ok && (h == ah || wildcardHost(h)) {
 				errs.Add("admin.listen", "shares its address with %s %q, the STB-facing address: put it on the management network", stb.key, stb.addr)
 			}
+		}
+	}
+}
+
+// managementListener refuses a management listener (the admin API, the
+// embedded etcd) on every address or on an STB-facing one: a wildcard
+// also listens on the anycast service address, which every STB reaches.
+func (c *Common) managementListener(errs *yamlstrict.Errors, key, listen string) {
+	h, ok := listenHost(listen)
+	if !ok {
+		return
+	}
+	if wildcardHost(h) {
+		errs.Add(key, "%q listens on every address, the STB-facing ones included: name an address of the management network (or loopback)", listen)
+		return
+	}
+	if netutil.LoopbackHost(h) {
+		return
+	}
+	for _, stb := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"https.listen", c.HTTPS.Listen}, {"dns.listen", c.DNS.Listen}} {
+		if sh, ok := listenHost(stb.addr); ok && sh == h {
+			errs.Add(key, "shares its address with %s %q, the STB-facing address: put it on the management network", stb.key, stb.addr)
 		}
 	}
 }

@@ -162,10 +162,19 @@ func TestEmbeddedEtcdTLS(t *testing.T) {
 		c.Etcd.Embedded.TLS, c.Etcd.TLS = srv, own
 		c.Etcd.Embedded.Identities = []string{"anysched-checker.c1", "anysched-checker.c1", "anysched-regional.hefei", "city"}
 	}), `etcd.embedded.identities[1]: "anysched-checker.c1" listed twice`, "etcd.embedded.identities[2]:", "etcd.embedded.identities[3]:")
-	expectErrs(t, "TLS on every address, complete", center(func(c *Center) {
-		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "0.0.0.0:2379", srv, own
+	expectErrs(t, "TLS on a management address, complete", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "172.16.0.21:2379", srv, own
 		c.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1+checker", "anysched-checker.c1"}
 	}))
+	// A wildcard also listens on the anycast service address; so does the
+	// STB listeners' own address.
+	expectErrs(t, "TLS on every address", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "0.0.0.0:2379", srv, own
+	}), `etcd.embedded.client_listen: "0.0.0.0:2379" listens on every address`)
+	expectErrs(t, "TLS on the STB address", center(func(c *Center) {
+		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "198.18.0.1:2379", srv, own
+		c.HTTP.Listen = "198.18.0.1:80"
+	}), `etcd.embedded.client_listen: shares its address with http.listen "198.18.0.1:80"`)
 }
 
 // TestEtcdHousekeeping: the center's section is checked with its path;

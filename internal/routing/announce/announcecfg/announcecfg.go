@@ -7,6 +7,7 @@ package announcecfg
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,60 @@ type BGPPeer struct {
 	ASN       uint32        `yaml:"asn"`
 	HoldTime  time.Duration `yaml:"hold_time"` // default 9s; the lab uses 3s
 	Keepalive time.Duration `yaml:"keepalive"` // default hold_time/3
-	Password  string        `yaml:"password"`  // TCP-MD5 (RFC 2385), optional
+	Password  string        `yaml:"password"`  // TCP-MD5 (RFC 2385), optional; prefer PasswordFile
+	// PasswordFile holds the TCP-MD5 key (one line, mode 0600), so that
+	// the configuration itself holds no secret. At most one of the two.
+	PasswordFile string `yaml:"password_file"`
+}
+
+// maxMD5Key is the longest TCP-MD5 key (RFC 2385 keys, as Linux's
+// TCP_MD5SIG takes them: 80 bytes).
+const maxMD5Key = 80
+
+// Key is the peer's TCP-MD5 key: Password, or PasswordFile's first line;
+// "" for none.
+func (p BGPPeer) Key() (string, error) {
+	if p.PasswordFile == "" {
+		return p.Password, nil
+	}
+	b, err := os.ReadFile(p.PasswordFile)
+	if err != nil {
+		return "", err
+	}
+	key, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSuffix(key, "\r"), nil
+}
+
+// placeholder reports a key left as the examples give it.
+func placeholder(key string) bool {
+	k := strings.ToLower(strings.NewReplacer("-", "", "_", "", " ", "").Replace(key))
+	return strings.Contains(k, "changeme") || k == "password" || k == "secret"
+}
+
+// validateKey checks a peer's TCP-MD5 key where it is set.
+func (p BGPPeer) validateKey(errs *yamlstrict.Errors, pp string) {
+	key := pp + ".password"
+	switch {
+	case p.Password != "" && p.PasswordFile != "":
+		errs.Add(pp, "password and password_file are exclusive")
+		return
+	case p.PasswordFile != "":
+		key = pp + ".password_file"
+		if fi, err := os.Stat(p.PasswordFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			errs.Add(key, "%s is readable by group/others (mode %#o): chmod 600", p.PasswordFile, uint32(fi.Mode().Perm()))
+		}
+	}
+	k, err := p.Key()
+	switch {
+	case err != nil:
+		errs.Add(key, "cannot read %q: %v", p.PasswordFile, err)
+	case p.PasswordFile != "" && k == "":
+		errs.Add(key, "%s is empty: it holds the TCP-MD5 key", p.PasswordFile)
+	case len(k) > maxMD5Key:
+		errs.Add(key, "%d bytes: TCP-MD5 keys are at most %d", len(k), maxMD5Key)
+	case k != "" && placeholder(k):
+		errs.Add(key, "a placeholder, not a key: set the key the router's side has (both sides must match)")
+	}
 }
 
 // DefaultConfig is the section's defaults: no route, a readiness check
@@ -151,6 +205,7 @@ func (b BGP) validate(errs *yamlstrict.Errors, path string) {
 		if p.Keepalive != 0 && p.HoldTime != 0 && p.Keepalive >= p.HoldTime {
 			errs.Add(pp+".keepalive", "%s must be below hold_time %s", p.Keepalive, p.HoldTime)
 		}
+		p.validateKey(errs, pp)
 	}
 	if b.ASPathPrepend < 0 || b.ASPathPrepend > 10 {
 		errs.Add(path+"as_path_prepend", "%d is out of range [0, 10]", b.ASPathPrepend)

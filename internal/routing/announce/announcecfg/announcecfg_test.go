@@ -1,6 +1,9 @@
 package announcecfg
 
 import (
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,6 +38,55 @@ func TestValidatePaths(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+// TestPeerKeys: the TCP-MD5 key comes from a private file or, as before,
+// inline; the examples' placeholders, a key file others can read, an empty
+// or unreadable one and a key longer than TCP-MD5 allows are refused with
+// the key's path. They once reached GoBGP unchecked.
+func TestPeerKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.key", "s3cr3t-md5\n", 0o600)
+	for _, tc := range []struct {
+		name string
+		peer BGPPeer
+		want string // "" : valid
+		key  string
+	}{
+		{"no key", BGPPeer{}, "", ""},
+		{"inline", BGPPeer{Password: "s3cr3t"}, "", "s3cr3t"},
+		{"file", BGPPeer{PasswordFile: good}, "", "s3cr3t-md5"},
+		{"placeholder inline", BGPPeer{Password: "change-me-hefei"}, "bgp.peers[0].password: a placeholder", ""},
+		{"placeholder in the file", BGPPeer{PasswordFile: file("ph.key", "CHANGE_ME\n", 0o600)}, "bgp.peers[0].password_file: a placeholder", ""},
+		{"both", BGPPeer{Password: "a", PasswordFile: good}, "bgp.peers[0]: password and password_file are exclusive", ""},
+		{"readable by others", BGPPeer{PasswordFile: file("open.key", "s3cr3t\n", 0o644)}, "bgp.peers[0].password_file: " + filepath.Join(dir, "open.key") + " is readable by group/others", ""},
+		{"empty file", BGPPeer{PasswordFile: file("empty.key", "", 0o600)}, "is empty: it holds the TCP-MD5 key", ""},
+		{"missing file", BGPPeer{PasswordFile: filepath.Join(dir, "none.key")}, "bgp.peers[0].password_file: cannot read", ""},
+		{"too long", BGPPeer{Password: strings.Repeat("k", 81)}, "bgp.peers[0].password: 81 bytes: TCP-MD5 keys are at most 80", ""},
+	} {
+		c := DefaultConfig()
+		c.Mode = ModeBGP
+		tc.peer.Address, tc.peer.ASN = netip.MustParseAddr("10.1.0.1"), 65101
+		c.BGP = BGP{ASN: 65300, RouterID: netip.MustParseAddr("10.1.0.2"), Peers: []BGPPeer{tc.peer}}
+		err := c.Validate("")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		case tc.want == "":
+			if k, err := tc.peer.Key(); err != nil || k != tc.key {
+				t.Errorf("%s: key %q, %v; want %q", tc.name, k, err, tc.key)
+			}
 		}
 	}
 }
