@@ -88,6 +88,7 @@ func loadExample(t *testing.T, path string) example {
 		ex.tls["grpc.tls.key_file"] = &c.GRPC.TLS.KeyFile
 		ex.tls["grpc.tls.client_ca_file"] = &c.GRPC.TLS.ClientCAFile
 		serverTLS("admin.tls", &c.Admin.TLS)
+		ex.tls["console.client_ca_file"] = &c.Console.ClientCAFile
 		ex.signKey, ex.trustKeys = &c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys
 		bgp(&c.Announce.BGP)
 		ex.cfg = &c

@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,12 @@ type Config struct {
 	// client certificate from a loopback address is "local" with LocalRole.
 	Loopback  bool
 	LocalRole authz.Role
+	// RoleCAs, if set, are the CAs whose client certificates carry a role
+	// here (the admin API's client CA): the admin listener also accepts
+	// certificates of the CA that signs scrapers' certificates, and those
+	// are nobody on the console. Nil: every certificate the listener
+	// verified carries its role.
+	RoleCAs *x509.CertPool
 	// Gatherer is this scheduler's registry: the console charts its own
 	// answers by result type (anysched_requests_total). Nil: not shown.
 	Gatherer prometheus.Gatherer
@@ -161,14 +168,30 @@ func headers(h http.Handler) http.Handler {
 // Caller says who made r, as the admin API's interceptor would: the
 // subject of a verified client certificate, or "local" with localRole for
 // a loopback caller without one on a loopback listener; nobody otherwise.
-func Caller(r *http.Request, loopback bool, localRole authz.Role) authz.Caller {
+func Caller(r *http.Request, loopback bool, localRole authz.Role, roleCAs *x509.CertPool) authz.Caller {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		return authz.FromCertificate(r.TLS.VerifiedChains[0][0], r.RemoteAddr)
+		chain := r.TLS.VerifiedChains[0]
+		c := authz.FromCertificate(chain[0], r.RemoteAddr)
+		if roleCAs != nil && !chainsTo(chain, roleCAs) {
+			c.Role = authz.None
+		}
+		return c
 	}
 	if loopback && loopbackAddr(r.RemoteAddr) {
 		return authz.Caller{Identity: authz.Local, Role: localRole, Peer: r.RemoteAddr}
 	}
 	return authz.Caller{Peer: r.RemoteAddr}
+}
+
+// chainsTo reports whether a verified chain's leaf also chains to one of
+// roots, as a client certificate.
+func chainsTo(chain []*x509.Certificate, roots *x509.CertPool) bool {
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
 }
 
 func loopbackAddr(a string) bool {
@@ -177,7 +200,7 @@ func loopbackAddr(a string) bool {
 }
 
 func (con *Console) caller(r *http.Request) authz.Caller {
-	return Caller(r, con.c.Loopback, con.c.LocalRole)
+	return Caller(r, con.c.Loopback, con.c.LocalRole, con.c.RoleCAs)
 }
 
 // call runs one admin RPC for the caller through the gate.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/anysched/anysched/internal/admin/adminapi"
 	"github.com/anysched/anysched/internal/admin/authz"
+	"github.com/anysched/anysched/internal/security/pki"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,8 +57,54 @@ func TestCaller(t *testing.T) {
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "/console/", nil)
 		r.RemoteAddr, r.TLS = tt.remote, tt.tls
-		if got := Caller(r, tt.loopback, authz.Viewer); got != tt.want {
+		if got := Caller(r, tt.loopback, authz.Viewer, nil); got != tt.want {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCallerRoleFromTheOperatorsCA: the admin listener accepts both the
+// operators' and the scrapers' CAs; a certificate of the scrapers' CA
+// naming itself admin once was an admin on the console. With RoleCAs, only
+// the operators' CA's certificates carry their role.
+func TestCallerRoleFromTheOperatorsCA(t *testing.T) {
+	leaf := func(ca *pki.CA, cn, role string) []*x509.Certificate {
+		certPEM, _, err := ca.Issue(pki.Leaf{CN: cn, Role: role, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(certPEM)
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*x509.Certificate{c, ca.Cert}
+	}
+	admins, err := pki.NewCA("operators", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrapers, err := pki.NewCA("metrics", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleCAs := x509.NewCertPool()
+	roleCAs.AddCert(admins.Cert)
+	for _, tc := range []struct {
+		name  string
+		chain []*x509.Certificate
+		cas   *x509.CertPool
+		want  authz.Role
+	}{
+		{"operator of the operators' CA", leaf(admins, "otto", "operator"), roleCAs, authz.Operator},
+		{"'admin' of the scrapers' CA", leaf(scrapers, "prometheus", "admin"), roleCAs, authz.None},
+		{"no role CA: none at all", leaf(admins, "otto", "operator"), x509.NewCertPool(), authz.None},
+		{"nil: as the listener verified", leaf(scrapers, "prometheus", "admin"), nil, authz.Admin},
+	} {
+		r := httptest.NewRequest("GET", "/console/", nil)
+		r.RemoteAddr, r.TLS = "10.0.0.5:4000", &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{tc.chain}}
+		if got := Caller(r, false, authz.Viewer, tc.cas); got.Role != tc.want || got.Identity != tc.chain[0].Subject.CommonName {
+			t.Errorf("%s: %+v, want role %v", tc.name, got, tc.want)
 		}
 	}
 }

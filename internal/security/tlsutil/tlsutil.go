@@ -34,7 +34,8 @@ type ServerTLS struct {
 // Enabled reports whether the listener uses TLS.
 func (t ServerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" }
 
-func pool(file string) (*x509.CertPool, error) {
+// Pool reads a PEM file of CA certificates (a bundle may hold several).
+func Pool(file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func Server(c ServerTLS) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if c.ClientCAFile != "" {
-		p, err := pool(c.ClientCAFile)
+		p, err := Pool(c.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("client CA: %w", err)
 		}
@@ -70,7 +71,7 @@ func Server(c ServerTLS) (*tls.Config, error) {
 func Client(c ClientTLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.CAFile != "" {
-		p, err := pool(c.CAFile)
+		p, err := Pool(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("CA: %w", err)
 		}

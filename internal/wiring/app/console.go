@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/x509"
 	"net"
 	"net/http"
 
@@ -14,13 +15,16 @@ import (
 // sends / there), calling svc through gate. A plaintext caller on a
 // loopback admin listener is "local" with localRole, as on the gRPC
 // listener; beyond loopback the configuration demands mutual TLS.
-func (s *Scheduler) MountConsole(svc *adminapi.Service, gate *adminapi.Gate, localRole authz.Role, readOnly bool) (*console.Console, error) {
+//
+// roleCAs, if set, are the CAs whose certificates carry a role on the
+// console (console.Config.RoleCAs).
+func (s *Scheduler) MountConsole(svc *adminapi.Service, gate *adminapi.Gate, localRole authz.Role, readOnly bool, roleCAs *x509.CertPool) (*console.Console, error) {
 	loopback := false
 	if host, _, err := net.SplitHostPort(s.common.Admin.Listen); err == nil {
 		loopback = netutil.LoopbackHost(host)
 	}
 	name := s.ID + " (" + s.Role.String() + ")" // "center (central)", "hefei-1 (regional)": an ID may repeat the role
-	con, err := console.New(console.Config{Service: svc, Gate: gate, ReadOnly: readOnly, Loopback: loopback, LocalRole: localRole,
+	con, err := console.New(console.Config{Service: svc, Gate: gate, ReadOnly: readOnly, Loopback: loopback, LocalRole: localRole, RoleCAs: roleCAs,
 		Gatherer: s.Registry, Scheduler: name, Logger: s.Logger.With("component", "console")})
 	if err != nil {
 		return nil, err

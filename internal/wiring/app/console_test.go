@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -394,8 +395,23 @@ func TestConsoleRoles(t *testing.T) {
 		}
 		clients[name] = [2]string{cert, key}
 	}
+	// The admin listener also accepts the scrapers' CA (a bundle of both);
+	// its certificates carry no role on the console, whatever they say.
+	metrics, err := pki.NewCA("anysched metrics CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promCert, promKey, err := metrics.WriteLeaf(dir, "prometheus", pki.Leaf{CN: "prometheus", Role: "admin", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "admin-listener-clients.pem")
+	if err := os.WriteFile(bundle, append(slices.Clone(ca.CertPEM), metrics.CertPEM...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cc := centerConfig(t)
-	cc.Admin.TLS = config.ServerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: caFile}
+	cc.Admin.TLS = config.ServerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: bundle}
+	cc.Console.ClientCAFile = caFile
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +443,10 @@ func TestConsoleRoles(t *testing.T) {
 	}
 	if _, b := vera.get("drills"); strings.Contains(b, `id="drill-form"`) {
 		t.Error("the viewer's drills page offers to start a drill")
+	}
+	prom := newConsoleClient(t, base, caFile, promCert, promKey)
+	if code, body := prom.get("health"); code == http.StatusOK && (strings.Contains(body, ">admin<") || strings.Contains(body, `class="drain"`)) {
+		t.Errorf("the scrapers' CA's certificate is an admin on the console: %d", code)
 	}
 
 	drain := func(c *consoleClient, origin, token string) (int, string) {

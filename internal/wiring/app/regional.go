@@ -51,7 +51,7 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 	// so it reads the province (Status, History) from the store it follows.
 	// A local caller is a viewer: nothing more is offered here.
 	roSvc := &adminapi.Service{Store: s.Store, Logger: log.With("component", "console"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains}
-	con, err := s.MountConsole(roSvc, adminapi.NewGate(nil, log.With("component", "console")), authz.Viewer, true)
+	con, err := s.MountConsole(roSvc, adminapi.NewGate(nil, log.With("component", "console")), authz.Viewer, true, nil)
 	if err != nil {
 		return err
 	}

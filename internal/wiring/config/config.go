@@ -286,6 +286,21 @@ type Console struct {
 	// opens may reach loopback (DNS rebinding), so viewer by default, and
 	// the console answers only requests named for loopback.
 	LocalRole string `yaml:"local_role"`
+	// ClientCAFile: the CA (PEM, a bundle may hold several) whose client
+	// certificates carry their role on the console; default
+	// grpc.tls.client_ca_file, the operators' CA. The admin listener's
+	// client CA also signs scrapers' certificates: those carry no role
+	// here. Neither set: only a local caller has a role on the console.
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// RoleCAFile is the file of the CAs whose certificates carry a role on
+// the console ("" : none).
+func (c *Center) RoleCAFile() string {
+	if c.Console.ClientCAFile != "" {
+		return c.Console.ClientCAFile
+	}
+	return c.GRPC.TLS.ClientCAFile
 }
 
 // Regional is a city scheduler's configuration.
@@ -401,6 +416,7 @@ func (c *Center) Validate() error {
 	if c.GRPC.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.GRPC.LocalRole) {
 		errs.Add("grpc.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.GRPC.LocalRole)
 	}
+	caFile(&errs, "console.client_ca_file", c.Console.ClientCAFile)
 	if c.Console.LocalRole != "" && !slices.Contains([]string{"viewer", "operator", "admin"}, c.Console.LocalRole) {
 		errs.Add("console.local_role", "%q is not one of viewer, operator, admin (empty: plaintext callers get no role)", c.Console.LocalRole)
 	}

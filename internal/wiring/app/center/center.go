@@ -7,6 +7,7 @@ package center
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -27,6 +28,7 @@ import (
 	"github.com/anysched/anysched/internal/province/instance"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/signing"
+	"github.com/anysched/anysched/internal/security/tlsutil"
 	"github.com/anysched/anysched/internal/wiring/app"
 	"github.com/anysched/anysched/internal/wiring/config"
 	"github.com/anysched/anysched/internal/wiring/daemon"
@@ -109,7 +111,15 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 			return &daemon.ConfigError{Err: fmt.Errorf("console.local_role: %w", err)}
 		}
 	}
-	con, err := s.MountConsole(svc, adminapi.NewGate(trail, log.With("component", "adminapi")), localRole, false)
+	// Certificates carry a role only from the operators' CA: the admin
+	// listener also accepts the scrapers' (an empty pool: none does).
+	roleCAs := x509.NewCertPool()
+	if f := c.RoleCAFile(); f != "" {
+		if roleCAs, err = tlsutil.Pool(f); err != nil {
+			return &daemon.ConfigError{Err: fmt.Errorf("console.client_ca_file: %w", err)}
+		}
+	}
+	con, err := s.MountConsole(svc, adminapi.NewGate(trail, log.With("component", "adminapi")), localRole, false, roleCAs)
 	if err != nil {
 		return err
 	}
