@@ -397,11 +397,18 @@ func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *gr
 	if maxReq <= 0 {
 		maxReq = config.DefaultMaxRequestBytes
 	}
+	g.docs = newAdmission(maxDocumentCalls)
 	opts := []grpc.ServerOption{
 		// Checked against the message's length prefix, before it is read
 		// or decoded: ResourceExhausted.
 		grpc.MaxRecvMsgSize(maxReq),
 		grpc.MaxSendMsgSize(pb.MaxMessageBytes),
+		// A connection's calls each may receive a message of maxReq.
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		// The role check and the bound on documents, on the call's
+		// headers: before gRPC reads the message (admission.go).
+		grpc.InTapHandle(g.tap),
+		grpc.StatsHandler(g.docs),
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}
