@@ -185,7 +185,7 @@ func TestConcurrentDocumentsHeap(t *testing.T) {
 		t.Errorf("%d documents held at once, want at most %d", n, maxDocumentCalls)
 	}
 	// Holding all 24 took 30x a document (before the admin API bounded
-	// them); the two held and the call being sent take 8x to 12x, the
+	// them); the two held and the call being sent take 7x to 12x, the
 	// refused calls' documents are not in the heap.
 	if limit := 16.0; heapuse.Ratio(u.Peak, size) > limit {
 		t.Errorf("peak heap %.1fx a document, more than %.0fx", heapuse.Ratio(u.Peak, size), limit)
