@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,11 +107,37 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 			return &pb.DrainResponse{Servers: n, Changed: false}, nil
 		}
 	}
+	if err := s.guardDrain(ctx, kind, req); err != nil {
+		return nil, err
+	}
 	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason()}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)
 	return &pb.DrainResponse{Servers: n, Changed: true}, nil
+}
+
+// guardDrain refuses a drain past the removal guard (removalguard.go),
+// unless forced by an admin; a forced one is logged and audited as such.
+// The target was checked by drainTarget: the engine has a snapshot.
+func (s *Service) guardDrain(ctx context.Context, kind opstate.DrainKind, req *pb.DrainRequest) error {
+	snap := s.engine().Snapshot()
+	weights, err := s.weightsInForce(ctx)
+	if err != nil {
+		return err
+	}
+	ds := s.drains()
+	before := inService(snap, ds, weights)
+	after := inService(snap, append(slices.Clone(ds), opstate.Drain{Kind: kind, Name: req.GetName()}), weights)
+	forced, err := s.guardRemoval(ctx, fmt.Sprintf("draining %s %s", kind, req.GetName()), snap, before, after, req.GetForce(), "drain")
+	if err != nil || forced == "" {
+		return err
+	}
+	audit.Annotate(ctx, func(n *audit.Note) {
+		n.Detail = strings.TrimPrefix(n.Detail+"; forced past the removal guard: "+forced, "; ")
+	})
+	s.Logger.Warn("drain forced past the removal guard", "kind", kind, "name", req.GetName(), "dry_run", req.GetDryRun(), "what", forced)
+	return nil
 }
 
 // Undrain removes an operator drain.
@@ -397,11 +424,18 @@ func NewServer(c config.GRPC, svc *Service, log *slog.Logger) (*grpc.Server, *gr
 	if maxReq <= 0 {
 		maxReq = config.DefaultMaxRequestBytes
 	}
+	g.docs = newAdmission(maxDocumentCalls)
 	opts := []grpc.ServerOption{
 		// Checked against the message's length prefix, before it is read
 		// or decoded: ResourceExhausted.
 		grpc.MaxRecvMsgSize(maxReq),
 		grpc.MaxSendMsgSize(pb.MaxMessageBytes),
+		// A connection's calls each may receive a message of maxReq.
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		// The role check and the bound on documents, on the call's
+		// headers: before gRPC reads the message (admission.go).
+		grpc.InTapHandle(g.tap),
+		grpc.StatsHandler(g.docs),
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}

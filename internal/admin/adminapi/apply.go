@@ -151,13 +151,11 @@ func (s *Service) change(ctx context.Context, t *topology.Topology, c change) (*
 	diff := diffPB(d)
 	warnings := slices.Clone(c.warnings)
 	if dangers := d.Dangers(s.Apply.share()); len(dangers) > 0 {
-		caller, _ := authz.FromContext(ctx)
 		what := strings.Join(dangers, "; ")
-		switch {
-		case !c.forceGuard:
-			return nil, withDiff(status.New(codes.FailedPrecondition, fmt.Sprintf("refused: the change %s; check the diff, then apply with --force as admin", what)), diff)
-		case caller.Role < authz.Admin:
-			return nil, status.Errorf(codes.PermissionDenied, "forcing a change that %s needs the admin role (%s has %s)", what, orNobody(caller.Identity), caller.Role)
+		if err := forcePast(ctx, what, c.forceGuard, func() error {
+			return withDiff(status.New(codes.FailedPrecondition, fmt.Sprintf("refused: the change %s; check the diff, then apply with --force as admin", what)), diff)
+		}); err != nil {
+			return nil, err
 		}
 		warnings = append(warnings, "forced past the removal guard: "+what)
 	}

@@ -57,6 +57,9 @@ type guard struct {
 	// certificate from a loopback address is "local" with localRole.
 	local     bool
 	localRole authz.Role
+	// docs bounds the calls carrying a document (nil: unbounded, the
+	// in-process Gate, whose callers' requests are already decoded).
+	docs *admission
 }
 
 // identify says who the caller is: its verified client certificate, or

@@ -261,7 +261,8 @@ func TestRoles(t *testing.T) {
 	if _, err := p.client["ada"].Rollback(ctx, &pb.RollbackRequest{Revision: 1}); status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
 		t.Errorf("an admin's rollback was refused: %v", err)
 	}
-	if _, err := p.client["otto"].Drain(ctx, &pb.DrainRequest{Kind: "region", Name: "syn-1", Reason: "maintenance"}); err != nil {
+	// A server: a region drain needs --force as admin (the removal guard).
+	if _, err := p.client["otto"].Drain(ctx, &pb.DrainRequest{Kind: "server", Name: "syn-1-1-a", Reason: "maintenance"}); err != nil {
 		t.Errorf("an operator's drain: %v", err)
 	}
 
@@ -327,7 +328,7 @@ func TestRoles(t *testing.T) {
 		"ada admin Drill drill/syn-2 FailedPrecondition",
 		"ada admin Drill drill/syn-2 FailedPrecondition",
 		"otto operator Drill drill/syn-2 PermissionDenied",
-		"otto operator Drain region/syn-1 OK",
+		"otto operator Drain server/syn-1-1-a OK",
 	}
 	if len(lines) < len(want) || strings.Join(lines[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit, newest first:\n%s\nwant first:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))

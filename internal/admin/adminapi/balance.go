@@ -78,6 +78,10 @@ func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*p
 		old = balance.DefaultConfig()
 	}
 	diff := balance.Diff(old.Effective(), cfg.Effective())
+	forced, err := s.guardBalance(ctx, old, cfg, req.GetForce())
+	if err != nil {
+		return nil, err
+	}
 	resp := &pb.BalanceResponse{Document: doc, Revision: st.Revision, Changed: !bytes.Equal(doc, st.Document)}
 	if resp.Effective, err = cfg.Effective().YAML(); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -102,9 +106,42 @@ func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*p
 	}
 	resp.Revision = rev
 	detail := balanceDetail(doc, diff)
+	if forced != "" {
+		detail += "; forced past the removal guard: " + forced
+		s.Logger.Warn("balance policy forced past the removal guard", "what", forced)
+	}
 	audit.Annotate(ctx, func(n *audit.Note) { n.Detail = detail })
 	s.Logger.Info("balance policy stored", "revision", rev, "change", detail)
 	return resp, nil
+}
+
+// guardBalance refuses, unless forced by an admin, a policy whose zero
+// weights take servers out of service past the removal guard
+// (removalguard.go), the drains in force counted; it returns what a forced
+// one takes out. Without a snapshot there is nothing to weigh the policy
+// against (nor are its server names checked).
+func (s *Service) guardBalance(ctx context.Context, old, next balance.Config, force bool) (string, error) {
+	eng := s.engine()
+	if eng == nil {
+		return "", nil
+	}
+	snap := eng.Snapshot()
+	ds := s.drains()
+	return s.guardRemoval(ctx, "the balance policy", snap, inService(snap, ds, old.Weights), inService(snap, ds, next.Weights), force, "balance set")
+}
+
+// weightsInForce is the stored balance policy's weights as the schedulers
+// take them (an invalid document: the defaults, none).
+func (s *Service) weightsInForce(ctx context.Context) (map[string]float64, error) {
+	st, err := opstate.ReadBalance(ctx, s.Store.Client(), s.Store.Prefix())
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	cfg, err := parseBalance(st.Document)
+	if err != nil {
+		return nil, nil
+	}
+	return cfg.Weights, nil
 }
 
 // parseBalance is the policy a document stands for: none is the defaults.

@@ -24,7 +24,8 @@ const forecastMaxAge = 30 * time.Second
 // instance planning the target's region, as the instances registered it
 // with their plans. Region drains are not priced by the schedulers: every
 // viewer the region's servers carry would go to the fallback, at a QoE
-// change the forecast leaves at 0 (unknown).
+// change the forecast leaves at 0 (unknown). A drain the removal guard
+// would refuse is answered too, with the refusal (refused).
 func (s *Service) drainDryRun(ctx context.Context, req *pb.DrainRequest) (*pb.DrainResponse, error) {
 	audit.Annotate(ctx, func(n *audit.Note) { n.Target = req.GetKind() + "/" + req.GetName(); n.Detail = "dry run" })
 	n, err := s.drainTarget(req.GetKind(), req.GetName())
@@ -37,6 +38,14 @@ func (s *Service) drainDryRun(ctx context.Context, req *pb.DrainRequest) (*pb.Dr
 		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() {
 			resp.Changed = false // what the drain would answer
 		}
+	}
+	// What the removal guard would answer, beside the forecast: the
+	// forecast is what an operator weighs before asking an admin to force.
+	if err := s.guardDrain(ctx, kind, req); err != nil {
+		if c := status.Code(err); c != codes.FailedPrecondition && c != codes.PermissionDenied {
+			return nil, err
+		}
+		resp.Refused = status.Convert(err).Message()
 	}
 	region := s.drainRegion(kind, req.GetName())
 	if region == "" {

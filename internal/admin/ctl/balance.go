@@ -66,6 +66,10 @@ func balanceSet(ctx context.Context, e *env, args []string, reset bool) error {
 	}
 	dry := fs.Bool("dry-run", false, "validate on the server and print the change, store nothing")
 	yes := fs.Bool("yes", false, "store without asking (scripts)")
+	force := new(bool) // reset takes no server out of service
+	if !reset {
+		force = fs.Bool("force", false, "store a policy whose zero weights take servers out of service past the removal guard: a region left with no serving server, or more than apply.max_removal_share of the province's servers out of service (admin)")
+	}
 	o := outputFlag(fs, formatTable, formatJSON)
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -90,7 +94,7 @@ func balanceSet(ctx context.Context, e *env, args []string, reset bool) error {
 	if base == 0 {
 		base = -1 // none stored: refused if one is by the time this is
 	}
-	req := &pb.SetBalanceRequest{Document: doc, DryRun: true, BaseRevision: base}
+	req := &pb.SetBalanceRequest{Document: doc, DryRun: true, BaseRevision: base, Force: *force}
 	plan, err := e.admin.SetBalance(ctx, req)
 	if err != nil {
 		return err

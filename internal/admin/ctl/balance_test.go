@@ -19,6 +19,10 @@ func TestBalance(t *testing.T) {
 	set := func(doc string, dry bool, base int64) call {
 		return call{method: "SetBalance", req: &pb.SetBalanceRequest{Document: []byte(doc), DryRun: dry, BaseRevision: base}}
 	}
+	forced := func(c call) call {
+		c.req.(*pb.SetBalanceRequest).Force = true
+		return c
+	}
 	plan := &pb.BalanceResponse{Document: []byte(doc), Effective: changed, Changed: true}
 	// The dry run, then the store: what was shown is what is stored.
 	setting := map[string]handler{"GetBalance": reply(none), "SetBalance": func(n int, _ proto.Message) (proto.Message, error) {
@@ -76,6 +80,18 @@ func TestBalance(t *testing.T) {
 			name: "set", args: []string{"balance", "set", "-f", "-", "--yes"}, stdin: doc, rpc: setting,
 			want: change + "stored at revision 42; every scheduler reloads it within a second\n",
 			sent: []call{get, set(doc, true, -1), set(doc, false, -1)},
+		},
+		{
+			name: "set, forced past the removal guard", args: []string{"balance", "set", "-f", "-", "--yes", "--force"}, stdin: doc, rpc: setting,
+			want: change + "stored at revision 42; every scheduler reloads it within a second\n",
+			sent: []call{get, forced(set(doc, true, -1)), forced(set(doc, false, -1))},
+		},
+		{
+			name: "set, refused by the removal guard", args: []string{"balance", "set", "-f", "-", "--yes"}, stdin: doc,
+			rpc: map[string]handler{"GetBalance": reply(none), "SetBalance": fail(codes.FailedPrecondition,
+				"refused: the balance policy takes 1 server out of service: w; leaves region wuhu with no serving server; check, then balance set with --force as admin")},
+			wantErr: "schedctl balance: refused: the balance policy takes 1 server out of service: w; leaves region wuhu with no serving server; check, then balance set with --force as admin",
+			sent:    []call{get, set(doc, true, -1)},
 		},
 		{
 			name: "set, guarded by the revision read", args: []string{"balance", "set", "-f", "-", "--yes"}, stdin: doc,

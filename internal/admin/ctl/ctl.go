@@ -60,10 +60,10 @@ func commands() []command {
 		{name: "explain", synopsis: []string{"explain --client-ip IP --host HOST [--path PATH] [--region R] [-o table|json]"}, run: explainCmd},
 		{name: "balance", synopsis: []string{
 			"balance get [-o table|yaml|json]   (the in-node balance policy: stored document, effective policy, reweighed servers)",
-			"balance set -f FILE [--dry-run] [--yes] [-o table|json]",
+			"balance set -f FILE [--dry-run] [--yes] [--force] [-o table|json]",
 			"balance reset [--dry-run] [--yes] [-o table|json]   (no document: the defaults)",
 		}, run: balanceCmd},
-		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT] [--dry-run]"}, run: drainCmd},
+		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT] [--dry-run] [--force]"}, run: drainCmd},
 		{name: "undrain", synopsis: []string{"undrain server|node|region NAME"}, run: undrainCmd},
 		{name: "drill", synopsis: []string{
 			"drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]",

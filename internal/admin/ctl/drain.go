@@ -20,11 +20,12 @@ func drainCmd(ctx context.Context, e *env, args []string) error {
 	reason := fs.String("reason", "", "why, shown by status and explain")
 	dryRun := fs.Bool("dry-run", false, "change nothing: print what the drain would do to the viewers of the QoE services, per scheduler planning the region "+
 		"(how many would move at the same bitrate, at a lower one, to the fallback, and the change of the QoE objective)")
+	force := fs.Bool("force", false, "drain past the removal guard: a region left with no serving server, or more than apply.max_removal_share of the province's servers out of service (admin)")
 	kind, name, err := drainTarget(e, fs, args)
 	if err != nil {
 		return err
 	}
-	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason, DryRun: *dryRun})
+	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason, DryRun: *dryRun, Force: *force})
 	if err != nil {
 		return err
 	}
@@ -43,6 +44,9 @@ func printForecast(e *env, kind, name string, resp *pb.DrainResponse) error {
 		fmt.Fprintf(&b, "dry run, nothing changed: draining %s %s (%s) would send no new STBs there\n", kind, name, plural(int(resp.GetServers()), "servers"))
 	} else {
 		fmt.Fprintf(&b, "dry run, nothing changed: %s %s is already drained\n", kind, name)
+	}
+	if r := resp.GetRefused(); r != "" {
+		fmt.Fprintf(&b, "the drain would be refused: %s\n", strings.TrimPrefix(r, "refused: "))
 	}
 	fcs := resp.GetForecast()
 	if len(fcs) == 0 {

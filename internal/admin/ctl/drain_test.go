@@ -30,6 +30,27 @@ func TestDrain(t *testing.T) {
 			sent:    drain(&pb.DrainRequest{Kind: "region", Name: "hefie"}),
 		},
 		{
+			name: "refused by the removal guard", args: []string{"drain", "region", "hefei"},
+			rpc:     map[string]handler{"Drain": fail(codes.FailedPrecondition, "refused: draining region hefei takes 3 servers out of service: a, b, c; leaves region hefei with no serving server; check, then drain with --force as admin")},
+			wantErr: "schedctl drain: refused: draining region hefei takes 3 servers out of service: a, b, c; leaves region hefei with no serving server; check, then drain with --force as admin",
+			sent:    drain(&pb.DrainRequest{Kind: "region", Name: "hefei"}),
+		},
+		{
+			name: "forced past the removal guard", args: []string{"drain", "region", "hefei", "--reason", "fibre cut", "--force"},
+			rpc:  map[string]handler{"Drain": reply(&pb.DrainResponse{Servers: 3, Changed: true})},
+			want: "drained region hefei (3 servers): no new STBs go there\n",
+			sent: drain(&pb.DrainRequest{Kind: "region", Name: "hefei", Reason: "fibre cut", Force: true}),
+		},
+		{
+			name: "dry run the removal guard would refuse", args: []string{"drain", "region", "hefei", "--dry-run"},
+			rpc: map[string]handler{"Drain": reply(&pb.DrainResponse{Servers: 3, Changed: true,
+				Refused: "refused: draining region hefei takes 3 servers out of service: a, b, c; leaves region hefei with no serving server; check, then drain with --force as admin"})},
+			want: "dry run, nothing changed: draining region hefei (3 servers) would send no new STBs there\n" +
+				"the drain would be refused: draining region hefei takes 3 servers out of service: a, b, c; leaves region hefei with no serving server; check, then drain with --force as admin\n" +
+				"no QoE plan to forecast from: the region's services select servers by something other than qoe, or none of its schedulers has planned lately\n",
+			sent: drain(&pb.DrainRequest{Kind: "region", Name: "hefei", DryRun: true}),
+		},
+		{
 			name: "undrain", args: []string{"undrain", "region", "hefei"},
 			rpc:  map[string]handler{"Undrain": reply(&pb.DrainResponse{Servers: 8, Changed: true})},
 			want: "undrained region hefei (8 servers)\n",

@@ -69,7 +69,11 @@ type SetBalanceRequest struct {
 	// When non-zero and not the stored document's etcd revision, refused
 	// (someone changed it since it was read); -1: refused unless none is
 	// stored.
-	BaseRevision  int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	BaseRevision int64 `protobuf:"varint,3,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	// Store a policy that takes servers out of service past the removal
+	// guard (a region left with no serving server, or more than
+	// apply.max_removal_share of the province out of service): admin only.
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -123,6 +127,13 @@ func (x *SetBalanceRequest) GetBaseRevision() int64 {
 		return x.BaseRevision
 	}
 	return 0
+}
+
+func (x *SetBalanceRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type BalanceResponse struct {
@@ -1422,7 +1433,11 @@ type DrainRequest struct {
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Change nothing: answer what the drain would do to the viewers of the
 	// QoE services (forecast).
-	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Drain past the removal guard (a region left with no serving server,
+	// or more than apply.max_removal_share of the province out of
+	// service): admin only.
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1481,6 +1496,13 @@ func (x *DrainRequest) GetReason() string {
 func (x *DrainRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *DrainRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
 	}
 	return false
 }
@@ -1545,7 +1567,11 @@ type DrainResponse struct {
 	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
 	// With dry_run: per instance planning the target's region and server,
 	// what the drain would do to its viewers.
-	Forecast      []*DrainForecast `protobuf:"bytes,3,rep,name=forecast,proto3" json:"forecast,omitempty"`
+	Forecast []*DrainForecast `protobuf:"bytes,3,rep,name=forecast,proto3" json:"forecast,omitempty"`
+	// With dry_run: why the drain would be refused (the removal guard, or
+	// forcing it without the admin role); empty when it would go through.
+	// A dry run answers its forecast either way.
+	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1625,13 @@ func (x *DrainResponse) GetForecast() []*DrainForecast {
 		return x.Forecast
 	}
 	return nil
+}
+
+func (x *DrainResponse) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
 }
 
 // RegionHealth counts one region's servers as the center sees them.
@@ -3585,11 +3618,12 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
-	"\x11GetBalanceRequest\"m\n" +
+	"\x11GetBalanceRequest\"\x83\x01\n" +
 	"\x11SetBalanceRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12#\n" +
-	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\"\xd0\x01\n" +
+	"\rbase_revision\x18\x03 \x01(\x03R\fbaseRevision\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xd0\x01\n" +
 	"\x0fBalanceResponse\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x1c\n" +
 	"\teffective\x18\x02 \x01(\fR\teffective\x12\x1a\n" +
@@ -3686,19 +3720,21 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\vquorum_kept\x18\x05 \x01(\bR\n" +
 	"quorumKept\x12\x1f\n" +
 	"\vetcd_leader\x18\x06 \x01(\tR\n" +
-	"etcdLeader\"g\n" +
+	"etcdLeader\"}\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"8\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"8\n" +
 	"\x0eUndrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"{\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x95\x01\n" +
 	"\rDrainResponse\x12\x18\n" +
 	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x126\n" +
-	"\bforecast\x18\x03 \x03(\v2\x1a.anysched.v1.DrainForecastR\bforecast\"\xef\x01\n" +
+	"\bforecast\x18\x03 \x03(\v2\x1a.anysched.v1.DrainForecastR\bforecast\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\"\xef\x01\n" +
 	"\fRegionHealth\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
 	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
