@@ -75,11 +75,16 @@ const (
 	// what, outcome). Written by the central scheduler's admin API, trimmed
 	// by it to audit.keep entries and audit.max_age.
 	PrefixAudit = "audit/"
+	// PrefixGuardRevoked holds the center's write guard's revocations:
+	// guard/revoked/<etcd identity>, JSON (why, when), for each identity
+	// whose etcd writes it revoked for writing past its bound. Written by
+	// the central scheduler; deleting one grants the writes back.
+	PrefixGuardRevoked = "guard/revoked/"
 )
 
 // All lists every key and prefix above, for tests and tooling.
 func All() []string {
-	return []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAllocState, PrefixAudit}
+	return []string{KeyTopologyCurrent, PrefixTopologyBlobs, PrefixTopologyHistory, PrefixInstances, PrefixHealth, PrefixCheckers, PrefixDrain, PrefixDrill, KeyBalance, PrefixAllocClaims, PrefixAllocState, PrefixAudit, PrefixGuardRevoked}
 }
 
 // Concepts of the layout, as Concept names them: the label an etcd write
@@ -95,6 +100,7 @@ const (
 	ConceptAllocClaims = "alloc_claims" // PrefixAllocClaims
 	ConceptAllocState  = "alloc_state"  // PrefixAllocState
 	ConceptAudit       = "audit"        // PrefixAudit
+	ConceptGuard       = "guard"        // PrefixGuardRevoked
 	// ConceptOther is a key under no prefix of the layout (or outside the
 	// province's prefix).
 	ConceptOther = "other"
@@ -127,6 +133,8 @@ func Concept(key string) string {
 		return ConceptAllocState
 	case has(PrefixAudit):
 		return ConceptAudit
+	case has(PrefixGuardRevoked):
+		return ConceptGuard
 	}
 	return ConceptOther
 }
@@ -134,7 +142,7 @@ func Concept(key string) string {
 // ConceptNames lists every name Concept returns, ConceptOther last.
 func ConceptNames() []string {
 	return []string{ConceptTopology, ConceptInstances, ConceptHealth, ConceptCheckers, ConceptDrain, ConceptDrill,
-		ConceptBalance, ConceptAllocClaims, ConceptAllocState, ConceptAudit, ConceptOther}
+		ConceptBalance, ConceptAllocClaims, ConceptAllocState, ConceptAudit, ConceptGuard, ConceptOther}
 }
 
 // TopologyBlobs is the prefix of one topology document's chunks.
