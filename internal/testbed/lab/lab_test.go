@@ -346,7 +346,7 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 	// (it sends its STBs to a fallback region); nothing available anywhere
 	// -> it withdraws and says why.
 	var out bytesBuf
-	if err := runCtl(l, &out, "drain", "region", "hefei"); err != nil {
+	if err := runCtl(l, &out, "drain", "region", "hefei", "--force"); err != nil {
 		t.Fatalf("drain: %v %s", err, out.String())
 	}
 	// The drain in force at hefei's scheduler: its STBs go to a fallback
@@ -376,7 +376,7 @@ func TestPrivilegedAnycastFailover(t *testing.T) {
 		}
 	}
 	for _, c := range cities[1:] {
-		if err := runCtl(l, &out, "drain", "region", c); err != nil {
+		if err := runCtl(l, &out, "drain", "region", c, "--force"); err != nil {
 			t.Fatalf("drain: %v %s", err, out.String())
 		}
 	}

@@ -61,7 +61,9 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 
 	// hefei's servers drained: other regions can still take hefei's STBs, so
 	// the route stays.
-	if out, err := schedctl(t, cc.GRPC.Listen, "drain", "region", "hefei"); err != nil {
+	// (An admin forcing past the removal guard: a region left with no
+	// serving server is what this is about.)
+	if out, err := schedctl(t, cc.GRPC.Listen, "drain", "region", "hefei", "--force"); err != nil {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
 	time.Sleep(500 * time.Millisecond) // what must not happen: the drain reaches the scheduler within this and must not withdraw
@@ -72,7 +74,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	out, _ := schedctl(t, cc.GRPC.Listen, "get", "regions", "-o", "json")
 	for _, line := range strings.Split(out, "\n") {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), `"name": "`); ok {
-			schedctl(t, cc.GRPC.Listen, "drain", "region", strings.TrimSuffix(name, `",`))
+			schedctl(t, cc.GRPC.Listen, "drain", "region", strings.TrimSuffix(name, `",`), "--force")
 		}
 	}
 	waitUp(t, "withdrawn with nothing to serve", func() bool { return len(router.Routes(t)) == 0 })

@@ -450,7 +450,7 @@ func TestConsoleRoles(t *testing.T) {
 	}
 
 	drain := func(c *consoleClient, origin, token string) (int, string) {
-		return c.post("api/drain", origin, url.Values{"kind": {"region"}, "name": {"hefei"}, "reason": {"console test"}, "csrf": {token}})
+		return c.post("api/drain", origin, url.Values{"kind": {"server"}, "name": {"hefei-1-a"}, "reason": {"console test"}, "csrf": {token}})
 	}
 	tests := []struct {
 		name     string
@@ -495,7 +495,7 @@ func TestConsoleRoles(t *testing.T) {
 	for _, e := range recs.Entries {
 		seen[e.Identity+" "+strings.TrimPrefix(e.Method, "/anysched.v1.Admin/")+" "+e.Target+" "+e.Code] = true
 	}
-	for _, want := range []string{"otto Drain region/hefei OK", "vera Drain  PermissionDenied"} {
+	for _, want := range []string{"otto Drain server/hefei-1-a OK", "vera Drain  PermissionDenied"} {
 		if !seen[want] {
 			t.Errorf("audit lacks %q: %v", want, seen)
 		}
