@@ -106,7 +106,7 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 			return &pb.DrainResponse{Servers: n, Changed: false}, nil
 		}
 	}
-	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason()}); err != nil {
+	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), s.Apply.Signer, opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason()}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)
