@@ -290,3 +290,44 @@ func TestSignedStateReadableByTheReleaseBefore(t *testing.T) {
 		t.Errorf("ReadBalance = %q, %v; want the document alone", sb.Document, err)
 	}
 }
+
+// TestSignUnsigned: an upgraded center signs what its predecessor wrote
+// unsigned (a drill keeping its lease), so a scheduler requiring
+// signatures keeps the operator's drains, drills and balance policy.
+func TestSignUnsigned(t *testing.T) {
+	s := snap(t)
+	cli := etcdtest.Start(t).Client()
+	ctx := context.Background()
+	center := signer(t)
+	if err := opstate.SetDrain(ctx, cli, prefix, nil, opstate.Drain{Kind: opstate.DrainServer, Name: s.Servers[0].Name}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opstate.StartDrill(ctx, cli, prefix, nil, opstate.RegionTarget("hefei"), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opstate.SetBalance(ctx, cli, prefix, nil, []byte("chash: {epsilon: 0.5}\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := opstate.SignUnsigned(ctx, cli, prefix, center)
+	if err != nil || n != 3 {
+		t.Fatalf("SignUnsigned = %d, %v; want 3 signed", n, err)
+	}
+	if n, err := opstate.SignUnsigned(ctx, cli, prefix, center); err != nil || n != 0 {
+		t.Fatalf("SignUnsigned again = %d, %v; want nothing left to sign", n, err)
+	}
+	resp, err := cli.Get(ctx, prefix+keyspace.Drill("hefei"))
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("the signed drill lost its lease: %v %v", resp, err)
+	}
+	v := watchVerified(t, cli, center, true)
+	x := v.w
+	if r := x.DrainReasons(s); r[0] == "" {
+		t.Error("the re-signed drain is not in force")
+	}
+	if _, ok := x.Drill(opstate.RegionTarget("hefei"), time.Now()); !ok {
+		t.Error("the re-signed drill is not in force")
+	}
+	if c, err := x.Balance(); err != nil || c.CHash.Epsilon != 0.5 {
+		t.Errorf("the re-signed balance policy is not in force: %v, %v", c.CHash.Epsilon, err)
+	}
+}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcd/etcdclient"
+	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/routing/announce"
 	"github.com/anysched/anysched/internal/routing/announce/announcecfg"
 	"github.com/anysched/anysched/internal/testbed/bgptest"
@@ -21,6 +24,24 @@ func bgpAnnounce(r *bgptest.Router, asn uint32) announcecfg.Config {
 	a.BGP = announcecfg.BGP{ASN: asn, RouterID: netip.MustParseAddr("10.1.0.2"), MED: 10, Communities: []announcecfg.Community{65101<<16 | 100},
 		Peers: []announcecfg.BGPPeer{{Address: netip.MustParseAddr("127.0.0.1"), Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second}}}
 	return a
+}
+
+// forceDrainRegion drains a whole region as an admin's forced drain does
+// (schedulers keep a region's last server serving otherwise); written
+// straight to etcd (unsigned: this province has no keys) until schedctl
+// drain has --force.
+func forceDrainRegion(t *testing.T, cc config.Center, region string) {
+	t.Helper()
+	cli, err := etcdclient.Connect(config.Etcd{DialTimeout: 2 * time.Second}, []string{"http://" + cc.Etcd.Embedded.ClientListen}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := opstate.SetDrain(ctx, cli, cc.Etcd.Prefix, nil, opstate.Drain{Kind: opstate.DrainRegion, Name: region, Forced: true}); err != nil {
+		t.Fatalf("drain region %s: %v", region, err)
+	}
 }
 
 // TestAnnouncementFollowsReadiness runs a regional scheduler announcing over
@@ -61,9 +82,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 
 	// hefei's servers drained: other regions can still take hefei's STBs, so
 	// the route stays.
-	if out, err := schedctl(t, cc.GRPC.Listen, "drain", "region", "hefei"); err != nil {
-		t.Fatalf("drain: %v\n%s", err, out)
-	}
+	forceDrainRegion(t, cc, "hefei")
 	time.Sleep(500 * time.Millisecond) // what must not happen: the drain reaches the scheduler within this and must not withdraw
 	if rs := router.Routes(t); len(rs) != 1 {
 		t.Fatal("withdrawn although other regions can serve")
@@ -72,7 +91,7 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	out, _ := schedctl(t, cc.GRPC.Listen, "get", "regions", "-o", "json")
 	for _, line := range strings.Split(out, "\n") {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), `"name": "`); ok {
-			schedctl(t, cc.GRPC.Listen, "drain", "region", strings.TrimSuffix(name, `",`))
+			forceDrainRegion(t, cc, strings.TrimSuffix(name, `",`))
 		}
 	}
 	waitUp(t, "withdrawn with nothing to serve", func() bool { return len(router.Routes(t)) == 0 })

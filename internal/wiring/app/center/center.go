@@ -25,6 +25,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdserver"
 	"github.com/anysched/anysched/internal/province/audit"
 	"github.com/anysched/anysched/internal/province/instance"
+	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/wiring/app"
@@ -75,6 +76,7 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
+	s.VerifyOpstate(c.Snapshot.OpstateSignatures)
 	applyPolicy := adminapi.ApplyPolicy{MaxRemovalShare: c.Apply.MaxRemovalShare, HistoryKeep: c.Apply.HistoryKeep}
 	if c.Apply.SigningKeyFile != "" {
 		key, err := signing.LoadPrivateKey(c.Apply.SigningKeyFile)
@@ -82,9 +84,9 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 			return &daemon.ConfigError{Err: fmt.Errorf("apply.signing_key_file: %w", err)}
 		}
 		applyPolicy.Signer = signing.NewSigner(key)
-		log.Info("applied topologies are signed", "key_id", applyPolicy.Signer.KeyID())
+		log.Info("applied topologies, drains, drills and the balance policy are signed", "key_id", applyPolicy.Signer.KeyID())
 	} else {
-		log.Warn("no apply.signing_key_file: applied topologies are unsigned, and schedulers with snapshot.trusted_keys will refuse them")
+		log.Warn("no apply.signing_key_file: applied topologies and operator state are unsigned, and schedulers with snapshot.trusted_keys will refuse them")
 	}
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
@@ -147,6 +149,9 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 		}
 	}
 	comps := append(s.Components(), serveGRPC, con.Run, house.Run)
+	if applyPolicy.Signer != nil {
+		comps = append(comps, signOpstate(cli, c.Etcd.Prefix, applyPolicy.Signer, log))
+	}
 	if planning != nil {
 		comps = append(comps, planning.Run)
 	}
@@ -166,6 +171,31 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	}
 	daemon.CollectOptions(opts).Listening(l)
 	return s.Serve(ctx, comps...)
+}
+
+// signOpstate signs, once at start, the operator state a center of the
+// release before wrote unsigned, so that schedulers that require signed
+// state keep the operator's drains and balance policy; it tries again
+// until etcd answers.
+func signOpstate(cli *clientv3.Client, prefix string, s *signing.Signer, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for {
+			n, err := opstate.SignUnsigned(ctx, cli, prefix, s)
+			if err == nil {
+				if n > 0 {
+					log.Info("signed the operator state a center of the release before wrote unsigned", "component", "opstate", "values", n)
+				}
+				<-ctx.Done()
+				return nil
+			}
+			log.Warn("could not sign the unsigned operator state yet; trying again", "component", "opstate", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
 }
 
 // provisionEmbedded gives the embedded etcd the users and roles of
