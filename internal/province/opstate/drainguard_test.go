@@ -3,6 +3,7 @@ package opstate_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/anysched/anysched/internal/province/opstate"
@@ -26,7 +27,12 @@ func TestDrainsNeverEmptyARegion(t *testing.T) {
 		if err := opstate.SetDrain(ctx, cli, prefix, center, d); err != nil {
 			t.Fatal(err)
 		}
-		wait.For(t, "drain "+d.String()+" read", wait.DefaultTimeout, func() bool { return len(x.Drains()) == want })
+		wait.For(t, "drain "+d.String()+" read", wait.DefaultTimeout, func() bool {
+			ds := x.Drains()
+			return len(ds) == want && slices.ContainsFunc(ds, func(g opstate.Drain) bool {
+				return g.Kind == d.Kind && g.Name == d.Name && g.Reason == d.Reason && g.Forced == d.Forced
+			})
+		})
 	}
 	drained := func() (n int, r []string) {
 		r = x.DrainReasons(s)
