@@ -100,10 +100,10 @@ func (w *Watcher) listed(kvs []etcdfeed.KV) {
 	// A signed value anywhere in the listing refuses unsigned ones
 	// everywhere in it, whatever their order.
 	for _, kv := range kvs {
-		if w.signedSeen || w.Verifier == nil || kv.Deleted {
+		if w.signedSeen || w.Verifier == nil {
 			break
 		}
-		if k := kindOf(kv.Key); k != "" {
+		if k := kindOf(kv.Key); k != "" && !kv.Deleted {
 			if body, sig, err := open(k, kv.Value); err == nil && sig != nil && verify(w.Verifier, k, w.Prefix, kv.Key, body, sig) == nil {
 				w.signedSeen = true
 			}
