@@ -102,15 +102,19 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 		return nil, err
 	}
 	kind := opstate.DrainKind(req.GetKind()) // checked by drainTarget
+	// Forced by an admin: every scheduler then applies it even where it
+	// leaves a region with no server (opstate.Watcher's drain guard).
+	caller, _ := authz.FromContext(ctx)
+	forced := req.GetForce() && caller.Role >= authz.Admin
 	for _, d := range s.drains() {
-		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() {
+		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() && (d.Forced || !forced) {
 			return &pb.DrainResponse{Servers: n, Changed: false}, nil
 		}
 	}
 	if err := s.guardDrain(ctx, kind, req); err != nil {
 		return nil, err
 	}
-	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason()}); err != nil {
+	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), s.Apply.Signer, opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason(), Forced: forced}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
 	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)

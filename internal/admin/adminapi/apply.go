@@ -32,7 +32,9 @@ type ApplyPolicy struct {
 	// HistoryKeep is how many revisions' documents stay for diff and
 	// rollback; 0: store.DefaultHistoryKeep.
 	HistoryKeep int
-	// Signer signs each applied document; nil stores them unsigned.
+	// Signer signs each applied document, and each drain, drill and
+	// balance policy document the admin API writes (opstate); nil stores
+	// them unsigned.
 	Signer *signing.Signer
 }
 

@@ -441,10 +441,10 @@ func TestDrillsChangedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := opstate.StartDrill(ctx, cli, e.Prefix, opstate.RegionTarget("a"), time.Minute); err != nil {
+	if _, err := opstate.StartDrill(ctx, cli, e.Prefix, nil, opstate.RegionTarget("a"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := opstate.StartDrillIf(ctx, cli, e.Prefix, opstate.RegionTarget("b"), time.Minute, rev); err != opstate.ErrDrillsChanged {
+	if _, err := opstate.StartDrillIf(ctx, cli, e.Prefix, nil, opstate.RegionTarget("b"), time.Minute, rev); err != opstate.ErrDrillsChanged {
 		t.Errorf("a drill decided on a stale view was written: %v", err)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Service) SetBalance(ctx context.Context, req *pb.SetBalanceRequest) (*p
 		audit.Annotate(ctx, func(n *audit.Note) { n.Detail = detail })
 		return resp, nil
 	}
-	rev, err := opstate.SetBalance(ctx, s.Store.Client(), s.Store.Prefix(), doc, st.Revision)
+	rev, err := opstate.SetBalance(ctx, s.Store.Client(), s.Store.Prefix(), s.Apply.Signer, doc, st.Revision)
 	if errors.Is(err, opstate.ErrBalanceChanged) {
 		return nil, status.Error(codes.FailedPrecondition, "the balance policy changed while this one was being stored; read it again (schedctl balance get)")
 	}

@@ -187,7 +187,7 @@ func (s *Service) Drill(ctx context.Context, req *pb.DrillRequest) (*pb.DrillRes
 	if why := s.drillRefusal(target, drills, ins, time.Now()); why != "" {
 		return nil, status.Error(codes.FailedPrecondition, "refused: "+why)
 	}
-	dr, err := opstate.StartDrillIf(ctx, cli, prefix, target, d, rev)
+	dr, err := opstate.StartDrillIf(ctx, cli, prefix, s.Apply.Signer, target, d, rev)
 	if errors.Is(err, opstate.ErrDrillsChanged) {
 		return nil, status.Error(codes.Aborted, "another drill started or ended meanwhile; try again")
 	}

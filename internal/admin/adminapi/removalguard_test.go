@@ -74,7 +74,7 @@ func TestDrainRemovalGuard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := guardService(t, tt.share, tt.inForce)
 			if tt.balance != "" {
-				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), []byte(tt.balance), 0); err != nil {
+				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), nil, []byte(tt.balance), 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -154,7 +154,7 @@ func TestBalanceRemovalGuard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := guardService(t, tt.share, tt.inForce)
 			if tt.stored != "" {
-				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), []byte(tt.stored), 0); err != nil {
+				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), nil, []byte(tt.stored), 0); err != nil {
 					t.Fatal(err)
 				}
 			}

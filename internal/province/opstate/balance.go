@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/security/signing"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -28,7 +29,8 @@ func ReadBalance(ctx context.Context, cli *clientv3.Client, prefix string) (Stor
 		return StoredBalance{}, nil
 	}
 	kv := resp.Kvs[0]
-	return StoredBalance{Document: kv.Value, Revision: kv.ModRevision}, nil
+	doc, _, _ := openBalance(kv.Value) // the document as the operator wrote it, without the center's signature
+	return StoredBalance{Document: doc, Revision: kv.ModRevision}, nil
 }
 
 // ErrBalanceChanged: the stored balance policy document is not the one
@@ -37,11 +39,12 @@ var ErrBalanceChanged = errors.New("opstate: the balance policy document changed
 
 // SetBalance stores doc as the balance policy document (an empty doc
 // deletes it: the defaults), provided the stored document is still the one
-// read at revision base (its mod revision; 0: none was stored). Validate
+// read at revision base (its mod revision; 0: none was stored), signed by
+// signer (nil: unsigned) in a last comment line. Validate
 // doc first: the watchers fall back to the defaults on an invalid one.
-func SetBalance(ctx context.Context, cli *clientv3.Client, prefix string, doc []byte, base int64) (rev int64, err error) {
+func SetBalance(ctx context.Context, cli *clientv3.Client, prefix string, signer *signing.Signer, doc []byte, base int64) (rev int64, err error) {
 	key := prefix + keyspace.KeyBalance
-	op := clientv3.OpPut(key, string(doc))
+	op := clientv3.OpPut(key, string(sealBalance(signer, prefix, doc)))
 	if len(doc) == 0 {
 		op = clientv3.OpDelete(key)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/security/signing"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,6 +38,7 @@ type Drain struct {
 	Name   string    `json:"name"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
+	Forced bool      `json:"forced,omitempty"`
 }
 
 // String is "kind name (reason)", as status and explain show it.
@@ -52,8 +54,10 @@ func drainKey(prefix string, kind DrainKind, name string) string {
 	return prefix + keyspace.Drain(string(kind), name)
 }
 
-// SetDrain records a drain.
-func SetDrain(ctx context.Context, cli *clientv3.Client, prefix string, d Drain) error {
+// SetDrain records a drain, signed by signer (nil: unsigned, for a center
+// without apply.signing_key_file). Forced says an admin passed the guard
+// that no drain empties a region; schedulers apply it even then.
+func SetDrain(ctx context.Context, cli *clientv3.Client, prefix string, signer *signing.Signer, d Drain) error {
 	if _, err := ParseDrainKind(string(d.Kind)); err != nil {
 		return fmt.Errorf("opstate: drain %w", err)
 	}
@@ -67,7 +71,11 @@ func SetDrain(ctx context.Context, cli *clientv3.Client, prefix string, d Drain)
 	if err != nil {
 		return fmt.Errorf("opstate: drain: %w", err)
 	}
-	_, err = cli.Put(ctx, drainKey(prefix, d.Kind, d.Name), string(b))
+	key := keyspace.Drain(string(d.Kind), d.Name)
+	if b, err = sealJSON(signer, signing.OpDrain, prefix, key, b); err != nil {
+		return err
+	}
+	_, err = cli.Put(ctx, prefix+key, string(b))
 	return err
 }
 

@@ -75,7 +75,7 @@ func TestDrainsApplyToAvailabilityAndSurviveRestarts(t *testing.T) {
 	m := &health.Merger{Client: cli, Prefix: prefix, Logger: quiet}
 	merged := func() *avail.Availability { return m.Compute(s, x.w.DrainReasons(s)) }
 
-	if err := opstate.SetDrain(ctx, cli, prefix, opstate.Drain{Kind: opstate.DrainServer, Name: s.Servers[1].Name, Reason: "disk swap"}); err != nil {
+	if err := opstate.SetDrain(ctx, cli, prefix, nil, opstate.Drain{Kind: opstate.DrainServer, Name: s.Servers[1].Name, Reason: "disk swap"}); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "server drained", wait.DefaultTimeout, func() bool { return merged().Drained[1] })
@@ -83,7 +83,9 @@ func TestDrainsApplyToAvailabilityAndSurviveRestarts(t *testing.T) {
 	if av.Available[1] || !av.Healthy[1] || !strings.Contains(av.Why[1], "disk swap") || av.Drained[0] {
 		t.Fatalf("drained server: available %v healthy %v why %q; other server drained %v", av.Available[1], av.Healthy[1], av.Why[1], av.Drained[0])
 	}
-	if err := opstate.SetDrain(ctx, cli, prefix, opstate.Drain{Kind: opstate.DrainNode, Name: s.Nodes[0].Name}); err != nil {
+	// The node is the region's only one: forced, as by an admin, lest
+	// the schedulers keep a server of it serving.
+	if err := opstate.SetDrain(ctx, cli, prefix, nil, opstate.Drain{Kind: opstate.DrainNode, Name: s.Nodes[0].Name, Forced: true}); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "node drained", wait.DefaultTimeout, func() bool { a := merged(); return a.Drained[0] && a.Drained[3] })
@@ -105,7 +107,7 @@ func TestDrainsApplyToAvailabilityAndSurviveRestarts(t *testing.T) {
 func TestSetDrainRejectsBadInput(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	for _, d := range []opstate.Drain{{Kind: "rack", Name: "r1"}, {Kind: opstate.DrainServer}} {
-		if err := opstate.SetDrain(context.Background(), cli, prefix, d); err == nil {
+		if err := opstate.SetDrain(context.Background(), cli, prefix, nil, d); err == nil {
 			t.Errorf("SetDrain(%+v) succeeded", d)
 		}
 	}
@@ -123,14 +125,14 @@ func TestDrillsReachTheCallbackOnce(t *testing.T) {
 	cli := e.Client()
 	x := watch(t, cli)
 	ctx := context.Background()
-	if _, err := opstate.StartDrill(ctx, cli, prefix, opstate.CenterTarget, 30*time.Second); err != nil {
+	if _, err := opstate.StartDrill(ctx, cli, prefix, nil, opstate.CenterTarget, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	hefei, err := opstate.ParseDrillTarget("hefei")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := opstate.StartDrill(ctx, cli, prefix, hefei, 30*time.Second); err != nil {
+	if _, err := opstate.StartDrill(ctx, cli, prefix, nil, hefei, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "two drills", wait.DefaultTimeout, func() bool { return len(x.seen()) == 2 })
@@ -211,11 +213,11 @@ func TestSetBalanceGuarded(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	x := watch(t, cli)
 	ctx := context.Background()
-	rev, err := opstate.SetBalance(ctx, cli, prefix, []byte("chash: {epsilon: 0.5}\n"), 0)
+	rev, err := opstate.SetBalance(ctx, cli, prefix, nil, []byte("chash: {epsilon: 0.5}\n"), 0)
 	if err != nil || rev == 0 {
 		t.Fatalf("first set: %d, %v", rev, err)
 	}
-	if _, err := opstate.SetBalance(ctx, cli, prefix, []byte("chash: {epsilon: 0.1}\n"), 0); !errors.Is(err, opstate.ErrBalanceChanged) {
+	if _, err := opstate.SetBalance(ctx, cli, prefix, nil, []byte("chash: {epsilon: 0.1}\n"), 0); !errors.Is(err, opstate.ErrBalanceChanged) {
 		t.Fatalf("set over a document read as absent: %v, want ErrBalanceChanged", err)
 	}
 	sb, err := opstate.ReadBalance(ctx, cli, prefix)
@@ -223,7 +225,7 @@ func TestSetBalanceGuarded(t *testing.T) {
 		t.Fatalf("read back %+v, %v", sb, err)
 	}
 	wait.For(t, "watcher follows", wait.DefaultTimeout, func() bool { c, _ := x.w.Balance(); return c.CHash.Epsilon == 0.5 })
-	if _, err := opstate.SetBalance(ctx, cli, prefix, nil, rev); err != nil {
+	if _, err := opstate.SetBalance(ctx, cli, prefix, nil, nil, rev); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
 	if sb, _ := opstate.ReadBalance(ctx, cli, prefix); sb.Revision != 0 {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdfeed"
 	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/stb/balance"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,7 +34,9 @@ type Watcher struct {
 	OnChange func()
 	// OnDrill is called once for each drill seen (at start too), from the
 	// watcher's goroutine: the announcer withdraws if the target is its own.
-	OnDrill func(Drill)
+	OnDrill       func(Drill)
+	Verifier      *signing.Verifier
+	RequireSigned bool
 
 	mu          sync.Mutex
 	drains      map[string]Drain      // by kind/name
@@ -40,17 +45,27 @@ type Watcher struct {
 	balance     balance.Config        // parsed; the defaults when absent or invalid
 	balanceErr  error                 // why the stored document is not in use
 	balanceSeen bool                  // balanceDoc has been read
+	signedSeen  bool                  // a value verified: unsigned ones are refused from then on
+	refused     map[string]string     // the values refused, by key: each is logged and counted once
+	unsigned    map[string]string     // the unsigned values used, by key: the same
+	overridden  map[string]Drain      // the drains not applied lest a region be emptied, by key
 
-	synced       atomic.Bool
-	drainGauge   prometheus.Gauge
-	invalidGauge prometheus.Gauge
+	synced          atomic.Bool
+	drainGauge      prometheus.Gauge
+	invalidGauge    prometheus.Gauge
+	refusedCount    *prometheus.CounterVec
+	unsignedCount   *prometheus.CounterVec
+	overriddenGauge prometheus.Gauge
 }
 
 // Register adds the watcher's metrics.
 func (w *Watcher) Register(reg prometheus.Registerer) {
 	w.drainGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains", Help: "Operator drains in force (servers, nodes and regions)."})
 	w.invalidGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_balance_config_invalid_bool", Help: "1 when the stored balance policy document is invalid and the defaults are in use."})
-	reg.MustRegister(w.drainGauge, w.invalidGauge)
+	w.refusedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_refused_total", Help: "Operator state values (drains, drills, the balance policy) not used because their signature is missing or does not verify, by kind and reason."}, []string{"kind", "reason"})
+	w.unsignedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_unsigned_accepted_total", Help: "Unsigned operator state values used despite snapshot.trusted_keys, before the center signed any (the upgrade), by kind."}, []string{"kind"})
+	w.overriddenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains_overridden", Help: "Drains in etcd not applied because they would leave a region with no undrained server and were not forced by an admin."})
+	reg.MustRegister(w.drainGauge, w.invalidGauge, w.refusedCount, w.unsignedCount, w.overriddenGauge)
 }
 
 // Run follows etcd until ctx ends.
@@ -82,6 +97,29 @@ func (w *Watcher) listed(kvs []etcdfeed.KV) {
 	w.drills = map[DrillTarget]Drill{}
 	hadBalance := false
 	var fire []Drill
+	// A signed value anywhere in the listing refuses unsigned ones
+	// everywhere in it, whatever their order.
+	for _, kv := range kvs {
+		if w.signedSeen || w.Verifier == nil {
+			break
+		}
+		if k := kindOf(kv.Key); k != "" && !kv.Deleted {
+			if body, sig, err := open(k, kv.Value); err == nil && sig != nil && verify(w.Verifier, k, w.Prefix, kv.Key, body, sig) == nil {
+				w.signedSeen = true
+			}
+		}
+	}
+	present := map[string]string{}
+	for _, kv := range kvs {
+		present[kv.Key] = string(kv.Value)
+	}
+	for _, m := range []map[string]string{w.refused, w.unsigned} {
+		for k, v := range m {
+			if present[k] != v {
+				delete(m, k)
+			}
+		}
+	}
 	for _, kv := range kvs {
 		hadBalance = hadBalance || kv.Key == keyspace.KeyBalance
 		if d, ok := w.applyLocked(kv); ok {
@@ -127,6 +165,16 @@ func (w *Watcher) fire(drills []Drill) {
 // applyLocked records one key; it returns a drill that is new or changed.
 func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 	log := w.Logger.With("component", "opstate")
+	raw := kv.Value
+	var refused error
+	if !kv.Deleted {
+		if kv.Value, refused = w.checkLocked(kv); refused != nil {
+			kv.Deleted = true // refused: as if it were not there
+		}
+	} else {
+		delete(w.refused, kv.Key)
+		delete(w.unsigned, kv.Key)
+	}
 	switch {
 	case strings.HasPrefix(kv.Key, keyspace.PrefixDrain):
 		k := strings.TrimPrefix(kv.Key, keyspace.PrefixDrain)
@@ -136,6 +184,13 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 			var d Drain
 			if err := json.Unmarshal(kv.Value, &d); err != nil {
 				log.Error("ignoring an unreadable drain", "key", kv.Key, "err", err)
+				delete(w.drains, k)
+			} else if kv.Key != keyspace.Drain(string(d.Kind), d.Name) {
+				// The key is what DrainReasons looks up and what an
+				// undrain deletes: a value naming another target is not
+				// a drain.
+				log.Error("ignoring a drain whose value names another target than its key", "key", kv.Key, "kind", d.Kind, "name", d.Name)
+				delete(w.drains, k)
 			} else {
 				w.drains[k] = d
 			}
@@ -169,16 +224,22 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 		w.drills[d.Target] = d
 		return d, true
 	case kv.Key == keyspace.KeyBalance:
+		stored := string(raw) // as stored, signature and all
+		if kv.Deleted && refused == nil {
+			stored = ""
+		}
+		if w.balanceSeen && stored == w.balanceDoc {
+			return Drill{}, false // said once, not again on every relist
+		}
 		doc := string(kv.Value)
 		if kv.Deleted {
 			doc = ""
 		}
-		if w.balanceSeen && doc == w.balanceDoc {
-			return Drill{}, false // said once, not again on every relist
-		}
 		w.balanceSeen = true
-		w.balanceDoc, w.balance, w.balanceErr = doc, balance.DefaultConfig(), nil
-		if doc != "" {
+		w.balanceDoc, w.balance, w.balanceErr = stored, balance.DefaultConfig(), nil
+		if refused != nil {
+			w.balanceErr = fmt.Errorf("the stored balance policy document is refused: %w; the defaults are in use", refused)
+		} else if doc != "" {
 			c, err := balance.ParseConfig([]byte(doc))
 			if err != nil {
 				w.balanceErr = err
@@ -208,11 +269,17 @@ func (w *Watcher) Drains() []Drain {
 
 // DrainReasons says, for each server of snap, why it is drained (directly,
 // by its node or by its region), or "" when it is not.
+//
+// No drain leaves a region without an undrained server unless an admin
+// forced it: anyone who can write etcd can write drains, and a region so
+// emptied sends its STBs away (applyDrains). Every scheduler decides
+// alike, from the drains and the topology alone.
 func (w *Watcher) DrainReasons(snap *topology.Snapshot) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, len(snap.Servers))
-	if len(w.drains) == 0 {
+	applied := w.applyDrainsLocked(snap)
+	if len(applied) == 0 {
 		return out
 	}
 	for i, sv := range snap.Servers {
@@ -221,13 +288,111 @@ func (w *Watcher) DrainReasons(snap *topology.Snapshot) []string {
 			string(DrainNode) + "/" + snap.Nodes[sv.Node].Name,
 			string(DrainRegion) + "/" + snap.Regions[sv.Region].Name,
 		} {
-			if d, ok := w.drains[k]; ok {
+			if d, ok := applied[k]; ok {
 				out[i] = d.String()
 				break
 			}
 		}
 	}
 	return out
+}
+
+// applyDrainsLocked returns the drains in force that apply to snap, by
+// key: forced ones, then the others oldest first (by At, then key), each
+// unless it would leave its region with no undrained server. So a region's
+// last server stays in service whichever drain came last, and the drains
+// before keep theirs. Those left out are counted and logged once each.
+func (w *Watcher) applyDrainsLocked(snap *topology.Snapshot) map[string]Drain {
+	applied := make(map[string]Drain, len(w.drains))
+	over := map[string]Drain{}
+	if len(w.drains) > 0 {
+		keys := make([]string, 0, len(w.drains))
+		for k := range w.drains {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			da, db := w.drains[a], w.drains[b]
+			if da.Forced != db.Forced {
+				if da.Forced {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Or(da.At.Compare(db.At), cmp.Compare(a, b))
+		})
+		drained := make([]bool, len(snap.Servers))
+		serving := make([]int, len(snap.Regions))
+		for i, r := range snap.Regions {
+			serving[i] = len(r.Servers)
+		}
+		for _, k := range keys {
+			d := w.drains[k]
+			servers, region := drainCovers(snap, d)
+			if region < 0 {
+				continue // not in this topology
+			}
+			fresh := 0
+			for _, sv := range servers {
+				if !drained[sv] {
+					fresh++
+				}
+			}
+			if !d.Forced && fresh > 0 && fresh >= serving[region] {
+				over[k] = d
+				continue
+			}
+			for _, sv := range servers {
+				drained[sv] = true
+			}
+			serving[region] -= fresh
+			applied[k] = d
+		}
+	}
+	for k, d := range over {
+		if prev, ok := w.overridden[k]; !ok || !prev.At.Equal(d.At) {
+			w.Logger.Warn("drain not applied: it would leave region "+regionOf(snap, d)+" with no undrained server, and no admin forced it", "component", "opstate", "drain", d.String(), "at", d.At.Format(time.RFC3339))
+		}
+	}
+	for k, d := range w.overridden {
+		if _, ok := over[k]; !ok {
+			if _, still := w.drains[k]; still {
+				w.Logger.Info("drain applied again: its region keeps an undrained server without it", "component", "opstate", "drain", d.String())
+			}
+		}
+	}
+	w.overridden = over
+	if w.overriddenGauge != nil {
+		w.overriddenGauge.Set(float64(len(over)))
+	}
+	return applied
+}
+
+// drainCovers returns the servers d drains in snap and their region's
+// index (-1: d names nothing there).
+func drainCovers(snap *topology.Snapshot, d Drain) ([]int32, int32) {
+	switch d.Kind {
+	case DrainServer:
+		if i, ok := snap.Server(d.Name); ok {
+			return []int32{i}, snap.Servers[i].Region
+		}
+	case DrainNode:
+		if i, ok := snap.Node(d.Name); ok && len(snap.Nodes[i].Servers) > 0 {
+			ss := snap.Nodes[i].Servers
+			return ss, snap.Servers[ss[0]].Region
+		}
+	case DrainRegion:
+		if i, ok := snap.Region(d.Name); ok {
+			return snap.Regions[i].Servers, i
+		}
+	}
+	return nil, -1
+}
+
+func regionOf(snap *topology.Snapshot, d Drain) string {
+	if _, r := drainCovers(snap, d); r >= 0 {
+		return snap.Regions[r].Name
+	}
+	return "?"
 }
 
 // MaxDrill is the longest a drill is in force from its start, whatever its
@@ -278,4 +443,60 @@ func (w *Watcher) Balance() (c balance.Config, err error) {
 		return balance.DefaultConfig(), nil
 	}
 	return w.balance, w.balanceErr
+}
+
+// checkLocked returns what of kv's value to decode, or why it is refused.
+// Without a Verifier every value is used; with one, only those the center
+// signed for this key verify, and unsigned ones only until a signed one
+// has been seen (unless RequireSigned). Each refusal, and each unsigned
+// value used, is logged and counted once.
+func (w *Watcher) checkLocked(kv etcdfeed.KV) ([]byte, error) {
+	kind := kindOf(kv.Key)
+	if kind == "" {
+		return kv.Value, nil
+	}
+	body, sig, err := open(kind, kv.Value)
+	if w.Verifier == nil {
+		return body, nil
+	}
+	if err == nil {
+		if sig == nil {
+			err = signing.ErrUnsigned
+		} else {
+			err = verify(w.Verifier, kind, w.Prefix, kv.Key, body, sig)
+		}
+	}
+	value := string(kv.Value)
+	if errors.Is(err, signing.ErrUnsigned) && !w.RequireSigned && !w.signedSeen {
+		delete(w.refused, kv.Key)
+		if w.unsigned == nil {
+			w.unsigned = map[string]string{}
+		}
+		if w.unsigned[kv.Key] != value {
+			w.unsigned[kv.Key] = value
+			if w.unsignedCount != nil {
+				w.unsignedCount.WithLabelValues(string(kind)).Inc()
+			}
+			w.Logger.Warn("using unsigned operator state: the center does not sign yet (upgrade it; then set snapshot.opstate_signatures: required)", "component", "opstate", "key", kv.Key)
+		}
+		return body, nil
+	}
+	delete(w.unsigned, kv.Key)
+	if err == nil {
+		w.signedSeen = true
+		delete(w.refused, kv.Key)
+		return body, nil
+	}
+	if w.refused == nil {
+		w.refused = map[string]string{}
+	}
+	if w.refused[kv.Key] != value {
+		w.refused[kv.Key] = value
+		reason := refusal(err)
+		if w.refusedCount != nil {
+			w.refusedCount.WithLabelValues(string(kind), reason).Inc()
+		}
+		w.Logger.Error("refusing operator state not signed by a trusted key: ignored as if absent", "component", "opstate", "key", kv.Key, "reason", reason, "err", err)
+	}
+	return nil, err
 }

@@ -278,3 +278,45 @@ func LoadVerifier(paths []string) (*Verifier, error) {
 	}
 	return NewVerifier(keys...), nil
 }
+
+// OpKind is a kind of operator state the center signs; each has a domain of
+// its own, so that a signature on one kind never verifies as another, nor
+// as a topology.
+type OpKind string
+
+// Operator state kinds.
+const (
+	OpDrain   OpKind = "drain"
+	OpDrill   OpKind = "drill"
+	OpBalance OpKind = "balance"
+)
+
+// opDomain prefixes a signed operator state value of kind k.
+func opDomain(k OpKind) string { return "anysched-opstate-" + string(k) + "-v1\n" }
+
+// OpState is what the signature of an operator state value covers: its
+// kind, the province (the store's key prefix), the etcd key it is stored
+// at (within the province), so that a signed value moved to another key
+// does not verify, when the center signed it, and the value itself (its
+// SHA-256, of the exact bytes stored apart from the signature).
+type OpState struct {
+	Kind     OpKind
+	Province string
+	Key      string
+	SignedAt time.Time
+	Value    []byte
+}
+
+func (o OpState) message() []byte {
+	sum := sha256.Sum256(o.Value)
+	return fmt.Appendf([]byte(opDomain(o.Kind)), "province %q\nkey %q\nsigned %d\nsha256 %x\n",
+		o.Province, o.Key, o.SignedAt.UnixNano(), sum)
+}
+
+// SignOpState signs an operator state value.
+func (s *Signer) SignOpState(o OpState) []byte { return ed25519.Sign(s.key, o.message()) }
+
+// VerifyOpState checks that sig is a trusted key's signature of o.
+func (v *Verifier) VerifyOpState(o OpState, keyID string, sig []byte) error {
+	return v.verify(o.message(), keyID, sig)
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anysched/anysched/internal/security/signing"
 )
@@ -118,4 +119,41 @@ func FuzzParsePublicKey(f *testing.F) {
 			t.Fatalf("accepted a %d-byte key", len(k))
 		}
 	})
+}
+
+// TestOpStateDomains: an operator state signature verifies only for its
+// own kind, province, key, time and value; never as a topology pointer,
+// nor a drain's as a drill's or a balance document's.
+func TestOpStateDomains(t *testing.T) {
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := signing.NewSigner(key)
+	v := signing.NewVerifier(s.Public())
+	at := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
+	o := signing.OpState{Kind: signing.OpDrain, Province: "/anysched/", Key: "drain/server/hefei-1-a", SignedAt: at, Value: []byte(`{"kind":"server","name":"hefei-1-a"}`)}
+	sig := s.SignOpState(o)
+	if err := v.VerifyOpState(o, s.KeyID(), sig); err != nil {
+		t.Fatalf("own signature: %v", err)
+	}
+	for name, other := range map[string]signing.OpState{
+		"as a drill":    {Kind: signing.OpDrill, Province: o.Province, Key: o.Key, SignedAt: at, Value: o.Value},
+		"as a balance":  {Kind: signing.OpBalance, Province: o.Province, Key: o.Key, SignedAt: at, Value: o.Value},
+		"another key":   {Kind: o.Kind, Province: o.Province, Key: "drain/server/hefei-1-b", SignedAt: at, Value: o.Value},
+		"another prov":  {Kind: o.Kind, Province: "/other/", Key: o.Key, SignedAt: at, Value: o.Value},
+		"another time":  {Kind: o.Kind, Province: o.Province, Key: o.Key, SignedAt: at.Add(time.Second), Value: o.Value},
+		"another value": {Kind: o.Kind, Province: o.Province, Key: o.Key, SignedAt: at, Value: []byte(`{"kind":"server","name":"hefei-1-b"}`)},
+	} {
+		if err := v.VerifyOpState(other, s.KeyID(), sig); !errors.Is(err, signing.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+	p := signing.Pointer{Province: o.Province, AppliedAt: at}
+	if err := v.VerifyPointer(p, s.KeyID(), sig); err == nil {
+		t.Error("an operator state signature verifies as a topology pointer")
+	}
+	if err := v.VerifyOpState(o, "", nil); !errors.Is(err, signing.ErrUnsigned) {
+		t.Errorf("unsigned: %v, want ErrUnsigned", err)
+	}
 }

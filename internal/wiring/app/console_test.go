@@ -205,8 +205,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`button.drain[data-kind="region"][data-name="hefei"]`)))
 	// A drain asks for confirmation: the operator here says yes.
 	value(t, ctx, "confirm yes", chromedp.Evaluate[bool](`(window.confirm = () => true, true)`))
+	// Draining a whole region is past the removal guard: the page says so
+	// and drains nothing; only an admin's forced drain (schedctl drain
+	// --force, which the console does not offer) empties a region.
 	run(t, ctx, "drain hefei", chromedp.Click(chromedp.CSS(`button.drain[data-kind="region"][data-name="hefei"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#drains button.undrain[data-name="hefei"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#error`)))
+	if e := textOf(t, ctx, "#error"); !strings.Contains(e, "leaves region hefei with no serving server") || !strings.Contains(e, "--force") {
+		t.Errorf("the page's refusal: %q", e)
+	}
+	if out, err := schedctl(t, cc.GRPC.Listen, "drain", "region", "hefei", "--force"); err != nil {
+		t.Fatalf("forced drain: %v\n%s", err, out)
+	}
+	run(t, ctx, "the forced drain listed", chromedp.WaitVisible(chromedp.CSS(`#drains button.undrain[data-name="hefei"]`)))
 	waitUp(t, "hefei's STBs leave hefei", func() bool { l := hefeiSTB(); return l != "" && !strings.HasPrefix(l, "http://10.1.") })
 	run(t, ctx, "drained verdicts", chromedp.WaitVisible(chromedp.CSS(`tr.v-drained`)))
 	screenshot(t, ctx, "health")

@@ -7,6 +7,7 @@ import (
 	"github.com/anysched/anysched/internal/province/instance"
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/wiring/config"
 )
 
 // mergerGrace is how long a starting scheduler waits for the first read of
@@ -101,4 +102,18 @@ func (s *Scheduler) drilled(now time.Time) bool {
 	}
 	_, ok := s.Ops.Drill(s.drillTarget(), now)
 	return ok
+}
+
+// VerifyOpstate has the operator state watcher check the center's
+// signatures with the keys the topology is verified with (set Syncer's
+// Verifier first); policy is snapshot.opstate_signatures.
+func (s *Scheduler) VerifyOpstate(policy string) {
+	s.Ops.Verifier = s.Syncer.Verifier
+	s.Ops.RequireSigned = policy == config.OpstateRequired
+	switch {
+	case s.Ops.Verifier == nil:
+		s.Logger.Warn("no snapshot.trusted_keys: drains, drills and the balance policy are used unverified", "component", "opstate")
+	case !s.Ops.RequireSigned:
+		s.Logger.Info("operator state: unsigned values are used until the center signs (snapshot.opstate_signatures: transition)", "component", "opstate")
+	}
 }

@@ -68,7 +68,7 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 	drain := func(st *store.Store) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		return opstate.SetDrain(ctx, st.Client(), cc.Etcd.Prefix, opstate.Drain{Kind: opstate.DrainRegion, Name: "hefei"})
+		return opstate.SetDrain(ctx, st.Client(), cc.Etcd.Prefix, nil, opstate.Drain{Kind: opstate.DrainRegion, Name: "hefei"})
 	}
 	if err := drain(connect(config.ClientTLS{CAFile: caFile})); err == nil {
 		t.Error("a client without a certificate wrote a drain")

@@ -46,6 +46,7 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
+	s.VerifyOpstate(c.Snapshot.OpstateSignatures)
 	s.QoE = s.allocator
 	// The console, read-only: a city scheduler has no admin API of its own,
 	// so it reads the province (Status, History) from the store it follows.

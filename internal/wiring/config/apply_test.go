@@ -36,6 +36,9 @@ func TestApplyAndTrustedKeysValidation(t *testing.T) {
 		{"missing signing key", func(c *Center) { c.Apply.SigningKeyFile = filepath.Join(dir, "nope") }, "apply.signing_key_file: cannot read"},
 		{"public key as signing key", func(c *Center) { c.Apply.SigningKeyFile = private(t, pub) }, "apply.signing_key_file: "},
 		{"private key as trusted key", func(c *Center) { c.Snapshot.TrustedKeys = []string{priv} }, "snapshot.trusted_keys[0]: "},
+		{"operator state signatures required", func(c *Center) { c.Snapshot.TrustedKeys, c.Snapshot.OpstateSignatures = []string{pub}, OpstateRequired }, ""},
+		{"operator state signatures required without keys", func(c *Center) { c.Snapshot.OpstateSignatures = OpstateRequired }, "snapshot.opstate_signatures: required needs snapshot.trusted_keys"},
+		{"operator state signatures misspelt", func(c *Center) { c.Snapshot.OpstateSignatures = "yes" }, `snapshot.opstate_signatures: "yes" is not transition or required`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultCenter()

@@ -200,7 +200,19 @@ type Snapshot struct {
 	// to be used, from etcd or from the cache. Several allow a rotation.
 	// Empty: documents are used unverified (a warning at start).
 	TrustedKeys []string `yaml:"trusted_keys"`
+	// OpstateSignatures is what a daemon with TrustedKeys does with
+	// operator state (drains, drills, the balance policy) the center did
+	// not sign: "transition" (the default, for the upgrade from centers
+	// that did not sign) uses it, warned and counted, until a signed value
+	// has verified; "required" refuses it from the start.
+	OpstateSignatures string `yaml:"opstate_signatures"`
 }
+
+// Operator state signature policies (Snapshot.OpstateSignatures).
+const (
+	OpstateTransition = "transition"
+	OpstateRequired   = "required"
+)
 
 // Apply configures how the center guards, keeps and signs topology changes.
 type Apply struct {
@@ -514,6 +526,15 @@ func (c *Base) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 	}
 	if why := c.Etcd.Shared(embeddedAllowed); len(c.Snapshot.TrustedKeys) == 0 && why != "" {
 		errs.Add("snapshot.trusted_keys", "required: %s, and without the center's public key whoever can write etcd could redirect the province (schedctl keygen --signing)", why)
+	}
+	switch c.Snapshot.OpstateSignatures {
+	case "", OpstateTransition:
+	case OpstateRequired:
+		if len(c.Snapshot.TrustedKeys) == 0 {
+			errs.Add("snapshot.opstate_signatures", "required needs snapshot.trusted_keys: without the center's public key no signature can be checked")
+		}
+	default:
+		errs.Add("snapshot.opstate_signatures", "%q is not %s or %s", c.Snapshot.OpstateSignatures, OpstateTransition, OpstateRequired)
 	}
 	for i, f := range c.Snapshot.TrustedKeys {
 		p := fmt.Sprintf("snapshot.trusted_keys[%d]", i)

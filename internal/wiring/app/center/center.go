@@ -26,6 +26,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdserver"
 	"github.com/anysched/anysched/internal/province/audit"
 	"github.com/anysched/anysched/internal/province/instance"
+	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/security/tlsutil"
@@ -77,6 +78,7 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	if s.Syncer.Verifier, err = signing.LoadVerifier(c.Snapshot.TrustedKeys); err != nil {
 		return &daemon.ConfigError{Err: fmt.Errorf("snapshot.trusted_keys: %w", err)}
 	}
+	s.VerifyOpstate(c.Snapshot.OpstateSignatures)
 	applyPolicy := adminapi.ApplyPolicy{MaxRemovalShare: c.Apply.MaxRemovalShare, HistoryKeep: c.Apply.HistoryKeep}
 	if c.Apply.SigningKeyFile != "" {
 		key, err := signing.LoadPrivateKey(c.Apply.SigningKeyFile)
@@ -84,9 +86,9 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 			return &daemon.ConfigError{Err: fmt.Errorf("apply.signing_key_file: %w", err)}
 		}
 		applyPolicy.Signer = signing.NewSigner(key)
-		log.Info("applied topologies are signed", "key_id", applyPolicy.Signer.KeyID())
+		log.Info("applied topologies, drains, drills and the balance policy are signed", "key_id", applyPolicy.Signer.KeyID())
 	} else {
-		log.Warn("no apply.signing_key_file: applied topologies are unsigned, and schedulers with snapshot.trusted_keys will refuse them")
+		log.Warn("no apply.signing_key_file: applied topologies and operator state are unsigned, and schedulers with snapshot.trusted_keys will refuse them")
 	}
 	if err := s.Syncer.LoadCache(); err != nil {
 		log.Warn("snapshot cache unusable; waiting for the store", "err", err)
@@ -157,6 +159,9 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 		}
 	}
 	comps := append(s.Components(), serveGRPC, con.Run, house.Run)
+	if applyPolicy.Signer != nil {
+		comps = append(comps, signOpstate(cli, c.Etcd.Prefix, applyPolicy.Signer, log))
+	}
 	if planning != nil {
 		comps = append(comps, planning.Run)
 	}
@@ -176,6 +181,31 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	}
 	daemon.CollectOptions(opts).Listening(l)
 	return s.Serve(ctx, comps...)
+}
+
+// signOpstate signs, once at start, the operator state a center of the
+// release before wrote unsigned, so that schedulers that require signed
+// state keep the operator's drains and balance policy; it tries again
+// until etcd answers.
+func signOpstate(cli *clientv3.Client, prefix string, s *signing.Signer, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for {
+			n, err := opstate.SignUnsigned(ctx, cli, prefix, s)
+			if err == nil {
+				if n > 0 {
+					log.Info("signed the operator state a center of the release before wrote unsigned", "component", "opstate", "values", n)
+				}
+				<-ctx.Done()
+				return nil
+			}
+			log.Warn("could not sign the unsigned operator state yet; trying again", "component", "opstate", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
 }
 
 // provisionEmbedded gives the embedded etcd the users and roles of
