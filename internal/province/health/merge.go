@@ -1,10 +1,13 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +47,19 @@ type MergerOptions struct {
 // Merger follows health reports and checker liveness in etcd and computes
 // availability, with the operator's drains (internal/province/opstate) applied. It never blocks the hot path: Compute is called off
 // it, when the scheduler rebuilds its routing tables.
+//
+// A checker speaks only for what its etcd identity is bound to (security
+// review, issue 31): its keys name a region (health/<region>/<checker>/),
+// which etcd lets only a checker provisioned for that region write
+// (internal/etcd/etcdauth), so a verdict counts for a server only when the
+// key's region is the server's (or keyspace.ProvinceRegion, a
+// province-wide checker's). A verdict counts only while its checker is
+// live by the store's word: written under the very lease that holds the
+// checker's registration, so a verdict left behind without a lease, or
+// from a checker's earlier life, counts for nothing. What a report claims
+// of itself (its checker, server, region, time) is not believed; its
+// figures are the median over the counted checkers, so no one checker
+// sets them.
 type Merger struct {
 	Client  *clientv3.Client
 	Prefix  string
@@ -54,15 +70,33 @@ type Merger struct {
 	OnChange func()
 
 	mu       sync.Mutex
-	reports  map[string]map[string]Report // server -> checker -> report
-	lost     map[string]lostVerdict       // server -> last verdict after its checkers vanished
-	checkers map[string]avail.CheckerInfo
-	failOpen map[string]bool // servers already reported as failed open
+	reports  map[string]map[checkerRef]leased // server -> checker -> report
+	checkers map[checkerRef]liveChecker
+	last     map[string]lostVerdict // server -> its last merged verdict while checked
+	lost     map[string]lostVerdict // server -> last verdict after its checkers vanished
+	failOpen map[string]bool        // servers already reported as failed open
+	legacy   map[string]bool        // old-layout keys already warned about
 
 	synced atomic.Bool // the first full list of verdicts is in
 
 	failOpenGauge prometheus.Gauge
 	checkerGauge  *prometheus.GaugeVec
+}
+
+// checkerRef is a checker as its keys name it: the region its etcd
+// identity is bound to, and its id.
+type checkerRef struct{ region, id string }
+
+// leased is a report with the lease etcd holds it under.
+type leased struct {
+	r     Report
+	lease int64
+}
+
+// liveChecker is a checker's registration and its lease.
+type liveChecker struct {
+	info  avail.CheckerInfo
+	lease int64
 }
 
 // Synced reports whether the merger has read the province's verdicts at
@@ -83,13 +117,10 @@ func (m *Merger) Register(reg prometheus.Registerer) {
 }
 
 func (m *Merger) reset() {
-	m.reports = map[string]map[string]Report{}
-	m.checkers = map[string]avail.CheckerInfo{}
-	if m.lost == nil {
-		m.lost = map[string]lostVerdict{}
-	}
-	if m.failOpen == nil {
-		m.failOpen = map[string]bool{}
+	m.reports = map[string]map[checkerRef]leased{}
+	m.checkers = map[checkerRef]liveChecker{}
+	if m.last == nil {
+		m.last, m.lost, m.failOpen, m.legacy = map[string]lostVerdict{}, map[string]lostVerdict{}, map[string]bool{}, map[string]bool{}
 	}
 }
 
@@ -106,18 +137,14 @@ func (m *Merger) Run(ctx context.Context) error {
 	return f.Run(ctx)
 }
 
+// listed replaces everything known. Servers whose verdicts vanished while
+// the merger was not watching are noticed by Compute, which remembers
+// each server's last verdict.
 func (m *Merger) listed(kvs []etcdfeed.KV) {
 	m.mu.Lock()
-	before := m.reports
 	m.reset()
 	for _, kv := range kvs {
 		m.apply(kv)
-	}
-	// Servers whose reports vanished while we were not watching.
-	for s, byChecker := range before {
-		if len(m.reports[s]) == 0 {
-			m.noteLost(s, byChecker)
-		}
 	}
 	m.mu.Unlock()
 	m.synced.Store(true)
@@ -134,20 +161,22 @@ func (m *Merger) updated(kvs []etcdfeed.KV) bool {
 }
 
 // apply records one key (relative to the prefix); it reports whether it
-// concerned health at all.
+// concerned health at all. Whether a report counts is Compute's to judge,
+// against the topology.
 func (m *Merger) apply(kv etcdfeed.KV) bool {
 	switch {
 	case strings.HasPrefix(kv.Key, keyspace.PrefixHealth):
-		checker, server, ok := strings.Cut(strings.TrimPrefix(kv.Key, keyspace.PrefixHealth), "/")
-		if !ok || checker == "" || server == "" {
+		region, checker, server, ok := keyspace.ParseVerdict(kv.Key)
+		if !ok {
+			m.warnLegacy(kv)
 			return false
 		}
+		ref := checkerRef{region, checker}
 		if kv.Deleted {
-			if prev, had := m.reports[server][checker]; had {
-				delete(m.reports[server], checker)
+			if _, had := m.reports[server][ref]; had {
+				delete(m.reports[server], ref)
 				if len(m.reports[server]) == 0 {
 					delete(m.reports, server)
-					m.noteLost(server, map[string]Report{checker: prev})
 				}
 			}
 			return true
@@ -156,32 +185,45 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 		if json.Unmarshal(kv.Value, &r) != nil {
 			return false
 		}
+		// The key, which etcd's permissions vouch for, names the checker
+		// and the server; the value's claims are not believed.
+		r.Checker, r.Server = checker, server
 		if m.reports[server] == nil {
-			m.reports[server] = map[string]Report{}
+			m.reports[server] = map[checkerRef]leased{}
 		}
-		m.reports[server][checker] = r
-		delete(m.lost, server)
-		delete(m.failOpen, server)
+		m.reports[server][ref] = leased{r: r, lease: kv.Lease}
 		return true
 	case strings.HasPrefix(kv.Key, keyspace.PrefixCheckers):
-		id := strings.TrimPrefix(kv.Key, keyspace.PrefixCheckers)
+		region, id, ok := keyspace.ParseChecker(kv.Key)
+		if !ok {
+			m.warnLegacy(kv)
+			return false
+		}
+		ref := checkerRef{region, id}
 		if kv.Deleted {
-			delete(m.checkers, id)
+			delete(m.checkers, ref)
 			return true
 		}
 		var ci avail.CheckerInfo
 		if json.Unmarshal(kv.Value, &ci) == nil {
-			m.checkers[id] = ci
+			ci.ID, ci.Region = id, region
+			m.checkers[ref] = liveChecker{info: ci, lease: kv.Lease}
 		}
 		return true
 	}
 	return false
 }
 
-// noteLost keeps a vanished server's last merged verdict for the grace period.
-func (m *Merger) noteLost(server string, last map[string]Report) {
-	up, reason := merge(m.Options.Rule, last)
-	m.lost[server] = lostVerdict{up: up, reason: reason, at: time.Now()}
+// warnLegacy says once per key that a checker of the layout before
+// regions (identity anysched-checker.<checker-id>) is ignored: an
+// operator upgrading sees why its servers went unchecked.
+func (m *Merger) warnLegacy(kv etcdfeed.KV) {
+	if kv.Deleted || m.legacy[kv.Key] || !strings.HasPrefix(kv.Key, keyspace.PrefixCheckers) {
+		return // one warning per checker: its registration, not each verdict
+	}
+	m.legacy[kv.Key] = true
+	m.Logger.Warn("a checker publishes in the layout before regions; its verdicts are ignored: give it the identity anysched-checker.<region>.<checker-id> and upgrade it (docs/operations.md, \"Naming a health checker\")",
+		"component", "health-merger", "key", kv.Key)
 }
 
 func (m *Merger) changed() {
@@ -190,8 +232,25 @@ func (m *Merger) changed() {
 	}
 }
 
+// counted is the reports on a server of region that count: from checkers
+// bound to that region or to the province, written under the lease of
+// their checker's live registration.
+func (m *Merger) counted(server, region string) []Report {
+	var out []Report
+	for ref, lr := range m.reports[server] {
+		if ref.region != region && ref.region != keyspace.ProvinceRegion {
+			continue
+		}
+		if c, live := m.checkers[ref]; !live || lr.lease == 0 || lr.lease != c.lease {
+			continue
+		}
+		out = append(out, lr.r)
+	}
+	return out
+}
+
 // merge applies the rule to one server's reports.
-func merge(rule string, reports map[string]Report) (up bool, reason string) {
+func merge(rule string, reports []Report) (up bool, reason string) {
 	downs, total := 0, len(reports)
 	var why []string
 	for _, r := range reports {
@@ -202,6 +261,7 @@ func merge(rule string, reports map[string]Report) (up bool, reason string) {
 			}
 		}
 	}
+	slices.Sort(why) // reports come from a map: say them in one order
 	var down bool
 	if rule == MergeMajority {
 		down = downs*2 > total
@@ -212,6 +272,68 @@ func merge(rule string, reports map[string]Report) (up bool, reason string) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("down by %d of %d checkers (%s)", downs, total, strings.Join(why, "; "))
+}
+
+// medianFigures is each figure's median over the reports (of an even
+// count, the mean of the middle two): one checker among three or more
+// cannot move it beyond the others', whatever it claims, and no
+// checker-set time decides which report wins. A median of counters
+// (requests, errors) still only grows while the checkers stay.
+func medianFigures(rs []Report) avail.Figures {
+	if len(rs) == 1 {
+		r := rs[0]
+		return avail.Figures{Load: r.Load, RTT: r.RTT, Loss: r.Loss, Since: r.Since, Measured: true}
+	}
+	fl := make([]float64, len(rs))
+	mf := func(get func(Report) float64) float64 {
+		for i, r := range rs {
+			fl[i] = get(r)
+		}
+		return median(fl, func(a, b float64) float64 { return (a + b) / 2 })
+	}
+	in := make([]int64, len(rs))
+	mi := func(get func(Report) int64) int64 {
+		for i, r := range rs {
+			in[i] = get(r)
+		}
+		return median(in, func(a, b int64) int64 { return a + (b-a)/2 })
+	}
+	return avail.Figures{
+		Load: avail.Load{
+			CPU:           mf(func(r Report) float64 { return r.Load.CPU }),
+			Memory:        mf(func(r Report) float64 { return r.Load.Memory }),
+			LoadAvg:       mf(func(r Report) float64 { return r.Load.LoadAvg }),
+			BandwidthMbps: mf(func(r Report) float64 { return r.Load.BandwidthMbps }),
+			Connections:   int(mi(func(r Report) int64 { return int64(r.Load.Connections) })),
+			Requests:      mi(func(r Report) int64 { return r.Load.Requests }),
+			Errors:        mi(func(r Report) int64 { return r.Load.Errors }),
+		},
+		RTT:      time.Duration(mi(func(r Report) int64 { return int64(r.RTT) })),
+		Loss:     mf(func(r Report) float64 { return r.Loss }),
+		Since:    medianTime(rs),
+		Measured: true,
+	}
+}
+
+// medianTime is the lower median of the reports' Since: a time one of
+// them gave, so that an unset (zero) one stays unset.
+func medianTime(rs []Report) time.Time {
+	ts := make([]time.Time, len(rs))
+	for i, r := range rs {
+		ts[i] = r.Since
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts[(len(ts)-1)/2]
+}
+
+// median sorts v and returns its middle value, or mid of the middle two.
+func median[T int64 | float64](v []T, mid func(a, b T) T) T {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return mid(v[n/2-1], v[n/2])
 }
 
 // Compute merges everything known into per-server availability for snap;
@@ -227,25 +349,37 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 	a := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	now := time.Now()
 	failOpen := 0
+	seen := make(map[string]bool, n)
 	for i, sv := range snap.Servers {
+		seen[sv.Name] = true
+		region := ""
+		if sv.Region >= 0 {
+			region = snap.Regions[sv.Region].Name
+		}
 		up, reason := true, ""
-		if rs, ok := m.reports[sv.Name]; ok && len(rs) > 0 {
+		if rs := m.counted(sv.Name, region); len(rs) > 0 {
 			up, reason = merge(m.Options.Rule, rs)
-			var latest Report
-			for _, r := range rs {
-				if r.At.After(latest.At) {
-					latest = r
-				}
+			a.Figures[i] = medianFigures(rs)
+			m.last[sv.Name] = lostVerdict{up: up, reason: reason}
+			delete(m.lost, sv.Name)
+			delete(m.failOpen, sv.Name)
+		} else {
+			// No checker counts any more: keep the last verdict for the
+			// grace period, from when this was first seen.
+			if last, had := m.last[sv.Name]; had {
+				delete(m.last, sv.Name)
+				last.at = now
+				m.lost[sv.Name] = last
 			}
-			a.Figures[i] = avail.Figures{Load: latest.Load, RTT: latest.RTT, Loss: latest.Loss, Since: latest.Since, Measured: true}
-		} else if lv, ok := m.lost[sv.Name]; ok {
-			if now.Sub(lv.at) < m.Options.Grace {
-				up, reason = lv.up, lv.reason+" (no live checker; last verdict kept)"
-			} else {
-				failOpen++
-				if !lv.up && !m.failOpen[sv.Name] {
-					m.failOpen[sv.Name] = true
-					m.Logger.Warn("no live checker for a server past the grace period; counting it as available", "component", "health-merger", "server", sv.Name, "last_verdict", lv.reason)
+			if lv, ok := m.lost[sv.Name]; ok {
+				if now.Sub(lv.at) < m.Options.Grace {
+					up, reason = lv.up, lv.reason+" (no live checker; last verdict kept)"
+				} else {
+					failOpen++
+					if !lv.up && !m.failOpen[sv.Name] {
+						m.failOpen[sv.Name] = true
+						m.Logger.Warn("no live checker for a server past the grace period; counting it as available", "component", "health-merger", "server", sv.Name, "last_verdict", lv.reason)
+					}
 				}
 			}
 		}
@@ -281,9 +415,17 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 		perRegion[rv.Name] = 0
 	}
 	for _, c := range m.checkers {
-		a.Checkers = append(a.Checkers, c)
-		perRegion[c.Region]++
+		a.Checkers = append(a.Checkers, c.info)
+		perRegion[c.info.Region]++
 	}
+	slices.SortFunc(a.Checkers, func(x, y avail.CheckerInfo) int {
+		return cmp.Or(strings.Compare(x.Region, y.Region), strings.Compare(x.ID, y.ID))
+	})
+	// Servers that left the topology leave the merger's memory too.
+	for _, mp := range []map[string]lostVerdict{m.last, m.lost} {
+		maps.DeleteFunc(mp, func(s string, _ lostVerdict) bool { return !seen[s] })
+	}
+	maps.DeleteFunc(m.failOpen, func(s string, _ bool) bool { return !seen[s] })
 	if m.checkerGauge != nil {
 		for r, n := range perRegion {
 			m.checkerGauge.WithLabelValues(r).Set(float64(n))

@@ -161,8 +161,8 @@ func TestCheckerDeath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("/anysched/checkers/dead", `{"id":"dead","region":"syn-1","targets":4}`)
-	put("/anysched/health/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
+	put("/anysched/checkers/syn-1/dead", `{"id":"dead","region":"syn-1","targets":4}`)
+	put("/anysched/health/syn-1/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
 	h.eventually("verdict seen", 3*time.Second, s, func(av *avail.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
 
 	// Lease expires (~2 s): the checker vanishes, the verdict is kept...
