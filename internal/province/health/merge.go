@@ -70,12 +70,11 @@ type Merger struct {
 	OnChange func()
 
 	mu       sync.Mutex
-	reports  map[string]map[checkerRef]leased // server -> checker -> report
-	checkers map[checkerRef]liveChecker
-	last     map[string]lostVerdict // server -> its last merged verdict while checked
-	lost     map[string]lostVerdict // server -> last verdict after its checkers vanished
-	failOpen map[string]bool        // servers already reported as failed open
-	legacy   map[string]bool        // old-layout keys already warned about
+	servers  map[string]*serverState     // by server name
+	checkers map[checkerRef]*checkerSlot // registrations, and checkers seen in verdicts only
+	lost     map[string]lostVerdict      // server -> last verdict after its checkers vanished
+	failOpen map[string]bool             // servers already reported as failed open
+	legacy   map[string]bool             // old-layout keys already warned about
 
 	synced atomic.Bool // the first full list of verdicts is in
 
@@ -87,16 +86,32 @@ type Merger struct {
 // identity is bound to, and its id.
 type checkerRef struct{ region, id string }
 
-// leased is a report with the lease etcd holds it under.
-type leased struct {
-	r     Report
-	lease int64
+// serverState is what the merger knows of one server: the verdicts on it,
+// and its last merged verdict while they counted (kept through a
+// relisting, for the grace period when they stop counting).
+type serverState struct {
+	verdicts []*leased // a few: a slice, cheaper than a map to walk
+	last     lostVerdict
+	hasLast  bool
 }
 
-// liveChecker is a checker's registration and its lease.
-type liveChecker struct {
+// leased is a report with the lease etcd holds it under, and its
+// checker's slot (found once, not on every Compute).
+type leased struct {
+	ref     checkerRef
+	checker *checkerSlot
+	r       Report
+	lease   int64
+}
+
+// checkerSlot is a checker's registration and its lease; live while etcd
+// holds the registration. A slot outlives the registration so that the
+// verdicts pointing at it see it go.
+type checkerSlot struct {
 	info  avail.CheckerInfo
 	lease int64
+	live  bool
+	refs  int // verdicts pointing at it
 }
 
 // Synced reports whether the merger has read the province's verdicts at
@@ -117,11 +132,31 @@ func (m *Merger) Register(reg prometheus.Registerer) {
 }
 
 func (m *Merger) reset() {
-	m.reports = map[string]map[checkerRef]leased{}
-	m.checkers = map[checkerRef]liveChecker{}
-	if m.last == nil {
-		m.last, m.lost, m.failOpen, m.legacy = map[string]lostVerdict{}, map[string]lostVerdict{}, map[string]bool{}, map[string]bool{}
+	m.servers = map[string]*serverState{}
+	m.checkers = map[checkerRef]*checkerSlot{}
+	if m.lost == nil {
+		m.lost, m.failOpen, m.legacy = map[string]lostVerdict{}, map[string]bool{}, map[string]bool{}
 	}
+}
+
+// server is the state of a server, made on first sight.
+func (m *Merger) server(name string) *serverState {
+	st := m.servers[name]
+	if st == nil {
+		st = &serverState{}
+		m.servers[name] = st
+	}
+	return st
+}
+
+// checker is the slot of a checker, made on first sight.
+func (m *Merger) checker(ref checkerRef) *checkerSlot {
+	c := m.checkers[ref]
+	if c == nil {
+		c = &checkerSlot{}
+		m.checkers[ref] = c
+	}
+	return c
 }
 
 // Run follows etcd until ctx ends. On any watch failure it lists everything
@@ -142,9 +177,15 @@ func (m *Merger) Run(ctx context.Context) error {
 // each server's last verdict.
 func (m *Merger) listed(kvs []etcdfeed.KV) {
 	m.mu.Lock()
+	before := m.servers
 	m.reset()
 	for _, kv := range kvs {
 		m.apply(kv)
+	}
+	for name, st := range before {
+		if st.hasLast {
+			m.server(name).last, m.server(name).hasLast = st.last, true
+		}
 	}
 	m.mu.Unlock()
 	m.synced.Store(true)
@@ -173,10 +214,16 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 		}
 		ref := checkerRef{region, checker}
 		if kv.Deleted {
-			if _, had := m.reports[server][ref]; had {
-				delete(m.reports[server], ref)
-				if len(m.reports[server]) == 0 {
-					delete(m.reports, server)
+			if st := m.servers[server]; st != nil {
+				st.verdicts = slices.DeleteFunc(st.verdicts, func(l *leased) bool {
+					if l.ref == ref {
+						l.checker.refs--
+						return true
+					}
+					return false
+				})
+				if len(st.verdicts) == 0 && !st.hasLast {
+					delete(m.servers, server)
 				}
 			}
 			return true
@@ -188,10 +235,14 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 		// The key, which etcd's permissions vouch for, names the checker
 		// and the server; the value's claims are not believed.
 		r.Checker, r.Server = checker, server
-		if m.reports[server] == nil {
-			m.reports[server] = map[checkerRef]leased{}
+		st := m.server(server)
+		if i := slices.IndexFunc(st.verdicts, func(l *leased) bool { return l.ref == ref }); i >= 0 {
+			st.verdicts[i].r, st.verdicts[i].lease = r, kv.Lease
+		} else {
+			c := m.checker(ref)
+			c.refs++
+			st.verdicts = append(st.verdicts, &leased{ref: ref, checker: c, r: r, lease: kv.Lease})
 		}
-		m.reports[server][ref] = leased{r: r, lease: kv.Lease}
 		return true
 	case strings.HasPrefix(kv.Key, keyspace.PrefixCheckers):
 		region, id, ok := keyspace.ParseChecker(kv.Key)
@@ -201,13 +252,16 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 		}
 		ref := checkerRef{region, id}
 		if kv.Deleted {
-			delete(m.checkers, ref)
+			if c := m.checkers[ref]; c != nil {
+				c.live, c.lease = false, 0
+			}
 			return true
 		}
 		var ci avail.CheckerInfo
 		if json.Unmarshal(kv.Value, &ci) == nil {
 			ci.ID, ci.Region = id, region
-			m.checkers[ref] = liveChecker{info: ci, lease: kv.Lease}
+			c := m.checker(ref)
+			c.info, c.lease, c.live = ci, kv.Lease, true
 		}
 		return true
 	}
@@ -232,25 +286,24 @@ func (m *Merger) changed() {
 	}
 }
 
-// counted is the reports on a server of region that count: from checkers
-// bound to that region or to the province, written under the lease of
-// their checker's live registration.
-func (m *Merger) counted(server, region string) []Report {
-	var out []Report
-	for ref, lr := range m.reports[server] {
-		if ref.region != region && ref.region != keyspace.ProvinceRegion {
+// counted appends to dst the reports on a server of region that count:
+// from checkers bound to that region or to the province, written under
+// the lease of their checker's live registration.
+func counted(dst []*Report, st *serverState, region string) []*Report {
+	for _, l := range st.verdicts {
+		if l.ref.region != region && l.ref.region != keyspace.ProvinceRegion {
 			continue
 		}
-		if c, live := m.checkers[ref]; !live || lr.lease == 0 || lr.lease != c.lease {
+		if !l.checker.live || l.lease == 0 || l.lease != l.checker.lease {
 			continue
 		}
-		out = append(out, lr.r)
+		dst = append(dst, &l.r)
 	}
-	return out
+	return dst
 }
 
 // merge applies the rule to one server's reports.
-func merge(rule string, reports []Report) (up bool, reason string) {
+func merge(rule string, reports []*Report) (up bool, reason string) {
 	downs, total := 0, len(reports)
 	var why []string
 	for _, r := range reports {
@@ -278,56 +331,65 @@ func merge(rule string, reports []Report) (up bool, reason string) {
 // count, the mean of the middle two): one checker among three or more
 // cannot move it beyond the others', whatever it claims, and no
 // checker-set time decides which report wins. A median of counters
-// (requests, errors) still only grows while the checkers stay.
-func medianFigures(rs []Report) avail.Figures {
+// (requests, errors) still only grows while the checkers stay. sc is
+// scratch space, reused from one server to the next (Compute runs over
+// every server of the province on every change).
+func medianFigures(rs []*Report, sc *scratch) avail.Figures {
 	if len(rs) == 1 {
 		r := rs[0]
 		return avail.Figures{Load: r.Load, RTT: r.RTT, Loss: r.Loss, Since: r.Since, Measured: true}
 	}
-	fl := make([]float64, len(rs))
-	mf := func(get func(Report) float64) float64 {
-		for i, r := range rs {
-			fl[i] = get(r)
+	mf := func(get func(*Report) float64) float64 {
+		sc.fl = sc.fl[:0]
+		for _, r := range rs {
+			sc.fl = append(sc.fl, get(r))
 		}
-		return median(fl, func(a, b float64) float64 { return (a + b) / 2 })
+		return median(sc.fl, func(a, b float64) float64 { return (a + b) / 2 })
 	}
-	in := make([]int64, len(rs))
-	mi := func(get func(Report) int64) int64 {
-		for i, r := range rs {
-			in[i] = get(r)
+	mi := func(get func(*Report) int64) int64 {
+		sc.in = sc.in[:0]
+		for _, r := range rs {
+			sc.in = append(sc.in, get(r))
 		}
-		return median(in, func(a, b int64) int64 { return a + (b-a)/2 })
+		return median(sc.in, func(a, b int64) int64 { return a + (b-a)/2 })
 	}
+	// The lower median of the times: one a report gave, so that an unset
+	// (zero) one stays unset.
+	sc.ts = sc.ts[:0]
+	for _, r := range rs {
+		sc.ts = append(sc.ts, r.Since)
+	}
+	slices.SortFunc(sc.ts, time.Time.Compare)
 	return avail.Figures{
 		Load: avail.Load{
-			CPU:           mf(func(r Report) float64 { return r.Load.CPU }),
-			Memory:        mf(func(r Report) float64 { return r.Load.Memory }),
-			LoadAvg:       mf(func(r Report) float64 { return r.Load.LoadAvg }),
-			BandwidthMbps: mf(func(r Report) float64 { return r.Load.BandwidthMbps }),
-			Connections:   int(mi(func(r Report) int64 { return int64(r.Load.Connections) })),
-			Requests:      mi(func(r Report) int64 { return r.Load.Requests }),
-			Errors:        mi(func(r Report) int64 { return r.Load.Errors }),
+			CPU:           mf(func(r *Report) float64 { return r.Load.CPU }),
+			Memory:        mf(func(r *Report) float64 { return r.Load.Memory }),
+			LoadAvg:       mf(func(r *Report) float64 { return r.Load.LoadAvg }),
+			BandwidthMbps: mf(func(r *Report) float64 { return r.Load.BandwidthMbps }),
+			Connections:   int(mi(func(r *Report) int64 { return int64(r.Load.Connections) })),
+			Requests:      mi(func(r *Report) int64 { return r.Load.Requests }),
+			Errors:        mi(func(r *Report) int64 { return r.Load.Errors }),
 		},
-		RTT:      time.Duration(mi(func(r Report) int64 { return int64(r.RTT) })),
-		Loss:     mf(func(r Report) float64 { return r.Loss }),
-		Since:    medianTime(rs),
+		RTT:      time.Duration(mi(func(r *Report) int64 { return int64(r.RTT) })),
+		Loss:     mf(func(r *Report) float64 { return r.Loss }),
+		Since:    sc.ts[(len(sc.ts)-1)/2],
 		Measured: true,
 	}
 }
 
-// medianTime is the lower median of the reports' Since: a time one of
-// them gave, so that an unset (zero) one stays unset.
-func medianTime(rs []Report) time.Time {
-	ts := make([]time.Time, len(rs))
-	for i, r := range rs {
-		ts[i] = r.Since
-	}
-	slices.SortFunc(ts, time.Time.Compare)
-	return ts[(len(ts)-1)/2]
+// scratch is medianFigures' and counted's space, reused across servers.
+type scratch struct {
+	rs []*Report
+	fl []float64
+	in []int64
+	ts []time.Time
 }
 
 // median sorts v and returns its middle value, or mid of the middle two.
 func median[T int64 | float64](v []T, mid func(a, b T) T) T {
+	if len(v) == 2 { // two checkers a region, the usual case: no sort
+		return mid(min(v[0], v[1]), max(v[0], v[1]))
+	}
 	slices.Sort(v)
 	n := len(v)
 	if n%2 == 1 {
@@ -342,34 +404,43 @@ func median[T int64 | float64](v []T, mid func(a, b T) T) T {
 func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Availability {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.reports == nil {
+	if m.servers == nil {
 		m.reset()
 	}
 	n := len(snap.Servers)
 	a := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes))}
 	now := time.Now()
 	failOpen := 0
-	seen := make(map[string]bool, n)
+	var sc scratch
 	for i, sv := range snap.Servers {
-		seen[sv.Name] = true
 		region := ""
 		if sv.Region >= 0 {
 			region = snap.Regions[sv.Region].Name
 		}
 		up, reason := true, ""
-		if rs := m.counted(sv.Name, region); len(rs) > 0 {
+		st := m.servers[sv.Name]
+		if st != nil {
+			sc.rs = counted(sc.rs[:0], st, region)
+		}
+		if rs := sc.rs; st != nil && len(rs) > 0 {
 			up, reason = merge(m.Options.Rule, rs)
-			a.Figures[i] = medianFigures(rs)
-			m.last[sv.Name] = lostVerdict{up: up, reason: reason}
-			delete(m.lost, sv.Name)
-			delete(m.failOpen, sv.Name)
+			a.Figures[i] = medianFigures(rs, &sc)
+			st.last, st.hasLast = lostVerdict{up: up, reason: reason}, true
+			if len(m.lost) > 0 {
+				delete(m.lost, sv.Name)
+			}
+			if len(m.failOpen) > 0 {
+				delete(m.failOpen, sv.Name)
+			}
 		} else {
 			// No checker counts any more: keep the last verdict for the
 			// grace period, from when this was first seen.
-			if last, had := m.last[sv.Name]; had {
-				delete(m.last, sv.Name)
-				last.at = now
-				m.lost[sv.Name] = last
+			if st != nil && st.hasLast {
+				st.hasLast = false
+				m.lost[sv.Name] = lostVerdict{up: st.last.up, reason: st.last.reason, at: now}
+				if len(st.verdicts) == 0 {
+					delete(m.servers, sv.Name)
+				}
 			}
 			if lv, ok := m.lost[sv.Name]; ok {
 				if now.Sub(lv.at) < m.Options.Grace {
@@ -414,18 +485,29 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 	for _, rv := range snap.Regions {
 		perRegion[rv.Name] = 0
 	}
-	for _, c := range m.checkers {
+	for ref, c := range m.checkers {
+		if !c.live {
+			if c.refs == 0 {
+				delete(m.checkers, ref) // gone, and no verdict points at it
+			}
+			continue
+		}
 		a.Checkers = append(a.Checkers, c.info)
 		perRegion[c.info.Region]++
 	}
 	slices.SortFunc(a.Checkers, func(x, y avail.CheckerInfo) int {
 		return cmp.Or(strings.Compare(x.Region, y.Region), strings.Compare(x.ID, y.ID))
 	})
-	// Servers that left the topology leave the merger's memory too.
-	for _, mp := range []map[string]lostVerdict{m.last, m.lost} {
-		maps.DeleteFunc(mp, func(s string, _ lostVerdict) bool { return !seen[s] })
+	// Servers that left the topology leave the lost verdicts too (a
+	// sweep only when there are more than servers: rare).
+	if len(m.lost) > n {
+		seen := make(map[string]bool, n)
+		for _, sv := range snap.Servers {
+			seen[sv.Name] = true
+		}
+		maps.DeleteFunc(m.lost, func(s string, _ lostVerdict) bool { return !seen[s] })
+		maps.DeleteFunc(m.failOpen, func(s string, _ bool) bool { return !seen[s] })
 	}
-	maps.DeleteFunc(m.failOpen, func(s string, _ bool) bool { return !seen[s] })
 	if m.checkerGauge != nil {
 		for r, n := range perRegion {
 			m.checkerGauge.WithLabelValues(r).Set(float64(n))
