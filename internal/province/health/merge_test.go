@@ -39,8 +39,13 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, opts health.MergerOptions) *harness {
+	return newHarnessLogging(t, opts, quiet)
+}
+
+// newHarnessLogging is newHarness with the merger logging to log.
+func newHarnessLogging(t *testing.T, opts health.MergerOptions, log *slog.Logger) *harness {
 	h := &harness{t: t, e: etcdtest.Start(t)}
-	h.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: opts, Logger: quiet, OnChange: func() { h.changes.Add(1) }}
+	h.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: opts, Logger: log, OnChange: func() { h.changes.Add(1) }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()

@@ -115,8 +115,7 @@ func TestVerdictCountsOnlyUnderItsCheckersLease(t *testing.T) {
 	sv := serverIn(t, s, "syn-1")
 	name := s.Servers[sv].Name
 	rec := logtest.New()
-	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute})
-	h.m.Logger = rec.Logger()
+	h := newHarnessLogging(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute}, rec.Logger())
 	cli := h.e.Client()
 	put := func(key, val string, opts ...clientv3.OpOption) {
 		t.Helper()
