@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/routing/announce/announcecfg"
 	"github.com/anysched/anysched/internal/security/pki"
 	"github.com/anysched/anysched/internal/security/signing"
@@ -196,10 +197,26 @@ func TestProductionConfigsValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A checker's etcd certificate must name its region and id
+			// (its --check-config reads the CN).
+			etcdCert, etcdKey := cert, key
+			if c, ok := ex.cfg.(*config.Checker); ok {
+				cn := etcdauth.CheckerPrefix + c.Region + "." + c.CheckerID
+				if etcdCert, etcdKey, err = ca.WriteLeaf(dir, "checker", pki.Leaf{CN: cn, Client: true}); err != nil {
+					t.Fatal(err)
+				}
+				if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), "# CN "+cn+":") {
+					t.Errorf("the etcd certificate's comment does not name its CN %s (%v)", cn, err)
+				}
+			}
 			for k, file := range ex.tls {
 				switch {
 				case strings.HasSuffix(k, "ca_file"):
 					*file = caFile
+				case k == "etcd.tls.cert_file":
+					*file = etcdCert
+				case k == "etcd.tls.key_file":
+					*file = etcdKey
 				case strings.HasSuffix(k, "cert_file"):
 					*file = cert
 				case strings.HasSuffix(k, "key_file"):

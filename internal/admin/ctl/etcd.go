@@ -37,7 +37,7 @@ func etcdRolesCmd(ctx context.Context, e *env, args []string) error {
 	key := fs.String("key", "", "its key")
 	prefix := fs.String("prefix", "/anysched/", "the province's key prefix (etcd.prefix)")
 	var ids strList
-	fs.Var(&ids, "identity", "an identity to provision, repeatable: anysched-regional.<region>.<instance-id>[+checker] or anysched-checker.<checker-id> (anysched-center is implied)")
+	fs.Var(&ids, "identity", "an identity to provision, repeatable: anysched-regional.<region>.<instance-id>[+checker] or anysched-checker.<region>.<checker-id> (region center: province-wide; anysched-center is implied)")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
 	prune := fs.Bool("prune", false, "delete anysched users and roles that are not listed")
 	maintain := fs.Bool("center-maintenance", true, "grant "+etcdauth.CenterIdentity+" etcd's root role, the only one etcd lets compact, defragment and disarm alarms: the center's etcd housekeeping (false: the center stays confined to --prefix and only watches; set etcd.housekeeping.maintain: false and keep house by hand)")

@@ -50,7 +50,7 @@ func TestEtcdRoles(t *testing.T) {
 	schedctl := func(extra ...string) string {
 		t.Helper()
 		args := append([]string{"etcd-roles", "--endpoints", emb.ClientURL, "--cacert", caFile, "--cert", rootCert, "--key", rootKey,
-			"--identity", "anysched-regional.hefei.hefei-1", "--identity", "anysched-checker.c1"}, extra...)
+			"--identity", "anysched-regional.hefei.hefei-1", "--identity", "anysched-checker.hefei.c1"}, extra...)
 		var out, errOut bytes.Buffer
 		if err := Run(context.Background(), args, &out, &errOut); err != nil {
 			t.Fatalf("schedctl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())

@@ -57,7 +57,7 @@ func pkiCmd(ctx context.Context, e *env, args []string) error {
 		out := fs.String("out", "", "directory for NAME.pem and NAME-key.pem (default: --ca-dir)")
 		name := fs.String("name", "", "file name (default: the CN)")
 		var l pki.Leaf
-		fs.StringVar(&l.CN, "cn", "", "the identity: an operator's name, or a daemon's etcd user (anysched-center, anysched-regional.REGION.INSTANCE, anysched-checker.ID)")
+		fs.StringVar(&l.CN, "cn", "", "the identity: an operator's name, or a daemon's etcd user (anysched-center, anysched-regional.REGION.INSTANCE, anysched-checker.REGION.ID)")
 		fs.StringVar(&l.Role, "role", "", "admin API role carried by the certificate: viewer, operator or admin")
 		hosts := fs.String("hosts", "", "comma-separated DNS names and IP addresses (a server certificate)")
 		fs.BoolVar(&l.Server, "server", false, "a server certificate")

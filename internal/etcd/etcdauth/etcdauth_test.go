@@ -97,7 +97,8 @@ var identities = []string{
 	"anysched-regional.hefei.hefei-1",
 	"anysched-regional.hefei.hefei-2",
 	"anysched-regional.wuhu.wuhu-1+checker",
-	"anysched-checker.chk-1",
+	"anysched-checker.hefei.chk-1",
+	"anysched-checker.center.central-1",
 }
 
 // provision runs etcdauth as the center does at bootstrap.
@@ -206,7 +207,7 @@ func TestProvisionedRoles(t *testing.T) {
 		keyspace.PrefixInstances + "hefei-2", keyspace.PrefixInstances + "hefei-1x",
 		keyspace.PrefixAllocClaims + "hefei/hefei-2", keyspace.PrefixAllocClaims + "wuhu/hefei-1",
 		keyspace.PrefixDrain + "server/s1", keyspace.PrefixDrill + "hefei", keyspace.KeyBalance,
-		keyspace.PrefixHealth + "hefei-1/s1", keyspace.PrefixHealth + "chk-1/s1", keyspace.PrefixCheckers + "hefei-1",
+		keyspace.Verdict("hefei", "hefei-1", "s1"), keyspace.Verdict("hefei", "chk-1", "s1"), keyspace.Checker("hefei", "hefei-1"),
 		"audit/1",
 	} {
 		_, err := hefei.Put(ctx(t), prefix+key, "x")
@@ -249,23 +250,50 @@ func TestProvisionedRoles(t *testing.T) {
 		t.Error("the regional's watch saw no change of topology/current")
 	}
 
-	// A checker: publishes its verdicts, and nothing else.
-	chk := c.client("anysched-checker.chk-1")
-	publish(t, chk, "chk-1", center)
+	// A checker: publishes its verdicts on its region's servers, and
+	// nothing else. The region its identity names is the only one it
+	// may write under, so a merger may trust the region of its keys.
+	chk := c.client("anysched-checker.hefei.chk-1")
+	publish(t, chk, "hefei", "chk-1", center)
 	_, err = chk.Get(ctx(t), prefix+keyspace.AllocStates("hefei"), clientv3.WithPrefix())
 	denied(t, "checker reads plan states", err)
 	for _, key := range []string{
-		keyspace.PrefixHealth + "chk-2/s1", keyspace.PrefixHealth + "chk-1x/s1", keyspace.PrefixCheckers + "chk-2",
+		keyspace.Verdict("wuhu", "chk-1", "s1"), keyspace.Checker("wuhu", "chk-1"), // another region
+		keyspace.Verdict(keyspace.ProvinceRegion, "chk-1", "s1"), keyspace.Checker(keyspace.ProvinceRegion, "chk-1"), // the province
+		keyspace.Verdict("hefei", "chk-2", "s1"), keyspace.Verdict("hefei", "chk-1x", "s1"), keyspace.Checker("hefei", "chk-2"),
+		keyspace.PrefixHealth + "chk-1/s1", keyspace.PrefixCheckers + "chk-1", // the layout before regions
 		keyspace.PrefixInstances + "chk-1", keyspace.KeyTopologyCurrent, keyspace.PrefixDrain + "server/s1",
 	} {
 		_, err := chk.Put(ctx(t), prefix+key, "x")
 		denied(t, "checker writes "+key, err)
 	}
+	// A publisher claiming another region than its identity's writes
+	// nothing.
+	rec := logtest.New()
+	lying := &health.Publisher{Client: chk, Prefix: prefix, Info: avail.CheckerInfo{ID: "chk-1", Region: "wuhu"}, TTL: 3 * time.Second, Logger: rec.Logger()}
+	pctx, pcancel := context.WithCancel(context.Background())
+	pdone := make(chan error, 1)
+	go func() { pdone <- lying.Run(pctx) }()
+	lying.Publish(health.Report{Server: "wuhu-s1", Up: true, At: time.Now()})
+	wait.For(t, "the lying publisher refused", 5*time.Second, func() bool {
+		return len(rec.Containing(slog.LevelWarn, "publishing verdicts failed")) > 0
+	})
+	pcancel()
+	<-pdone
+	if r, err := center.Get(ctx(t), prefix+keyspace.PrefixHealth, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {
+		t.Errorf("after a checker of hefei published as wuhu's: %v keys under health/ (err %v), want none", r.Count, err)
+	}
+	// A province-wide checker (region center) writes under the province.
+	publish(t, c.client("anysched-checker.center.central-1"), keyspace.ProvinceRegion, "central-1", center)
 	// A regional with an embedded checker publishes as a checker of its
-	// instance id.
+	// instance id, in its region only.
 	wuhu := c.client("anysched-regional.wuhu.wuhu-1")
-	publish(t, wuhu, "wuhu-1", center)
-	_, err = c.client("anysched-regional.hefei.hefei-2").Put(ctx(t), prefix+keyspace.PrefixHealth+"hefei-2/s1", "x")
+	publish(t, wuhu, "wuhu", "wuhu-1", center)
+	for _, key := range []string{keyspace.Verdict("hefei", "wuhu-1", "s1"), keyspace.Verdict(keyspace.ProvinceRegion, "wuhu-1", "s1")} {
+		_, err := wuhu.Put(ctx(t), prefix+key, "x")
+		denied(t, "an embedded checker writes "+key, err)
+	}
+	_, err = c.client("anysched-regional.hefei.hefei-2").Put(ctx(t), prefix+keyspace.Verdict("hefei", "hefei-2", "s1"), "x")
 	denied(t, "a regional without an embedded checker writes verdicts", err)
 }
 
@@ -303,7 +331,7 @@ func TestMaintenancePermissions(t *testing.T) {
 	allowed(t, "center disarms", disarm)
 	allowed(t, "center reads the status", status)
 	allowed(t, "center lists the alarms", alarms)
-	for _, who := range []string{"anysched-regional.hefei.hefei-1", "anysched-regional.wuhu.wuhu-1", "anysched-checker.chk-1"} {
+	for _, who := range []string{"anysched-regional.hefei.hefei-1", "anysched-regional.wuhu.wuhu-1", "anysched-checker.hefei.chk-1"} {
 		compact, defrag, disarm, status, alarms := maintenance(c.client(who))
 		denied(t, who+" compacts", compact)
 		denied(t, who+" defragments", defrag)
@@ -344,16 +372,16 @@ func TestMaintenancePermissions(t *testing.T) {
 	}
 }
 
-// publish runs a health.Publisher as checker id over cli and waits for its
-// verdict and liveness record, read back by the center.
-func publish(t *testing.T, cli *clientv3.Client, id string, center *clientv3.Client) {
+// publish runs a health.Publisher as checker id of region over cli and
+// waits for its verdict and liveness record, read back by the center.
+func publish(t *testing.T, cli *clientv3.Client, region, id string, center *clientv3.Client) {
 	t.Helper()
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &health.Publisher{Client: cli, Prefix: prefix, Info: avail.CheckerInfo{ID: id, Region: "hefei"}, TTL: 3 * time.Second, Logger: quiet}
+	p := &health.Publisher{Client: cli, Prefix: prefix, Info: avail.CheckerInfo{ID: id, Region: region}, TTL: 3 * time.Second, Logger: quiet}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
 	p.Publish(health.Report{Server: "s1", Checker: id, Up: true, At: time.Now()})
-	want := []string{prefix + keyspace.PrefixHealth + id + "/s1", prefix + keyspace.PrefixCheckers + id}
+	want := []string{prefix + keyspace.Verdict(region, id, "s1"), prefix + keyspace.Checker(region, id)}
 	wait.For(t, id+"'s verdict in etcd", 5*time.Second, func() bool {
 		for _, k := range want {
 			r, err := center.Get(ctx(t), k)
@@ -423,7 +451,7 @@ func TestIdempotent(t *testing.T) {
 	_, err := hefei.Put(ctx(t), prefix+keyspace.PrefixDrain+"region/hefei", "x")
 	denied(t, "the revoked permission", err)
 	// hefei-2 decommissioned.
-	fewer := []string{identities[0], identities[2], identities[3]}
+	fewer := []string{identities[0], identities[2], identities[3], identities[4]}
 	pruned := c.provision(center, fewer, etcdauth.Options{CenterRoot: true, Prune: true})
 	if len(pruned) != 2 || pruned[0].What != "delete user anysched-regional.hefei.hefei-2 (not listed)" || pruned[1].What != "delete role anysched-regional.hefei.hefei-2 (not listed)" {
 		t.Fatalf("pruning: %v", pruned)

@@ -10,6 +10,8 @@ package etcdauth
 import (
 	"fmt"
 	"strings"
+
+	"github.com/anysched/anysched/internal/etcd/keyspace"
 )
 
 // Identity names. A daemon's etcd client certificate carries one of them as
@@ -22,7 +24,11 @@ const (
 	// anysched-regional.<region>.<instance-id>.
 	RegionalPrefix = "anysched-regional."
 	// CheckerPrefix starts a health checker's identity:
-	// anysched-checker.<checker-id>.
+	// anysched-checker.<region>.<checker-id>, where the region is the one
+	// it checks, or keyspace.ProvinceRegion (center) for a province-wide
+	// checker. The region is bound into what the identity may write
+	// (health/<region>/<checker-id>/), which is what lets a reader trust
+	// it; the older anysched-checker.<checker-id> is refused.
 	CheckerPrefix = "anysched-checker."
 	// RootUser is etcd's superuser; it must exist (with the root role)
 	// before etcd turns authentication on. Nothing of anysched uses it:
@@ -61,7 +67,7 @@ func (k Kind) String() string {
 type Identity struct {
 	Name     string // the etcd user (and role) name: the certificate's CN
 	Kind     Kind
-	Region   string // a regional's region
+	Region   string // a regional's region, or the region a checker checks
 	Instance string // a regional's instance id
 	// CheckerID is a checker's id, or a regional's embedded checker's (its
 	// instance id); empty for a regional without one.
@@ -72,10 +78,12 @@ type Identity struct {
 //
 //	anysched-center
 //	anysched-regional.<region>.<instance-id>[+checker]
-//	anysched-checker.<checker-id>
+//	anysched-checker.<region>.<checker-id>
 //
 // The region is the part up to the first '.', so a region whose name has a
 // '.' cannot be told apart from its instance id: such a region is refused.
+// A checker's region center (keyspace.ProvinceRegion) makes it a
+// province-wide checker; no regional may take it.
 func ParseIdentity(spec string) (Identity, error) {
 	name, checker := strings.CutSuffix(spec, EmbeddedCheckerSuffix)
 	switch {
@@ -92,6 +100,9 @@ func ParseIdentity(spec string) (Identity, error) {
 		if err := keyPart("region", region); err != nil {
 			return Identity{}, fmt.Errorf("%q: %w", spec, err)
 		}
+		if region == keyspace.ProvinceRegion {
+			return Identity{}, fmt.Errorf("%q: region %q is the province-wide checkers' (%s%s.<checker-id>); no city may take it", spec, region, CheckerPrefix, region)
+		}
 		if err := keyPart("instance id", instance); err != nil {
 			return Identity{}, fmt.Errorf("%q: %w", spec, err)
 		}
@@ -104,13 +115,21 @@ func ParseIdentity(spec string) (Identity, error) {
 		if checker {
 			return Identity{}, fmt.Errorf("%q: only a regional scheduler embeds a checker", spec)
 		}
-		cid := strings.TrimPrefix(name, CheckerPrefix)
+		region, cid, ok := strings.Cut(strings.TrimPrefix(name, CheckerPrefix), ".")
+		if !ok {
+			// The form before checkers were bound to a region: its role
+			// wrote verdicts that counted for every region.
+			return Identity{}, fmt.Errorf("%q: %s<checker-id> is the old form, refused: a checker's identity names the region it checks, %s<region>.<checker-id> (%s%s.<checker-id> for a province-wide checker); issue it a certificate of that CN (docs/operations.md, \"Naming a health checker\")", spec, CheckerPrefix, CheckerPrefix, CheckerPrefix, keyspace.ProvinceRegion)
+		}
+		if err := keyPart("region", region); err != nil {
+			return Identity{}, fmt.Errorf("%q: %w", spec, err)
+		}
 		if err := keyPart("checker id", cid); err != nil {
 			return Identity{}, fmt.Errorf("%q: %w", spec, err)
 		}
-		return Identity{Name: name, Kind: Checker, CheckerID: cid}, nil
+		return Identity{Name: name, Kind: Checker, Region: region, CheckerID: cid}, nil
 	}
-	return Identity{}, fmt.Errorf("%q: not %s, %s<region>.<instance-id>[%s] or %s<checker-id>", spec, CenterIdentity, RegionalPrefix, EmbeddedCheckerSuffix, CheckerPrefix)
+	return Identity{}, fmt.Errorf("%q: not %s, %s<region>.<instance-id>[%s] or %s<region>.<checker-id>", spec, CenterIdentity, RegionalPrefix, EmbeddedCheckerSuffix, CheckerPrefix)
 }
 
 // keyPart checks a name that becomes one segment of an etcd key: a '/'

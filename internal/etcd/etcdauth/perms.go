@@ -45,8 +45,13 @@ func prefixPerm(key string, t clientv3.PermissionType) Perm {
 //	          and alloc/state/<region>/<instance-id>/*; with an embedded
 //	          checker also what a checker of id <instance-id> writes
 //	checker   read on the whole prefix but plan states; write
-//	          health/<checker-id>/* and checkers/<checker-id>
+//	          health/<region>/<checker-id>/* and
+//	          checkers/<region>/<checker-id>, the region its identity
+//	          names (a regional's embedded checker: its own region)
 //
+// The region in a checker's keys is thus the one its certificate names:
+// mergers trust it from the key path, and count a checker's verdicts only
+// for its region's servers (internal/province/health).
 // So nobody but the center writes topology/, drain/, drill/,
 // balance/config or audit/. Reading the rest is what the schedulers'
 // feeds and compare-and-swap transactions need (a transaction needs read
@@ -77,8 +82,8 @@ func Permissions(prefix string, id Identity) []Perm {
 	}
 	if id.CheckerID != "" {
 		ps = append(ps,
-			prefixPerm(prefix+keyspace.Verdicts(id.CheckerID), Write),
-			Perm{Key: prefix + keyspace.Checker(id.CheckerID), Type: Write})
+			prefixPerm(prefix+keyspace.Verdicts(id.Region, id.CheckerID), Write),
+			Perm{Key: prefix + keyspace.Checker(id.Region, id.CheckerID), Type: Write})
 	}
 	return ps
 }

@@ -42,13 +42,13 @@ func TestWriteMeter(t *testing.T) {
 	must(cli.Get(ctx, p, clientv3.WithPrefix())) // reads are not counted
 	// A transaction of two verdicts and a claim; then one whose compare
 	// fails and whose failure branch deletes the claim.
-	v1, v2, claim := p+keyspace.Verdict("c1", "s1"), p+keyspace.Verdict("c1", "s2"), p+keyspace.AllocClaim("hefei", "hefei-1")
+	v1, v2, claim := p+keyspace.Verdict("hefei", "c1", "s1"), p+keyspace.Verdict("hefei", "c1", "s2"), p+keyspace.AllocClaim("hefei", "hefei-1")
 	must(cli.Txn(ctx).Then(clientv3.OpPut(v1, "up"), clientv3.OpPut(v2, "up"), clientv3.OpPut(claim, "{}")).Commit())
 	must(cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(claim), "=", 0)).
 		Then(clientv3.OpPut(claim, "never")).Else(clientv3.OpDelete(claim)).Commit())
 	// A delete that finds nothing writes no revision; one that finds two does.
 	must(cli.Delete(ctx, p+keyspace.AllocStates("nowhere"), clientv3.WithPrefix()))
-	must(cli.Delete(ctx, p+keyspace.Verdicts("c1"), clientv3.WithPrefix()))
+	must(cli.Delete(ctx, p+keyspace.Verdicts("hefei", "c1"), clientv3.WithPrefix()))
 	must(cli.Put(ctx, "/elsewhere/x", "y"))
 	must(cli.Txn(ctx).Then(clientv3.OpGet(inst)).Commit()) // a reading transaction
 	g, err := cli.Grant(ctx, 10)

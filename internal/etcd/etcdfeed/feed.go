@@ -19,6 +19,12 @@ type KV struct {
 	Key     string
 	Value   []byte
 	Deleted bool
+	// Lease is the lease the key was written under (0: none; always 0 for
+	// a deletion): the store's word on whose liveness the key shares.
+	Lease int64
+	// ModRevision is the revision of the write or deletion: the store's
+	// order of writes, which no writer's clock can claim.
+	ModRevision int64
 }
 
 // Feed follows some keys of the province: it lists them in one consistent
@@ -107,7 +113,7 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 	var kvs []KV
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
-			kvs = append(kvs, KV{Key: strings.TrimPrefix(string(kv.Key), f.Prefix), Value: kv.Value})
+			kvs = append(kvs, KV{Key: strings.TrimPrefix(string(kv.Key), f.Prefix), Value: kv.Value, Lease: kv.Lease, ModRevision: kv.ModRevision})
 		}
 	}
 	f.Listed(kvs)
@@ -159,7 +165,7 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 			kvs = kvs[:0]
 			for _, ev := range b.wr.Events {
 				if rel := strings.TrimPrefix(string(ev.Kv.Key), f.Prefix); f.matches(rel) {
-					kvs = append(kvs, KV{Key: rel, Value: ev.Kv.Value, Deleted: ev.Type == clientv3.EventTypeDelete})
+					kvs = append(kvs, KV{Key: rel, Value: ev.Kv.Value, Deleted: ev.Type == clientv3.EventTypeDelete, Lease: ev.Kv.Lease, ModRevision: ev.Kv.ModRevision})
 				}
 			}
 			if len(kvs) > 0 && f.Updated(kvs) {

@@ -178,3 +178,53 @@ func TestFeedNeedsReadOnlyOnItsKeys(t *testing.T) {
 		t.Fatalf("the feed failed (relisting, not watching): %v", warned)
 	}
 }
+
+// TestFeedCarriesLeaseAndRevision: listed and watched keys come with the
+// lease etcd holds them under and their revision, the store's word on
+// liveness and order that health's Merger judges verdicts by (a
+// checker's own clock and claims are not believed).
+func TestFeedCarriesLeaseAndRevision(t *testing.T) {
+	e := etcdtest.Start(t)
+	cli := e.Client()
+	ctx := context.Background()
+	g, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct{ lease, rev int64 }
+	var mu sync.Mutex
+	got := map[string]seen{}
+	record := func(kvs []etcdfeed.KV) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, kv := range kvs {
+			got[kv.Key] = seen{kv.Lease, kv.ModRevision}
+		}
+		return true
+	}
+	listed, err := cli.Put(ctx, e.Prefix+"a/1", "x", clientv3.WithLease(g.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := &etcdfeed.Feed{Client: cli, Prefix: e.Prefix, Keys: []string{"a/"},
+		Listed: func(kvs []etcdfeed.KV) { record(kvs) }, Updated: record, Changed: func() {},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- feed.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wait.For(t, "the listing", wait.DefaultTimeout, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+	watched, err := cli.Put(ctx, e.Prefix+"a/2", "y", clientv3.WithLease(g.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the watched put", wait.DefaultTimeout, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := (seen{int64(g.ID), listed.Header.Revision}); got["a/1"] != want {
+		t.Errorf("listed a/1: %+v, want %+v", got["a/1"], want)
+	}
+	if want := (seen{int64(g.ID), watched.Header.Revision}); got["a/2"] != want {
+		t.Errorf("watched a/2: %+v, want %+v", got["a/2"], want)
+	}
+}

@@ -25,7 +25,7 @@ import (
 const (
 	city    = "anysched-regional.hefei.hefei-1"
 	other   = "anysched-regional.wuhu.wuhu-1"
-	checker = "anysched-checker.c1"
+	checker = "anysched-checker.hefei.c1"
 )
 
 // province is an etcd with auth on, the anysched roles of three
@@ -188,7 +188,7 @@ func TestCheckerHoldingTooManyKeysIsCut(t *testing.T) {
 	n := 0
 	wait.For(t, "the checker's writes revoked", 30*time.Second, func() bool {
 		n++
-		return denied(p.put(checker, fmt.Sprintf("%sserver-%d", keyspace.Verdicts("c1"), n), 10))
+		return denied(p.put(checker, fmt.Sprintf("%sserver-%d", keyspace.Verdicts("hefei", "c1"), n), 10))
 	})
 	if n > 80 {
 		t.Errorf("cut at key %d, bound 40", n)

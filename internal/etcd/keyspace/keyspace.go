@@ -8,8 +8,8 @@
 // key-prefix permissions confine it: the center writes everything, a
 // regional scheduler only instances/<instance-id>,
 // alloc/claims/<region>/<instance-id> and alloc/state/<region>/<instance-id>/,
-// a checker only health/<checker-id>/ and checkers/<checker-id>; everyone
-// reads the whole prefix.
+// a checker only health/<region>/<checker-id>/ and
+// checkers/<region>/<checker-id>; everyone reads the whole prefix.
 //
 // Keys here are relative to the prefix; callers put the prefix in front.
 package keyspace
@@ -38,12 +38,17 @@ const (
 	// (instances/<instance-id>), written by the scheduler itself under its
 	// lease: role, region, snapshot revision, announce state, QoE summary.
 	PrefixInstances = "instances/"
-	// PrefixHealth holds the checkers' verdicts: health/<checker-id>/<server>,
-	// written by each health checker under its lease (checker first, so
-	// that one prefix permission holds a checker to its own verdicts).
+	// PrefixHealth holds the checkers' verdicts:
+	// health/<region>/<checker-id>/<server>, written by each health
+	// checker under its lease. Region and checker come first, so that one
+	// prefix permission holds a checker to its own verdicts, and so that
+	// a reader may trust the region from the key: only an etcd user bound
+	// to that region can write under it (etcdauth). The region
+	// ProvinceRegion is a province-wide checker's.
 	PrefixHealth = "health/"
 	// PrefixCheckers holds each live checker's description
-	// (checkers/<checker-id>), written by the checker under its lease.
+	// (checkers/<region>/<checker-id>), written by the checker under the
+	// lease of its verdicts.
 	PrefixCheckers = "checkers/"
 	// PrefixDrain holds operator drains: drain/<kind>/<name>. Written by the
 	// admin API (schedctl drain, undrain); kept until undrained.
@@ -155,15 +160,52 @@ func TopologyHistory(seq int64) string { return fmt.Sprintf("%s%012d", PrefixTop
 // Instance is a scheduler's registration.
 func Instance(id string) string { return PrefixInstances + id }
 
+// ProvinceRegion, as the region of a checker's keys, is a province-wide
+// checker's: its verdicts count for the servers of every region. It is
+// topology.CenterName, the region name no city may take, so no city's
+// checker can be mistaken for one.
+const ProvinceRegion = "center"
+
 // Verdicts is the prefix of one checker's verdicts, the prefix its etcd
-// user may write.
-func Verdicts(checker string) string { return PrefixHealth + checker + "/" }
+// user may write; region is the region it checks (ProvinceRegion for a
+// province-wide checker).
+func Verdicts(region, checker string) string { return PrefixHealth + region + "/" + checker + "/" }
 
 // Verdict is one checker's verdict on one server.
-func Verdict(checker, server string) string { return Verdicts(checker) + server }
+func Verdict(region, checker, server string) string { return Verdicts(region, checker) + server }
 
 // Checker is a live checker's description.
-func Checker(id string) string { return PrefixCheckers + id }
+func Checker(region, id string) string { return PrefixCheckers + region + "/" + id }
+
+// ParseVerdict splits a key under PrefixHealth (relative to the prefix)
+// into its region, checker and server; ok is false for any other shape,
+// among them the layout before regions, health/<checker-id>/<server>.
+func ParseVerdict(key string) (region, checker, server string, ok bool) {
+	rest, ok := strings.CutPrefix(key, PrefixHealth)
+	if !ok {
+		return "", "", "", false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(parts[2], "/") {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// ParseChecker splits a key under PrefixCheckers (relative to the
+// prefix) into its region and checker; ok is false for any other shape,
+// among them the layout before regions, checkers/<checker-id>.
+func ParseChecker(key string) (region, checker string, ok bool) {
+	rest, ok := strings.CutPrefix(key, PrefixCheckers)
+	if !ok {
+		return "", "", false
+	}
+	region, checker, ok = strings.Cut(rest, "/")
+	if !ok || region == "" || checker == "" || strings.Contains(checker, "/") {
+		return "", "", false
+	}
+	return region, checker, true
+}
 
 // Drain is an operator drain of a server, node or region.
 func Drain(kind, name string) string { return PrefixDrain + kind + "/" + name }

@@ -28,8 +28,8 @@ func TestBuiltKeysStayInTheirConcept(t *testing.T) {
 		{keyspace.TopologyBlobs("d1"), keyspace.PrefixTopologyBlobs},
 		{keyspace.TopologyHistory(7), keyspace.PrefixTopologyHistory},
 		{keyspace.Instance("hefei-1"), keyspace.PrefixInstances},
-		{keyspace.Verdict("chk-1", "s1"), keyspace.PrefixHealth},
-		{keyspace.Checker("chk-1"), keyspace.PrefixCheckers},
+		{keyspace.Verdict("hefei", "chk-1", "s1"), keyspace.PrefixHealth},
+		{keyspace.Checker("hefei", "chk-1"), keyspace.PrefixCheckers},
 		{keyspace.Drain("server", "s1"), keyspace.PrefixDrain},
 		{keyspace.Drill("hefei"), keyspace.PrefixDrill},
 		{keyspace.AllocClaim("hefei", "hefei-1"), keyspace.PrefixAllocClaims},
@@ -53,9 +53,9 @@ func TestBuiltKeys(t *testing.T) {
 		keyspace.TopologyBlobs("d1"):                           "topology/blobs/d1/",
 		keyspace.TopologyHistory(7):                            "topology/history/000000000007",
 		keyspace.Instance("hefei-1"):                           "instances/hefei-1",
-		keyspace.Verdicts("chk-1"):                             "health/chk-1/",
-		keyspace.Verdict("chk-1", "s1"):                        "health/chk-1/s1",
-		keyspace.Checker("chk-1"):                              "checkers/chk-1",
+		keyspace.Verdicts("hefei", "chk-1"):                    "health/hefei/chk-1/",
+		keyspace.Verdict("hefei", "chk-1", "s1"):               "health/hefei/chk-1/s1",
+		keyspace.Checker("hefei", "chk-1"):                     "checkers/hefei/chk-1",
 		keyspace.Drain("node", "hefei-1"):                      "drain/node/hefei-1",
 		keyspace.Drill("center"):                               "drill/center",
 		keyspace.AllocClaims("hefei"):                          "alloc/claims/hefei/",
@@ -81,8 +81,8 @@ func TestConcept(t *testing.T) {
 		keyspace.TopologyBlobs("d1") + "0001":          keyspace.ConceptTopology,
 		keyspace.TopologyHistory(7):                    keyspace.ConceptTopology,
 		keyspace.Instance("hefei-1"):                   keyspace.ConceptInstances,
-		keyspace.Verdict("chk-1", "s1"):                keyspace.ConceptHealth,
-		keyspace.Checker("chk-1"):                      keyspace.ConceptCheckers,
+		keyspace.Verdict("hefei", "chk-1", "s1"):       keyspace.ConceptHealth,
+		keyspace.Checker("hefei", "chk-1"):             keyspace.ConceptCheckers,
 		keyspace.Drain("server", "s1"):                 keyspace.ConceptDrain,
 		keyspace.Drill("hefei"):                        keyspace.ConceptDrill,
 		keyspace.KeyBalance:                            keyspace.ConceptBalance,
@@ -109,5 +109,27 @@ func TestConcept(t *testing.T) {
 	}
 	if names[keyspace.ConceptOther] != 1 {
 		t.Error("ConceptNames does not list ConceptOther")
+	}
+}
+
+// TestParseCheckerKeys: the merger reads region, checker and server back
+// from the keys, and refuses the layout before regions (whose region
+// nobody vouched for) rather than misreading it.
+func TestParseCheckerKeys(t *testing.T) {
+	if r, c, s, ok := keyspace.ParseVerdict(keyspace.Verdict("hefei", "chk.1", "s1")); !ok || r != "hefei" || c != "chk.1" || s != "s1" {
+		t.Errorf("ParseVerdict: %q %q %q %v", r, c, s, ok)
+	}
+	if r, c, ok := keyspace.ParseChecker(keyspace.Checker("hefei", "chk.1")); !ok || r != "hefei" || c != "chk.1" {
+		t.Errorf("ParseChecker: %q %q %v", r, c, ok)
+	}
+	for _, k := range []string{"health/chk-1/s1", "health/hefei/chk-1/", "health//chk-1/s1", "health/hefei/chk-1/s1/x", "checkers/chk-1"} {
+		if _, _, _, ok := keyspace.ParseVerdict(k); ok {
+			t.Errorf("ParseVerdict(%q) ok", k)
+		}
+	}
+	for _, k := range []string{"checkers/chk-1", "checkers/hefei/", "checkers//chk-1", "checkers/hefei/chk-1/x", "health/hefei/chk-1"} {
+		if _, _, ok := keyspace.ParseChecker(k); ok {
+			t.Errorf("ParseChecker(%q) ok", k)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/health/avail"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,9 +20,12 @@ import (
 // checker embedded in a regional scheduler.
 type AgentOptions struct {
 	CheckerID string
-	Region    string   // probe this region's servers...
-	Servers   []string // ...or exactly these (names), when set
-	Checker   CheckerOptions
+	// Region is the region whose servers to probe, the region the
+	// checker's etcd identity is bound to; keyspace.ProvinceRegion
+	// (center) probes every region's, as a province-wide checker.
+	Region  string
+	Servers []string // only these of them (names), when set
+	Checker CheckerOptions
 }
 
 // Agent probes the servers it is responsible for and publishes its verdicts.
@@ -41,6 +45,10 @@ type Agent struct {
 func NewAgent(cli *clientv3.Client, prefix string, o AgentOptions, reg prometheus.Registerer, log *slog.Logger) (*Agent, error) {
 	if o.CheckerID == "" {
 		return nil, errors.New("health: agent: checker id required")
+	}
+	if o.Region == "" {
+		// Its verdicts count only for the region its keys name.
+		return nil, errors.New("health: agent: region required (" + keyspace.ProvinceRegion + " for a province-wide checker)")
 	}
 	a := &Agent{opts: o, log: log.With("component", "health-agent", "checker", o.CheckerID), where: map[string][2]string{}}
 	a.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anysched_health_server_up", Help: "This checker's verdict on a server: 1 up, 0 down."}, []string{"server", "node", "region"})
@@ -89,11 +97,12 @@ func (a *Agent) SetSnapshot(snap *topology.Snapshot) {
 	var targets []Target
 	where := map[string][2]string{}
 	for _, sv := range snap.Servers {
-		if len(a.opts.Servers) > 0 {
-			if !slices.Contains(a.opts.Servers, sv.Name) {
-				continue
-			}
-		} else if sv.Region < 0 || snap.Regions[sv.Region].Name != a.opts.Region {
+		if len(a.opts.Servers) > 0 && !slices.Contains(a.opts.Servers, sv.Name) {
+			continue
+		}
+		// A server of another region is not probed: nobody would count
+		// the verdict.
+		if sv.Region < 0 || (a.opts.Region != keyspace.ProvinceRegion && snap.Regions[sv.Region].Name != a.opts.Region) {
 			continue
 		}
 		targets = append(targets, Target{Server: sv.Name, Address: sv.Addr, URL: sv.HealthURL, CapacityMbps: sv.Capacity.BandwidthMbps, Policy: sv.Health})

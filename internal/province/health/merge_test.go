@@ -39,8 +39,13 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, opts health.MergerOptions) *harness {
+	return newHarnessLogging(t, opts, quiet)
+}
+
+// newHarnessLogging is newHarness with the merger logging to log.
+func newHarnessLogging(t *testing.T, opts health.MergerOptions, log *slog.Logger) *harness {
 	h := &harness{t: t, e: etcdtest.Start(t)}
-	h.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: opts, Logger: quiet, OnChange: func() { h.changes.Add(1) }}
+	h.m = &health.Merger{Client: h.e.Client(), Prefix: "/anysched/", Options: opts, Logger: log, OnChange: func() { h.changes.Add(1) }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
@@ -161,8 +166,8 @@ func TestCheckerDeath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("/anysched/checkers/dead", `{"id":"dead","region":"syn-1","targets":4}`)
-	put("/anysched/health/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
+	put("/anysched/checkers/syn-1/dead", `{"id":"dead","region":"syn-1","targets":4}`)
+	put("/anysched/health/syn-1/dead/"+s.Servers[0].Name, `{"server":"`+r.Server+`","checker":"dead","up":false,"reason":"refused"}`)
 	h.eventually("verdict seen", 3*time.Second, s, func(av *avail.Availability) bool { return !av.Available[0] && len(av.Checkers) == 1 })
 
 	// Lease expires (~2 s): the checker vanishes, the verdict is kept...

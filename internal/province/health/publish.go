@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,17 +18,20 @@ import (
 
 // Keys under the store prefix:
 //
-//	health/<checker>/<server>  a checker's Report on a server, under the checker's lease
-//	checkers/<checker>         CheckerInfo, under the same lease: the checker is alive
-//	drain/<kind>/<name>        an operator's drain (no lease: it survives restarts)
+//	health/<region>/<checker>/<server>  a checker's Report on a server, under the checker's lease
+//	checkers/<region>/<checker>         CheckerInfo, under the same lease: the checker is alive
+//	drain/<kind>/<name>                 an operator's drain (no lease: it survives restarts)
 //
-// The checker comes first so that one etcd permission (health/<checker>/)
-// confines a checker to its own verdicts.
-func reportKey(prefix, server, checker string) string {
-	return prefix + keyspace.Verdict(checker, server)
+// Region and checker come first so that one etcd permission
+// (health/<region>/<checker>/) confines a checker to its own verdicts on
+// its own region, which is what lets the mergers trust the region.
+func reportKey(prefix, region, checker, server string) string {
+	return prefix + keyspace.Verdict(region, checker, server)
 }
 
-func checkerKey(prefix, checker string) string { return prefix + keyspace.Checker(checker) }
+func checkerKey(prefix, region, checker string) string {
+	return prefix + keyspace.Checker(region, checker)
+}
 
 // Publisher writes one checker's reports to etcd under one lease of about
 // three probe intervals, so a checker that dies takes its verdicts with it.
@@ -36,6 +40,9 @@ func checkerKey(prefix, checker string) string { return prefix + keyspace.Checke
 type Publisher struct {
 	Client *clientv3.Client
 	Prefix string
+	// Info is the liveness record; Info.Region (the region checked, or
+	// keyspace.ProvinceRegion) places the keys, and must be the region
+	// the checker's etcd identity names, or etcd refuses the writes.
 	Info   avail.CheckerInfo
 	TTL    time.Duration // lease TTL; about 3 probe intervals, at least 2s
 	Logger *slog.Logger
@@ -94,12 +101,15 @@ func (p *Publisher) Forget(ctx context.Context, server string) {
 	p.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, _ = p.Client.Delete(cctx, reportKey(p.Prefix, server, p.Info.ID))
+	_, _ = p.Client.Delete(cctx, reportKey(p.Prefix, p.Info.Region, p.Info.ID, server))
 }
 
 // Run keeps the lease alive and writes queued reports until ctx ends; then it
 // revokes the lease so the checker's verdicts disappear at once.
 func (p *Publisher) Run(ctx context.Context) error {
+	if p.Info.ID == "" || p.Info.Region == "" {
+		return fmt.Errorf("health: publisher: checker id %q and region %q are both required: they place its keys", p.Info.ID, p.Info.Region)
+	}
 	p.init()
 	log := p.Logger.With("component", "health-publisher", "checker", p.Info.ID)
 	ttl := max(int64(p.TTL/time.Second), 2)
@@ -144,7 +154,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			if info != infoWritten {
 				b, _ := json.Marshal(info)
 				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				_, err := p.Client.Put(cctx, checkerKey(p.Prefix, info.ID), string(b), clientv3.WithLease(lease))
+				_, err := p.Client.Put(cctx, checkerKey(p.Prefix, info.Region, info.ID), string(b), clientv3.WithLease(lease))
 				cancel()
 				if err != nil {
 					p.requeue(batch)
@@ -230,7 +240,7 @@ func (p *Publisher) write(ctx context.Context, lease clientv3.LeaseID, batch map
 	}
 	for _, r := range batch {
 		b, _ := json.Marshal(r)
-		ops = append(ops, clientv3.OpPut(reportKey(p.Prefix, r.Server, p.Info.ID), string(b), clientv3.WithLease(lease)))
+		ops = append(ops, clientv3.OpPut(reportKey(p.Prefix, p.Info.Region, p.Info.ID, r.Server), string(b), clientv3.WithLease(lease)))
 		done = append(done, r)
 		if len(ops) == 64 {
 			if err := flush(); err != nil {

@@ -39,7 +39,7 @@ func BenchmarkPublishSteadyState(b *testing.B) {
 	for b.Loop() {
 		e := etcdtest.Start(b)
 		reg := prometheus.NewRegistry()
-		pub := &health.Publisher{Client: e.Client(), Prefix: "/anysched/", Info: avail.CheckerInfo{ID: "c1"}, TTL: 3 * time.Second, Logger: quiet}
+		pub := &health.Publisher{Client: e.Client(), Prefix: "/anysched/", Info: avail.CheckerInfo{ID: "c1", Region: "hefei"}, TTL: 3 * time.Second, Logger: quiet}
 		pub.Register(reg)
 		prober := &steadyProber{}
 		c, err := health.NewChecker(health.CheckerOptions{ID: "c1", Interval: time.Second, RefreshInterval: 30 * time.Second, OnReport: pub.Publish}, prober, quiet)

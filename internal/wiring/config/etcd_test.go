@@ -156,15 +156,21 @@ func TestEmbeddedEtcdTLS(t *testing.T) {
 	}), `etcd.tls.cert_file: CN "someone-else"`)
 	expectErrs(t, "etcd.tls towards a plaintext embedded etcd", center(func(c *Center) { c.Etcd.TLS = own }),
 		"etcd.tls: the embedded etcd serves plaintext")
-	expectErrs(t, "identities without TLS", center(func(c *Center) { c.Etcd.Embedded.Identities = []string{"anysched-checker.c1"} }),
+	expectErrs(t, "identities without TLS", center(func(c *Center) { c.Etcd.Embedded.Identities = []string{"anysched-checker.hefei.c1"} }),
 		"etcd.embedded.identities: only with etcd.embedded.tls")
 	expectErrs(t, "bad identities", center(func(c *Center) {
 		c.Etcd.Embedded.TLS, c.Etcd.TLS = srv, own
-		c.Etcd.Embedded.Identities = []string{"anysched-checker.c1", "anysched-checker.c1", "anysched-regional.hefei", "city"}
-	}), `etcd.embedded.identities[1]: "anysched-checker.c1" listed twice`, "etcd.embedded.identities[2]:", "etcd.embedded.identities[3]:")
+		c.Etcd.Embedded.Identities = []string{"anysched-checker.hefei.c1", "anysched-checker.hefei.c1", "anysched-regional.hefei", "city"}
+	}), `etcd.embedded.identities[1]: "anysched-checker.hefei.c1" listed twice`, "etcd.embedded.identities[2]:", "etcd.embedded.identities[3]:")
+	// A checker's identity of the form before regions is refused at
+	// provisioning, naming the form that replaced it.
+	expectErrs(t, "an old-form checker identity", center(func(c *Center) {
+		c.Etcd.Embedded.TLS, c.Etcd.TLS = srv, own
+		c.Etcd.Embedded.Identities = []string{"anysched-checker.c1"}
+	}), `etcd.embedded.identities[0]: "anysched-checker.c1": anysched-checker.<checker-id> is the old form, refused: a checker's identity names the region it checks, anysched-checker.<region>.<checker-id>`)
 	expectErrs(t, "TLS on a management address, complete", center(func(c *Center) {
 		c.Etcd.Embedded.ClientListen, c.Etcd.Embedded.TLS, c.Etcd.TLS = "172.16.0.21:2379", srv, own
-		c.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1+checker", "anysched-checker.c1"}
+		c.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1+checker", "anysched-checker.hefei.c1", "anysched-checker.center.c2"}
 	}))
 	// A wildcard also listens on the anycast service address; so does the
 	// STB listeners' own address.
@@ -189,4 +195,28 @@ func TestEtcdHousekeeping(t *testing.T) {
 	expectErrs(t, "regional with the defaults", r.Validate())
 	r.Etcd.Housekeeping.Maintain = false
 	expectErrs(t, "regional", r.Validate(), "etcd.housekeeping: only the central scheduler keeps etcd's house")
+}
+
+// TestCheckerIdentity: --check-config reads the checker's certificate and
+// says when its CN is not the identity etcd lets write this checker's
+// verdicts, anysched-checker.<region>.<checker_id>, naming that form; the
+// form before regions is refused as such.
+func TestCheckerIdentity(t *testing.T) {
+	f := etcdCerts(t, "anysched-checker.hefei.chk-1", "anysched-checker.chk-1", "anysched-checker.wuhu.chk-1", "anysched-regional.hefei.hefei-1", "anysched-checker.center.chk-1")
+	checker := func(cn, region string) error {
+		k := DefaultChecker()
+		k.Region, k.CheckerID = region, "chk-1"
+		k.Etcd.Endpoints = []string{"https://10.0.0.1:2379"}
+		k.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f[cn][0], KeyFile: f[cn][1]}
+		k.Snapshot.TrustedKeys = []string{f["signing"][1]}
+		return k.Validate()
+	}
+	expectErrs(t, "its own identity", checker("anysched-checker.hefei.chk-1", "hefei"))
+	expectErrs(t, "a province-wide checker", checker("anysched-checker.center.chk-1", "center"))
+	expectErrs(t, "the old form", checker("anysched-checker.chk-1", "hefei"),
+		`etcd.tls.cert_file: CN: "anysched-checker.chk-1": anysched-checker.<checker-id> is the old form, refused`, "anysched-checker.<region>.<checker-id>")
+	expectErrs(t, "another region's identity", checker("anysched-checker.wuhu.chk-1", "hefei"),
+		`etcd.tls.cert_file: CN "anysched-checker.wuhu.chk-1": this checker (region "hefei", checker_id "chk-1") must have CN anysched-checker.hefei.chk-1`)
+	expectErrs(t, "a city's identity", checker("anysched-regional.hefei.hefei-1", "hefei"),
+		`etcd.tls.cert_file: CN "anysched-regional.hefei.hefei-1" is a regional's: a checker's etcd certificate has CN anysched-checker.hefei.chk-1`)
 }
