@@ -28,6 +28,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/anysched/anysched/internal/etcd/etcdauth"
@@ -203,7 +204,11 @@ func (g *Guard) Run(ctx context.Context) error {
 			continue
 		}
 		if !failing {
-			g.log.Warn("etcd write guard interrupted; retrying", "err", err)
+			msg := "etcd write guard interrupted; retrying"
+			if errors.Is(err, rpctypes.ErrPermissionDenied) {
+				msg = "etcd write guard cannot list etcd's users: the center's etcd user needs the root role (docs/security.md); it retries"
+			}
+			g.log.Warn(msg, "err", err)
 			failing = true
 		}
 		select {

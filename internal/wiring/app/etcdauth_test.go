@@ -3,12 +3,15 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/etcd/etcdclient"
+	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/pki"
@@ -51,6 +54,7 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc.Apply.SigningKeyFile, cc.Snapshot.TrustedKeys = keyFile, []string{keyFile + ".pub"}
+	cc.Etcd.WriteGuard.BytesPerMinute = 1 << 20 // the flood below is cut within a few MiB
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +110,22 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 			}
 		}
 		return false
+	})
+
+	// A compromised city host writing its own plan-state keys over and
+	// over (within its role) until etcd's quota fills: the center's write
+	// guard revokes its writes and says so in status.
+	flood := connect(cityTLS)
+	n := 0
+	wait.For(t, "the flooding city's writes revoked by the center", 30*time.Second, func() bool {
+		n++
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := flood.Client().Put(ctx, cc.Etcd.Prefix+keyspace.AllocState("hefei", "hefei-1")+fmt.Sprintf("flood-%d", n), strings.Repeat("x", 200<<10))
+		return errors.Is(err, rpctypes.ErrPermissionDenied)
+	})
+	waitUp(t, "status names the revoked writer", func() bool {
+		out, _ := schedctl(t, cc.GRPC.Listen, "status")
+		return strings.Contains(out, "etcd writes of anysched-regional.hefei.hefei-1 revoked")
 	})
 }

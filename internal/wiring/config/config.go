@@ -23,6 +23,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/geoip"
 	"github.com/anysched/anysched/internal/stb/netutil"
 
+	"github.com/anysched/anysched/internal/etcd/etcdguard"
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
 	"github.com/anysched/anysched/internal/etcd/etcdserver/embedcfg"
 	"github.com/anysched/anysched/internal/province/topology"
@@ -60,6 +61,9 @@ type Etcd struct {
 	// recovery of the etcd it uses (etcdhousekeep's; only the center has
 	// it).
 	Housekeeping etcdhousekeep.Config `yaml:"housekeeping"`
+	// WriteGuard bounds what each identity but the center writes into etcd
+	// (etcdguard's; only the center has it).
+	WriteGuard etcdguard.Config `yaml:"write_guard"`
 }
 
 // Admin is the operator listener: /metrics, /healthz, /readyz, /debug/pprof/.
@@ -335,6 +339,7 @@ func defaultBase(stateDir, adminListen string) Base {
 				Name:         "anysched-center",
 			},
 			Housekeeping: etcdhousekeep.DefaultConfig(),
+			WriteGuard:   etcdguard.DefaultConfig(),
 		},
 		Admin:    Admin{Listen: adminListen},
 		Snapshot: Snapshot{CacheFile: stateDir + "/snapshot.cache", MaxStaleness: 5 * time.Minute, ConfirmInterval: 2 * time.Second},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anysched/anysched/internal/etcd/etcdauth"
+	"github.com/anysched/anysched/internal/etcd/etcdguard"
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
 	"github.com/anysched/anysched/internal/stb/netutil"
 	"github.com/anysched/anysched/internal/wiring/yamlstrict"
@@ -58,6 +59,14 @@ func (e Etcd) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {
 		}
 	case e.Housekeeping != etcdhousekeep.DefaultConfig():
 		errs.Add("etcd.housekeeping", "only the central scheduler keeps etcd's house; leave it out here")
+	}
+	switch {
+	case embeddedAllowed:
+		if es, ok := yamlstrict.AsErrors(e.WriteGuard.Validate("etcd.write_guard.")); ok {
+			*errs = append(*errs, es...)
+		}
+	case e.WriteGuard != etcdguard.DefaultConfig():
+		errs.Add("etcd.write_guard", "only the central scheduler guards etcd's writers; leave it out here")
 	}
 }
 

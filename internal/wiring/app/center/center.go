@@ -22,8 +22,10 @@ import (
 	"github.com/anysched/anysched/internal/allocation/allocator"
 	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/etcd/etcdclient"
+	"github.com/anysched/anysched/internal/etcd/etcdguard"
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
 	"github.com/anysched/anysched/internal/etcd/etcdserver"
+	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/audit"
 	"github.com/anysched/anysched/internal/province/instance"
 	"github.com/anysched/anysched/internal/province/opstate"
@@ -95,8 +97,9 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	}
 	trail := audit.New(cli, c.Etcd.Prefix, audit.Options{Keep: c.Audit.Keep, MaxAge: c.Audit.MaxAge}, s.Registry, log)
 	house := etcdhousekeep.New(cli, c.Etcd.Housekeeping, etcdhousekeep.Options{Lead: housekeepingLead(st, s.ID)}, s.Registry, log.With("component", "etcdhousekeep"))
+	guard := etcdguard.New(cli, c.Etcd.Prefix, c.Etcd.WriteGuard, etcdguard.Options{Lead: housekeepingLead(st, s.ID)}, s.Registry, log.With("component", "etcdguard"))
 	svc := &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.Traffic,
-		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits(), EtcdHousekeeping: house.Status}
+		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits(), EtcdHousekeeping: etcdStatus(house, guard, c.Etcd.Prefix)}
 	if emb != nil { // not a nil *Embedded in the interface: the drill asks svc.Etcd == nil
 		svc.Etcd = emb
 	}
@@ -158,7 +161,7 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 			return nil
 		}
 	}
-	comps := append(s.Components(), serveGRPC, con.Run, house.Run)
+	comps := append(s.Components(), serveGRPC, con.Run, house.Run, guard.Run)
 	if applyPolicy.Signer != nil {
 		comps = append(comps, signOpstate(cli, c.Etcd.Prefix, applyPolicy.Signer, log))
 	}
@@ -236,6 +239,19 @@ func provisionEmbedded(ctx context.Context, cli *clientv3.Client, c config.Etcd,
 // only watch. Registrations live under leases, which etcd keeps alive
 // under NOSPACE, so the choice holds when the house needs keeping most,
 // and a center that died hands over when its lease expires.
+// etcdStatus is what the housekeeper saw, with the write guard's
+// revocations among the problems an operator must act on.
+func etcdStatus(house *etcdhousekeep.Housekeeper, guard *etcdguard.Guard, prefix string) func() etcdhousekeep.Status {
+	return func() etcdhousekeep.Status {
+		st := house.Status()
+		for _, r := range guard.Revoked() {
+			st.Problems = append(st.Problems, fmt.Sprintf("etcd writes of %s revoked since %s: %s (investigate the host, then delete %s%s%s to grant them back)",
+				r.Identity, r.At.Format(time.RFC3339), r.Reason, prefix, keyspace.PrefixGuardRevoked, r.Identity))
+		}
+		return st
+	}
+}
+
 func housekeepingLead(st *store.Store, id string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		ins, err := st.Instances(ctx)
