@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/admin/authz"
-	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/audit"
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
@@ -207,7 +206,7 @@ func register(t *testing.T, st *store.Store, ins ...store.Instance) {
 	t.Helper()
 	for _, in := range ins {
 		b, _ := json.Marshal(in)
-		if _, err := st.Client().Put(context.Background(), st.Prefix()+keyspace.PrefixInstances+in.ID, string(b)); err != nil {
+		if _, err := st.Client().Put(context.Background(), st.Prefix()+in.Key(), string(b)); err != nil {
 			t.Fatal(err)
 		}
 	}

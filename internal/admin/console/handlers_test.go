@@ -36,12 +36,12 @@ func TestQoEPage(t *testing.T) {
 	register := func(in store.Instance) {
 		in.UpdatedAt, in.StartedAt = time.Now(), time.Now().Add(-time.Hour)
 		b, _ := json.Marshal(in)
-		if _, err := st.Client().Put(ctx, e.Prefix+keyspace.PrefixInstances+in.ID, string(b)); err != nil {
+		if _, err := st.Client().Put(ctx, e.Prefix+in.Key(), string(b)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gone := func(id string) {
-		if _, err := st.Client().Delete(ctx, e.Prefix+keyspace.PrefixInstances+id); err != nil {
+	gone := func(region, id string) {
+		if _, err := st.Client().Delete(ctx, e.Prefix+keyspace.Instance(region, id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestQoEPage(t *testing.T) {
 			regionsJ: []string{"bengbu: center-1", "bozhou: bozhou-1", "wuhu: wuhu-1"}, // hefei-1 is idle: nobody plans hefei
 		},
 		{
-			name: "a city's scheduler gone: the center makes no plan", before: func() { gone("bozhou-1") }, path: "api/province?qoe=history",
+			name: "a city's scheduler gone: the center makes no plan", before: func() { gone("bozhou", "bozhou-1") }, path: "api/province?qoe=history",
 			regionsJ: []string{"bengbu: center-1", "bozhou: " + statusview.NoCenterPlan, "wuhu: wuhu-1"},
 		},
 		{

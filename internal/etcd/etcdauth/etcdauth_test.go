@@ -205,6 +205,7 @@ func TestProvisionedRoles(t *testing.T) {
 	for _, key := range []string{
 		keyspace.KeyTopologyCurrent, keyspace.PrefixTopologyBlobs + "x/000000",
 		keyspace.PrefixInstances + "hefei-2", keyspace.PrefixInstances + "hefei-1x",
+		keyspace.Instance("wuhu", "hefei-1"), keyspace.Instance(keyspace.ProvinceRegion, "hefei-1"), keyspace.Instance("hefei", "hefei-2"),
 		keyspace.PrefixAllocClaims + "hefei/hefei-2", keyspace.PrefixAllocClaims + "wuhu/hefei-1",
 		keyspace.PrefixDrain + "server/s1", keyspace.PrefixDrill + "hefei", keyspace.KeyBalance,
 		keyspace.Verdict("hefei", "hefei-1", "s1"), keyspace.Verdict("hefei", "chk-1", "s1"), keyspace.Checker("hefei", "hefei-1"),

@@ -41,7 +41,8 @@ func prefixPerm(key string, t clientv3.PermissionType) Perm {
 //	center    readwrite on the whole prefix
 //	regional  read on the whole prefix but other regions' plan states
 //	          (alloc/state/<region>/* of its own only); write
-//	          instances/<instance-id>, alloc/claims/<region>/<instance-id>
+//	          instances/<region>/<instance-id> (and, for one release,
+//	          instances/<instance-id>), alloc/claims/<region>/<instance-id>
 //	          and alloc/state/<region>/<instance-id>/*; with an embedded
 //	          checker also what a checker of id <instance-id> writes
 //	checker   read on the whole prefix but plan states; write
@@ -76,7 +77,11 @@ func Permissions(prefix string, id Identity) []Perm {
 	}
 	if id.Kind == Regional {
 		ps = append(ps,
-			Perm{Key: prefix + keyspace.Instance(id.Instance), Type: Write},
+			Perm{Key: prefix + keyspace.Instance(id.Region, id.Instance), Type: Write},
+			// The release before registered here; kept for one release,
+			// so that a city not yet upgraded still registers (never as
+			// a central scheduler: store.Instances).
+			Perm{Key: prefix + keyspace.LegacyInstance(id.Instance), Type: Write},
 			Perm{Key: prefix + keyspace.AllocClaim(id.Region, id.Instance), Type: Write},
 			prefixPerm(prefix+keyspace.AllocState(id.Region, id.Instance), Write))
 	}

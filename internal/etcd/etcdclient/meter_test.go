@@ -37,7 +37,7 @@ func TestWriteMeter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inst, val := p+keyspace.Instance("hefei-1"), strings.Repeat("x", 1000)
+	inst, val := p+keyspace.Instance("hefei", "hefei-1"), strings.Repeat("x", 1000)
 	must(cli.Put(ctx, inst, val))
 	must(cli.Get(ctx, p, clientv3.WithPrefix())) // reads are not counted
 	// A transaction of two verdicts and a claim; then one whose compare

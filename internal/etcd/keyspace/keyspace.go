@@ -157,8 +157,34 @@ func TopologyBlobs(digest string) string { return PrefixTopologyBlobs + digest +
 // keys sort in apply order.
 func TopologyHistory(seq int64) string { return fmt.Sprintf("%s%012d", PrefixTopologyHistory, seq) }
 
-// Instance is a scheduler's registration.
-func Instance(id string) string { return PrefixInstances + id }
+// Instance is a scheduler's registration: instances/<region>/<id>, the
+// region ProvinceRegion for a central scheduler. The key, which etcd's
+// roles let only that identity write, says who registered; the record's
+// own role and region fields are not believed.
+func Instance(region, id string) string { return PrefixInstances + region + "/" + id }
+
+// LegacyInstance is the registration key of the release before,
+// instances/<id>, which named neither role nor region. A city of that
+// release may still write it while the province is upgraded.
+func LegacyInstance(id string) string { return PrefixInstances + id }
+
+// ParseInstance splits a key under PrefixInstances (relative to the
+// prefix) into its region and id; legacy is true for the layout before
+// regions (instances/<id>), and ok false for any other shape.
+func ParseInstance(key string) (region, id string, legacy, ok bool) {
+	rest, ok := strings.CutPrefix(key, PrefixInstances)
+	if !ok || rest == "" {
+		return "", "", false, false
+	}
+	region, id, found := strings.Cut(rest, "/")
+	switch {
+	case !found:
+		return "", rest, true, true
+	case region == "" || id == "" || strings.Contains(id, "/"):
+		return "", "", false, false
+	}
+	return region, id, false, true
+}
 
 // ProvinceRegion, as the region of a checker's keys, is a province-wide
 // checker's: its verdicts count for the servers of every region. It is

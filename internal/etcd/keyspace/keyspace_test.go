@@ -27,7 +27,7 @@ func TestBuiltKeysStayInTheirConcept(t *testing.T) {
 	for _, c := range []struct{ key, under string }{
 		{keyspace.TopologyBlobs("d1"), keyspace.PrefixTopologyBlobs},
 		{keyspace.TopologyHistory(7), keyspace.PrefixTopologyHistory},
-		{keyspace.Instance("hefei-1"), keyspace.PrefixInstances},
+		{keyspace.Instance("hefei", "hefei-1"), keyspace.PrefixInstances},
 		{keyspace.Verdict("hefei", "chk-1", "s1"), keyspace.PrefixHealth},
 		{keyspace.Checker("hefei", "chk-1"), keyspace.PrefixCheckers},
 		{keyspace.Drain("server", "s1"), keyspace.PrefixDrain},
@@ -52,7 +52,8 @@ func TestBuiltKeys(t *testing.T) {
 	for got, want := range map[string]string{
 		keyspace.TopologyBlobs("d1"):                           "topology/blobs/d1/",
 		keyspace.TopologyHistory(7):                            "topology/history/000000000007",
-		keyspace.Instance("hefei-1"):                           "instances/hefei-1",
+		keyspace.Instance("hefei", "hefei-1"):                  "instances/hefei/hefei-1",
+		keyspace.LegacyInstance("hefei-1"):                     "instances/hefei-1",
 		keyspace.Verdicts("hefei", "chk-1"):                    "health/hefei/chk-1/",
 		keyspace.Verdict("hefei", "chk-1", "s1"):               "health/hefei/chk-1/s1",
 		keyspace.Checker("hefei", "chk-1"):                     "checkers/hefei/chk-1",
@@ -80,7 +81,7 @@ func TestConcept(t *testing.T) {
 		keyspace.KeyTopologyCurrent:                    keyspace.ConceptTopology,
 		keyspace.TopologyBlobs("d1") + "0001":          keyspace.ConceptTopology,
 		keyspace.TopologyHistory(7):                    keyspace.ConceptTopology,
-		keyspace.Instance("hefei-1"):                   keyspace.ConceptInstances,
+		keyspace.Instance("hefei", "hefei-1"):          keyspace.ConceptInstances,
 		keyspace.Verdict("hefei", "chk-1", "s1"):       keyspace.ConceptHealth,
 		keyspace.Checker("hefei", "chk-1"):             keyspace.ConceptCheckers,
 		keyspace.Drain("server", "s1"):                 keyspace.ConceptDrain,

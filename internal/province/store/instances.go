@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
@@ -126,7 +127,40 @@ type Peer struct {
 	State   string `json:"state"`
 }
 
-func (s *Store) instanceKey(id string) string { return s.prefix + keyspace.Instance(id) }
+// Key is in's registration key, relative to the prefix: under its
+// region, or the province's for a central scheduler.
+func (in Instance) Key() string {
+	region := in.Region
+	if in.Role == instance.Central {
+		region = keyspace.ProvinceRegion
+	}
+	return keyspace.Instance(region, in.ID)
+}
+
+func (s *Store) instanceKey(in Instance) string { return s.prefix + in.Key() }
+
+// fromKey makes a record say what its key says: the id, the region, and
+// the role (central only under the province's region, which no city's etcd
+// user may write). A record under the key of the release before
+// (instances/<id>) keeps its region but is never central.
+func fromKey(in Instance, key string) (Instance, bool) {
+	region, id, legacy, ok := keyspace.ParseInstance(key)
+	switch {
+	case !ok:
+		return in, false
+	case legacy:
+		in.ID = id
+		if in.Role == instance.Central {
+			in.Role = instance.Regional
+		}
+		return in, true
+	case region == keyspace.ProvinceRegion:
+		in.ID, in.Role, in.Region = id, instance.Central, ""
+	default:
+		in.ID, in.Role, in.Region = id, instance.Regional, region
+	}
+	return in, true
+}
 
 // Instances lists the registered scheduler instances, by role, region, id.
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
@@ -135,13 +169,33 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 		return nil, fmt.Errorf("store: list instances: %w", err)
 	}
 	out := make([]Instance, 0, len(resp.Kvs))
+	keyed := map[string]bool{} // region/id of the records under their own key
+	var old []Instance         // under the release before's key
 	for _, kv := range resp.Kvs {
 		var in Instance
 		if err := json.Unmarshal(kv.Value, &in); err != nil {
 			s.log.Warn("unreadable instance record", "key", string(kv.Key), "err", err)
 			continue
 		}
-		out = append(out, in)
+		key := strings.TrimPrefix(string(kv.Key), s.prefix)
+		_, _, legacy, _ := keyspace.ParseInstance(key)
+		in, ok := fromKey(in, key)
+		switch {
+		case !ok:
+			s.log.Warn("instance record under a key of no known shape; ignored", "key", string(kv.Key))
+		case legacy:
+			old = append(old, in)
+		default:
+			keyed[in.Region+"/"+in.ID] = true
+			out = append(out, in)
+		}
+	}
+	// A city moving from the old key to its own leaves the old record
+	// under the same lease for a moment: one record each.
+	for _, in := range old {
+		if !keyed[in.Region+"/"+in.ID] {
+			out = append(out, in)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -197,6 +251,7 @@ func (r *Registration) Run(ctx context.Context) error {
 	var lease clientv3.LeaseID
 	var id string
 	var written []byte // steady() of the record last written
+	legacy := false    // registered under the release before's key
 	var writtenAt time.Time
 	failing := false
 	for {
@@ -227,7 +282,21 @@ func (r *Registration) Run(ctx context.Context) error {
 				return nil
 			}
 			val, _ := json.Marshal(in)
-			if _, err := r.Store.cli.Put(cctx, r.Store.instanceKey(id), string(val), clientv3.WithLease(lease)); err != nil {
+			_, err := r.Store.cli.Put(cctx, r.Store.instanceKey(in), string(val), clientv3.WithLease(lease))
+			if errors.Is(err, rpctypes.ErrPermissionDenied) && in.Role != instance.Central {
+				// An etcd role provisioned by the release before grants
+				// only the old key: register there until it is provisioned
+				// again (a reader takes it for a city's record).
+				if !legacy {
+					log.Warn("registering under the release before's key instances/<id>: this instance's etcd role does not grant instances/<region>/<id> yet; provision the roles with this release (schedctl etcd-roles, or upgrade the center)", "id", id)
+				}
+				legacy = true
+				_, err = r.Store.cli.Put(cctx, r.Store.prefix+keyspace.LegacyInstance(in.ID), string(val), clientv3.WithLease(lease))
+			} else if err == nil && legacy {
+				legacy = false
+				_, _ = r.Store.cli.Delete(cctx, r.Store.prefix+keyspace.LegacyInstance(in.ID))
+			}
+			if err != nil {
 				written = nil
 				return err
 			}

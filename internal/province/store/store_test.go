@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/anysched/anysched/internal/etcd/etcdclient"
 	"github.com/anysched/anysched/internal/etcd/etcdserver"
+	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
@@ -319,6 +321,39 @@ func TestRegistrationLivesWithItsProcess(t *testing.T) {
 	}
 }
 
+// TestInstanceRecordsSayWhatTheirKeysSay: a record's role, region and id
+// are its key's, which etcd's roles let only that identity write. A city
+// writing "central" into its own record once took the housekeeping lead
+// (and with it the write guard) from the center, and two cities with the
+// same instance id shared one key.
+func TestInstanceRecordsSayWhatTheirKeysSay(t *testing.T) {
+	st := etcdtest.Start(t).Store()
+	c := ctx(t)
+	put := func(key string, in store.Instance) {
+		b, _ := json.Marshal(in)
+		if _, err := st.Client().Put(c, st.Prefix()+key, string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(keyspace.Instance("hefei", "x-1"), store.Instance{ID: "a-center", Role: "central", Region: "wuhu"}) // a city lying
+	put(keyspace.Instance("wuhu", "x-1"), store.Instance{ID: "x-1", Role: "regional", Region: "wuhu"})      // the same id elsewhere
+	put(keyspace.Instance(keyspace.ProvinceRegion, "center-1"), store.Instance{ID: "center-1", Role: "central"})
+	put(keyspace.LegacyInstance("old-1"), store.Instance{ID: "old-1", Role: "central", Region: "bozhou"}) // the release before's key
+	put(keyspace.PrefixInstances+"a/b/c", store.Instance{ID: "c", Role: "central"})                       // no known shape
+	ins, err := st.Instances(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range ins {
+		got = append(got, fmt.Sprintf("%s %s %s", in.Role, in.Region, in.ID))
+	}
+	want := []string{"central  center-1", "regional bozhou old-1", "regional hefei x-1", "regional wuhu x-1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("instances:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestRegistrationWritesChanges: with a Refresh, a record that changed
 // only in its moving figures (answer counts, snapshot age) is not written
 // again until the refresh is due, while its lease keeps it past the TTL;
@@ -339,7 +374,7 @@ func TestRegistrationWritesChanges(t *testing.T) {
 	rctx, stop := context.WithCancel(c)
 	defer stop()
 	go reg.Run(rctx)
-	key := e.Prefix + "instances/hefei-1"
+	key := e.Prefix + keyspace.Instance("hefei", "hefei-1")
 	rev := func() (int64, store.Instance) {
 		resp, err := e.Client().Get(c, key)
 		if err != nil || len(resp.Kvs) != 1 {
@@ -461,5 +496,64 @@ func TestLoadStopsAtTheStatedSize(t *testing.T) {
 	_, err = st.Current(c)
 	if want := fmt.Sprintf("more than the %d bytes its pointer states", cur.Size); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a part decompressing to 64 MiB: %v, want %q", err, want)
+	}
+}
+
+// TestRegistrationUnderAnOldRole: a city of this release whose etcd role
+// was provisioned by the release before (instances/<id> only) registers
+// under that key, read as a city's; provisioned again, it moves to
+// instances/<region>/<id>, and the old record goes.
+func TestRegistrationUnderAnOldRole(t *testing.T) {
+	e := etcdtest.Start(t)
+	c := ctx(t)
+	admin := e.Client()
+	const user = "anysched-regional.hefei.hefei-1"
+	for _, step := range []func() error{
+		func() error { _, err := admin.UserAdd(c, "root", "pw"); return err },
+		func() error { _, err := admin.UserGrantRole(c, "root", "root"); return err },
+		func() error { _, err := admin.RoleAdd(c, user); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(c, user, e.Prefix+keyspace.LegacyInstance("hefei-1"), "", clientv3.PermissionType(clientv3.PermWrite))
+			return err
+		},
+		func() error { _, err := admin.UserAdd(c, user, "pw"); return err },
+		func() error { _, err := admin.UserGrantRole(c, user, user); return err },
+		func() error { _, err := admin.AuthEnable(c); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := func(u string) *clientv3.Client {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: u, Password: "pw", DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		return cli
+	}
+	root, city := store.New(login("root"), e.Prefix, e.Logger), store.New(login(user), e.Prefix, e.Logger)
+	rctx, stop := context.WithCancel(c)
+	defer stop()
+	reg := &store.Registration{Store: city, TTL: 3 * time.Second, Interval: 100 * time.Millisecond, Current: func() store.Instance {
+		return store.Instance{ID: "hefei-1", Role: "regional", Region: "hefei", State: "ready"}
+	}}
+	go reg.Run(rctx)
+	has := func(key string) bool {
+		r, err := root.Client().Get(c, e.Prefix+key)
+		return err == nil && len(r.Kvs) == 1
+	}
+	wait.For(t, "registered under the old key", wait.DefaultTimeout, func() bool { return has(keyspace.LegacyInstance("hefei-1")) })
+	if ins, err := root.Instances(c); err != nil || len(ins) != 1 || ins[0].Region != "hefei" || ins[0].Role != "regional" {
+		t.Fatalf("instances: %+v, %v", ins, err)
+	}
+	if _, err := root.Client().RoleGrantPermission(c, user, e.Prefix+keyspace.Instance("hefei", "hefei-1"), "", clientv3.PermissionType(clientv3.PermWrite)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "moved to its own key, the old record gone", wait.DefaultTimeout, func() bool {
+		return has(keyspace.Instance("hefei", "hefei-1")) && !has(keyspace.LegacyInstance("hefei-1"))
+	})
+	if ins, err := root.Instances(c); err != nil || len(ins) != 1 {
+		t.Fatalf("instances: %+v, %v", ins, err)
 	}
 }
