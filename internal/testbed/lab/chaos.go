@@ -132,7 +132,15 @@ func (l *Lab) EtcdClient(ctx context.Context) (*clientv3.Client, error) {
 	if l.clusterSize() == 0 {
 		return nil, errors.New("lab: EtcdClient needs the lab's etcd cluster (EtcdMembers 3 or 5)")
 	}
-	root, err := l.creds.issue(etcdauth.RootUser, pki.Leaf{CN: etcdauth.RootUser, Client: true})
+	return l.EtcdClientAs(ctx, etcdauth.RootUser)
+}
+
+// EtcdClientAs connects to the lab's etcd (the cluster, or the center's
+// embedded member) from the core's namespace with a client certificate of
+// CN cn: a daemon's etcd user, as a host that holds its key would. The
+// caller closes it.
+func (l *Lab) EtcdClientAs(ctx context.Context, cn string) (*clientv3.Client, error) {
+	root, err := l.creds.issue(cn, pki.Leaf{CN: cn, Client: true})
 	if err != nil {
 		return nil, err
 	}

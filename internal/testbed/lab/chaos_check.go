@@ -206,7 +206,11 @@ func (l *Lab) checkCameBack(ctx context.Context, cli *clientv3.Client, done []ch
 		}
 		var last string
 		if !wait.UntilEvery(45*time.Second, 250*time.Millisecond, func() bool {
-			r, err := cli.Get(ctx, etcdPrefix+keyspace.PrefixInstances+d.Target)
+			region := keyspace.ProvinceRegion
+			if i := l.cityOfInstance(d.Target); i >= 0 {
+				region = l.o.Cities[i]
+			}
+			r, err := cli.Get(ctx, etcdPrefix+keyspace.Instance(region, d.Target))
 			if err != nil || len(r.Kvs) == 0 {
 				last = fmt.Sprint("not registered ", err)
 				return false

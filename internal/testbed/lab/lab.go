@@ -74,6 +74,10 @@ type Options struct {
 	// Off by default: a test's request loop asking for one channel from one
 	// address again and again would look like failures.
 	Outlier bool
+	// EtcdIdentities are more etcd users to provision (certificate CNs,
+	// etcdauth identities) than the lab's daemons: a test's own, such as a
+	// rogue checker's (EtcdClientAs connects as one).
+	EtcdIdentities []string
 	// Topology, if set, amends the generated topology (overflow
 	// thresholds, labels, ...) before it is validated and written.
 	Topology func(*topology.Topology)

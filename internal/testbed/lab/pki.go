@@ -100,7 +100,7 @@ func (l *Lab) etcdIdentities() []string {
 			ids = append(ids, id)
 		}
 	}
-	return ids
+	return append(ids, l.o.EtcdIdentities...)
 }
 
 // etcdClient writes the etcd client certificate of identity cn and returns
