@@ -200,12 +200,18 @@ func TestProductionConfigsValidate(t *testing.T) {
 			// A checker's etcd certificate must name its region and id
 			// (its --check-config reads the CN).
 			etcdCert, etcdKey := cert, key
-			if c, ok := ex.cfg.(*config.Checker); ok {
-				cn := etcdauth.CheckerPrefix + c.Region + "." + c.CheckerID
-				if etcdCert, etcdKey, err = ca.WriteLeaf(dir, "checker", pki.Leaf{CN: cn, Client: true}); err != nil {
+			cn := ""
+			switch c := ex.cfg.(type) {
+			case *config.Checker:
+				cn = etcdauth.CheckerPrefix + c.Region + "." + c.CheckerID
+			case *config.Regional: // and a city scheduler's its region and instance
+				cn = etcdauth.RegionalPrefix + c.Region + "." + c.InstanceID
+			}
+			if cn != "" {
+				if etcdCert, etcdKey, err = ca.WriteLeaf(dir, "etcd-client", pki.Leaf{CN: cn, Client: true}); err != nil {
 					t.Fatal(err)
 				}
-				if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), "# CN "+cn+":") {
+				if b, err := os.ReadFile(path); err != nil || !(strings.Contains(string(b), "# CN "+cn+":") || strings.Contains(string(b), "# CN "+cn+" ")) {
 					t.Errorf("the etcd certificate's comment does not name its CN %s (%v)", cn, err)
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/geoip"
 	"github.com/anysched/anysched/internal/stb/netutil"
 
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/etcd/etcdguard"
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
 	"github.com/anysched/anysched/internal/etcd/etcdserver/embedcfg"
@@ -494,7 +495,31 @@ func (r *Regional) Validate() error {
 		errs.Add("etcd.endpoints", "required: a regional scheduler is always a client of the province's etcd")
 	}
 	r.Alloc.validate(&errs)
+	if r.Region != "" && r.Etcd.TLS.CertFile != "" {
+		// A file that is no certificate is ClientTLS.validate's to report.
+		if cn, err := certCN(r.Etcd.TLS.CertFile); err == nil {
+			r.checkIdentity(&errs, cn)
+		}
+	}
 	return errs.Err()
+}
+
+// checkIdentity checks the certificate's CN, the scheduler's etcd user:
+// etcd lets it write only its own region's and instance's keys, so
+// another region or instance id would have its registration, claims and
+// plan state refused.
+func (r *Regional) checkIdentity(errs *yamlstrict.Errors, cn string) {
+	parsed, err := etcdauth.ParseIdentity(cn)
+	switch {
+	case err != nil:
+		errs.Add("etcd.tls.cert_file", "CN: %v", err)
+	case parsed.Kind != etcdauth.Regional:
+		errs.Add("etcd.tls.cert_file", "CN %q is a %s's: a regional scheduler's etcd certificate has CN %s%s.<instance_id>", cn, parsed.Kind, etcdauth.RegionalPrefix, r.Region)
+	case parsed.Region != r.Region:
+		errs.Add("etcd.tls.cert_file", "CN %q names region %q, but this scheduler serves %q: etcd would refuse its writes", cn, parsed.Region, r.Region)
+	case r.InstanceID != "" && parsed.Instance != r.InstanceID:
+		errs.Add("etcd.tls.cert_file", "CN %q names instance %q, but instance_id is %q: etcd would refuse its registration", cn, parsed.Instance, r.InstanceID)
+	}
 }
 
 func (c *Common) validate(errs *yamlstrict.Errors, embeddedAllowed bool) {

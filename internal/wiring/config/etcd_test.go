@@ -220,3 +220,21 @@ func TestCheckerIdentity(t *testing.T) {
 	expectErrs(t, "a city's identity", checker("anysched-regional.hefei.hefei-1", "hefei"),
 		`etcd.tls.cert_file: CN "anysched-regional.hefei.hefei-1" is a regional's: a checker's etcd certificate has CN anysched-checker.hefei.chk-1`)
 }
+
+// TestRegionalIdentity: a city scheduler's etcd certificate must name its
+// region (and its instance_id when set): etcd would refuse every write of
+// another's, so --check-config says so instead of the first registration.
+func TestRegionalIdentity(t *testing.T) {
+	f := etcdCerts(t, "anysched-regional.hefei.hefei-1", "anysched-regional.wuhu.hefei-1", "anysched-regional.hefei.hefei-2", "anysched-checker.hefei.c1")
+	regional := func(cn string) error {
+		r := DefaultRegional()
+		r.Region, r.InstanceID, r.Etcd.Endpoints = "hefei", "hefei-1", []string{"https://10.0.0.2:2379"}
+		r.Etcd.TLS = ClientTLS{CAFile: f["ca"][0], CertFile: f[cn][0], KeyFile: f[cn][1]}
+		r.Snapshot.TrustedKeys = []string{f["signing"][1]}
+		return r.Validate()
+	}
+	expectErrs(t, "its own", regional("anysched-regional.hefei.hefei-1"))
+	expectErrs(t, "another region's", regional("anysched-regional.wuhu.hefei-1"), `etcd.tls.cert_file: CN "anysched-regional.wuhu.hefei-1" names region "wuhu", but this scheduler serves "hefei"`)
+	expectErrs(t, "another instance's", regional("anysched-regional.hefei.hefei-2"), `etcd.tls.cert_file: CN "anysched-regional.hefei.hefei-2" names instance "hefei-2", but instance_id is "hefei-1"`)
+	expectErrs(t, "a checker's", regional("anysched-checker.hefei.c1"), `etcd.tls.cert_file: CN "anysched-checker.hefei.c1" is a checker's`)
+}
