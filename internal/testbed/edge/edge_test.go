@@ -19,6 +19,7 @@ import (
 
 	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/testbed/port"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
@@ -274,7 +275,7 @@ func TestFFmpegPlaysNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	var log bytes.Buffer
+	var log syncbuf.Buffer // nginx writes it while the test reads it
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

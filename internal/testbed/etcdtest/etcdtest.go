@@ -85,6 +85,11 @@ func (e *Etcd) config() *embed.Config {
 	cfg.SocketOpts = transport.SocketOpts{ReusePort: true} // listen on the held ports
 	// As etcdserver.StartEmbedded: compaction by revision, the quota.
 	etcdserver.AutoCompaction(cfg, e.opts)
+	// Tests that turn auth on log in with passwords; each token etcd
+	// issues costs a bcrypt comparison, at its default cost tens of
+	// milliseconds and seconds under -race. The cheapest cost keeps them
+	// quick; nothing here guards a real secret.
+	cfg.BcryptCost = 4 // bcrypt.MinCost
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLogger(e.Logger.With("component", "etcd"), zapcore.WarnLevel))
 	return cfg
 }
