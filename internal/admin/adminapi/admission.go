@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/tap"
 )
 
-// Memory of the admin API (issue 31, finding 11). gRPC reads and decodes a
+// Memory of the admin API. gRPC reads and decodes a
 // call's message before any interceptor runs, so the role check and the
 // bound on large requests run on the call's headers instead, in the tap
 // handle: a call refused there has none of its message read.

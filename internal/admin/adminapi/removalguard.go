@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Operators past the guard (issue 31, finding 12): a topology apply that
+// Operators past the guard: a topology apply that
 // removes too many servers needs --force as admin (apply.go), and so does
 // every other change that takes servers out of service, drains and
 // balance policies with zero weights: else an operator could empty a

@@ -48,8 +48,7 @@ func (h *harness) publisherIn(id, region string) *health.Publisher {
 	return p
 }
 
-// TestForeignCheckerCannotKeepAServerUp is finding 5 of the security
-// review (issue 31): under the default optimistic rule one "up" kept a
+// TestForeignCheckerCannotKeepAServerUp: under the default optimistic rule one "up" kept a
 // server in rotation whatever its own region's checkers said, so a checker
 // of another region (compromised, or misconfigured) kept a dead server
 // in rotation province-wide. Only the checkers of the server's region (or
