@@ -48,8 +48,9 @@ type MergerOptions struct {
 // availability, with the operator's drains (internal/province/opstate) applied. It never blocks the hot path: Compute is called off
 // it, when the scheduler rebuilds its routing tables.
 //
-// A checker speaks only for what its etcd identity is bound to: its keys name a region (health/<region>/<checker>/),
-// which etcd lets only a checker provisioned for that region write
+// A checker speaks only for what its etcd identity is bound to: its keys
+// name a region (health/<region>/<checker>/), which etcd lets only a
+// checker provisioned for that region write
 // (internal/etcd/etcdauth), so a verdict counts for a server only when the
 // key's region is the server's (or keyspace.ProvinceRegion, a
 // province-wide checker's). A verdict counts only while its checker is
