@@ -22,15 +22,7 @@ func TestSharedAsksEtcd(t *testing.T) {
 	if err != nil || why != "" {
 		t.Fatalf("one loopback member, auth off: %q, %v; want private", why, err)
 	}
-	if _, err := cli.UserAdd(ctx, "root", "secret"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.EnableAuth()
 	why, err = etcdclient.Shared(ctx, cli)
 	if err != nil || !strings.Contains(why, "authentication enabled") {
 		t.Fatalf("auth on: %q, %v; want shared for its authentication", why, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/etcd/etcdfeed"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/logtest"
@@ -128,32 +129,8 @@ func TestFeedNeedsReadOnlyOnItsKeys(t *testing.T) {
 	e := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin := e.Client()
-	for _, step := range []func() error{
-		func() error { _, err := admin.UserAdd(ctx, "root", "root-pw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(ctx, "drains"); return err },
-		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "drains", e.Prefix+"drain/", clientv3.GetPrefixRangeEnd(e.Prefix+"drain/"), clientv3.PermissionType(clientv3.PermRead))
-			return err
-		},
-		func() error { _, err := admin.UserAdd(ctx, "follower", "follower-pw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "follower", "drains"); return err },
-		func() error { _, err := admin.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	login := func(user, pw string) *clientv3.Client {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: user, Password: pw, DialTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	root, restricted := login("root", "root-pw"), login("follower", "follower-pw")
+	e.EnableAuth(etcdtest.User{Name: "follower", Perms: []etcdauth.Perm{{Key: e.Prefix + "drain/", RangeEnd: clientv3.GetPrefixRangeEnd(e.Prefix + "drain/"), Type: etcdauth.Read}}})
+	root, restricted := e.Login(etcdauth.RootUser), e.Login("follower")
 	if _, err := root.Put(ctx, e.Prefix+"drain/server/a", "1"); err != nil {
 		t.Fatal(err)
 	}

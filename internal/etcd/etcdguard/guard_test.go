@@ -39,55 +39,12 @@ type province struct {
 func newProvince(t *testing.T) *province {
 	t.Helper()
 	e := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin := e.Client()
-	steps := []func() error{
-		func() error { _, err := admin.UserAdd(ctx, "root", "root-pw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-	}
+	e.EnableAuth(e.Identity(city), e.Identity(other), e.Identity(checker))
+	p := &province{e: e, root: e.Login(etcdauth.RootUser), clients: map[string]*clientv3.Client{}}
 	for _, name := range []string{city, other, checker} {
-		steps = append(steps,
-			func() error { _, err := admin.RoleAdd(ctx, name); return err },
-			func() error { return grantAll(ctx, admin, e.Prefix, name) },
-			func() error { _, err := admin.UserAdd(ctx, name, "pw"); return err },
-			func() error { _, err := admin.UserGrantRole(ctx, name, name); return err })
-	}
-	steps = append(steps, func() error { _, err := admin.AuthEnable(ctx); return err })
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := &province{e: e, clients: map[string]*clientv3.Client{}}
-	login := func(user, pw string) *clientv3.Client {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: user, Password: pw, DialTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	p.root = login("root", "root-pw")
-	for _, name := range []string{city, other, checker} {
-		p.clients[name] = login(name, "pw")
+		p.clients[name] = e.Login(name)
 	}
 	return p
-}
-
-// grantAll grants name's role what etcdauth.Permissions gives it, as a
-// center's start provisions it.
-func grantAll(ctx context.Context, cli *clientv3.Client, prefix, name string) error {
-	id, err := etcdauth.ParseIdentity(name)
-	if err != nil {
-		return err
-	}
-	for _, p := range etcdauth.Permissions(prefix, id) {
-		if _, err := cli.RoleGrantPermission(ctx, name, p.Key, p.RangeEnd, p.Type); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (p *province) put(name, key string, size int) error {
@@ -161,7 +118,7 @@ func TestCityWritingTooMuchIsCut(t *testing.T) {
 
 	// A center's restart provisions the roles afresh; its guard revokes
 	// them again from the record.
-	if err := grantAll(ctx, p.root, p.e.Prefix, city); err != nil {
+	if err := etcdtest.Grant(ctx, p.root, p.e.Identity(city)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.put(city, part+"again", 10); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/etcd/etcdclient"
 	"github.com/anysched/anysched/internal/etcd/etcdserver"
 	"github.com/anysched/anysched/internal/etcd/keyspace"
@@ -506,33 +507,9 @@ func TestLoadStopsAtTheStatedSize(t *testing.T) {
 func TestRegistrationUnderAnOldRole(t *testing.T) {
 	e := etcdtest.Start(t)
 	c := ctx(t)
-	admin := e.Client()
 	const user = "anysched-regional.hefei.hefei-1"
-	for _, step := range []func() error{
-		func() error { _, err := admin.UserAdd(c, "root", "pw"); return err },
-		func() error { _, err := admin.UserGrantRole(c, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(c, user); return err },
-		func() error {
-			_, err := admin.RoleGrantPermission(c, user, e.Prefix+keyspace.LegacyInstance("hefei-1"), "", clientv3.PermissionType(clientv3.PermWrite))
-			return err
-		},
-		func() error { _, err := admin.UserAdd(c, user, "pw"); return err },
-		func() error { _, err := admin.UserGrantRole(c, user, user); return err },
-		func() error { _, err := admin.AuthEnable(c); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	login := func(u string) *clientv3.Client {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: u, Password: "pw", DialTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		return cli
-	}
-	root, city := store.New(login("root"), e.Prefix, e.Logger), store.New(login(user), e.Prefix, e.Logger)
+	e.EnableAuth(etcdtest.User{Name: user, Perms: []etcdauth.Perm{{Key: e.Prefix + keyspace.LegacyInstance("hefei-1"), Type: etcdauth.Write}}})
+	root, city := store.New(e.Login(etcdauth.RootUser), e.Prefix, e.Logger), store.New(e.Login(user), e.Prefix, e.Logger)
 	rctx, stop := context.WithCancel(c)
 	defer stop()
 	reg := &store.Registration{Store: city, TTL: 3 * time.Second, Interval: 100 * time.Millisecond, Current: func() store.Instance {
@@ -547,7 +524,7 @@ func TestRegistrationUnderAnOldRole(t *testing.T) {
 	if ins, err := root.Instances(c); err != nil || len(ins) != 1 || ins[0].Region != "hefei" || ins[0].Role != "regional" {
 		t.Fatalf("instances: %+v, %v", ins, err)
 	}
-	if _, err := root.Client().RoleGrantPermission(c, user, e.Prefix+keyspace.Instance("hefei", "hefei-1"), "", clientv3.PermissionType(clientv3.PermWrite)); err != nil {
+	if err := etcdtest.Grant(c, root.Client(), etcdtest.User{Name: user, Perms: []etcdauth.Perm{{Key: e.Prefix + keyspace.Instance("hefei", "hefei-1"), Type: etcdauth.Write}}}); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "moved to its own key, the old record gone", wait.DefaultTimeout, func() bool {
