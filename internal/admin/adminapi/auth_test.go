@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/anysched/anysched/internal/wiring/config"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,24 +102,6 @@ func writeCerts(t *testing.T) certs {
 	return c
 }
 
-// lockedBuffer is a log sink read while the server writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // serve runs the admin server of svc on 127.0.0.1:0 with c (Listen is set
 // here) and returns its address.
 func serve(t *testing.T, c config.GRPC, svc *Service, log *slog.Logger) string {
@@ -180,7 +162,7 @@ type province struct {
 	svc    *Service
 	trail  *audit.Trail
 	reg    *prometheus.Registry
-	log    *lockedBuffer
+	log    *syncbuf.Buffer
 	addr   string
 	certs  certs
 	client map[string]pb.AdminClient
@@ -188,7 +170,7 @@ type province struct {
 
 func newProvince(t *testing.T, lab bool) *province {
 	t.Helper()
-	p := &province{etcd: etcdtest.Start(t), reg: prometheus.NewRegistry(), log: &lockedBuffer{}, certs: writeCerts(t), client: map[string]pb.AdminClient{}}
+	p := &province{etcd: etcdtest.Start(t), reg: prometheus.NewRegistry(), log: &syncbuf.Buffer{}, certs: writeCerts(t), client: map[string]pb.AdminClient{}}
 	p.st = p.etcd.Store()
 	log := slog.New(slog.NewTextHandler(p.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p.trail = audit.New(p.st.Client(), p.st.Prefix(), audit.Options{Keep: 1000, MaxAge: time.Hour}, p.reg, log)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/internal/admin/authz"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -38,7 +39,7 @@ func TestAuthorize(t *testing.T) {
 // TestGateCall: an in-process call gets the caller in its context, is
 // refused without the role (do is not run), and is logged as a gRPC call.
 func TestGateCall(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	g := NewGate(nil, slog.New(slog.NewTextHandler(&log, nil)))
 	otto := authz.Caller{Identity: "otto", Role: authz.Operator, Peer: "127.0.0.1:9"}
 	var seen authz.Caller

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -750,20 +750,8 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the recorder goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
 func TestAccessLog(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	rec := accesslog.New(prometheus.NewRegistry(), &buf, accesslog.Options{})
 	eng := steer.New(compile(t, []byte(testTopology)), steer.Options{})
 	s := New(Config{TrustedResolvers: testResolvers}, engineFunc(eng), rec, nil)
@@ -783,7 +771,7 @@ func TestAccessLog(t *testing.T) {
 		Latency                                                         int64
 	}
 	var got []line
-	for l := range strings.Lines(buf.b.String()) {
+	for l := range strings.Lines(buf.String()) {
 		var v line
 		if err := json.Unmarshal([]byte(l), &v); err != nil {
 			t.Fatal(err)
@@ -796,7 +784,7 @@ func TestAccessLog(t *testing.T) {
 		{Proto: "dns", Client: "100.64.0.7", Host: "live.iptv.example", Path: "TYPE65280", Result: "NONE", Status: dns.RcodeSuccess},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("%d log lines, want %d:\n%s", len(got), len(want), buf.b.String())
+		t.Fatalf("%d log lines, want %d:\n%s", len(got), len(want), buf.String())
 	}
 	for i := range want {
 		if got[i].Latency <= 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -234,13 +235,13 @@ func readCorpus(t testing.TB) map[string][]byte {
 // same bytes back, and the same access-log line, wherever the fast path
 // answers; the generated common-path queries must all be answered by it.
 func TestFastPathDifferential(t *testing.T) {
-	var bufs []*syncBuffer
+	var bufs []*syncbuf.Buffer
 	var recs []*accesslog.Recorder
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ran := make(chan struct{}, 8)
 	newRec := func() *accesslog.Recorder {
-		b := &syncBuffer{}
+		b := &syncbuf.Buffer{}
 		r := accesslog.New(prometheus.NewRegistry(), b, accesslog.Options{Queue: 1 << 20, MaxErrorsPerSecond: 1 << 30})
 		go func() { r.Run(ctx); ran <- struct{}{} }()
 		bufs, recs = append(bufs, b), append(recs, r)
@@ -290,10 +291,10 @@ func TestFastPathDifferential(t *testing.T) {
 }
 
 // logLines returns the access-log lines without their time and latency.
-func logLines(t *testing.T, b *syncBuffer) []string {
+func logLines(t *testing.T, b *syncbuf.Buffer) []string {
 	t.Helper()
 	var out []string
-	for l := range strings.Lines(b.b.String()) {
+	for l := range strings.Lines(b.String()) {
 		var v map[string]any
 		if err := json.Unmarshal([]byte(l), &v); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package httpd_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/httpd"
 	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -255,21 +255,9 @@ func TestForwardedFor(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the recorder goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // TestRecord: every decision reaches the access log and the metrics.
 func TestRecord(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	reg := prometheus.NewRegistry()
 	rec := accesslog.New(reg, &logs, accesslog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -290,7 +278,7 @@ func TestRecord(t *testing.T) {
 		Latency                                                         time.Duration
 	}
 	var got []line
-	for _, l := range strings.Split(strings.TrimSpace(logs.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var v line
 		if err := json.Unmarshal([]byte(l), &v); err != nil {
 			t.Fatalf("%q: %v", l, err)
@@ -298,7 +286,7 @@ func TestRecord(t *testing.T) {
 		got = append(got, v)
 	}
 	if len(got) != 2 {
-		t.Fatalf("want 2 decisions logged, got %d: %s", len(got), logs.b.String())
+		t.Fatalf("want 2 decisions logged, got %d: %s", len(got), logs.String())
 	}
 	cz, miss := got[0], got[1]
 	if cz.Proto != "http" || cz.Client != "127.0.0.2" || cz.Host != host || cz.Path != "/cctv1/index.m3u8" || cz.Result != "CZ" ||
