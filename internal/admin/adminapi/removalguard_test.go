@@ -17,9 +17,14 @@ import (
 
 // guardService is forecastProvince (hefei: a and b on node hefei-1, c on
 // hefei-2; wuhu: w) behind a real etcd, with drains in force as given.
-func guardService(t *testing.T, share float64, drains []opstate.Drain) *Service {
+func guardService(t *testing.T, share float64, drains []opstate.Drain, balance string) *Service {
 	t.Helper()
 	st := etcdtest.Start(t).Store()
+	if balance != "" { // the stored balance policy
+		if _, err := opstate.SetBalance(t.Context(), st.Client(), st.Prefix(), nil, []byte(balance), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eng := steer.New(fixture.CompileYAML(t, forecastProvince, 1), steer.Options{})
 	return &Service{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: func() *steer.Engine { return eng },
 		Drains: func() []opstate.Drain { return drains }, Apply: ApplyPolicy{MaxRemovalShare: share}}
@@ -72,12 +77,7 @@ func TestDrainRemovalGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := guardService(t, tt.share, tt.inForce)
-			if tt.balance != "" {
-				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), nil, []byte(tt.balance), 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := guardService(t, tt.share, tt.inForce, tt.balance)
 			ctx, _ := as(t, tt.role)
 			before := etcdRevision(t, s.Store)
 			resp, err := s.Drain(ctx, &pb.DrainRequest{Kind: tt.kind, Name: tt.what, Reason: "test", Force: tt.force, DryRun: tt.dryRun})
@@ -152,12 +152,7 @@ func TestBalanceRemovalGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := guardService(t, tt.share, tt.inForce)
-			if tt.stored != "" {
-				if _, err := opstate.SetBalance(t.Context(), s.Store.Client(), s.Store.Prefix(), nil, []byte(tt.stored), 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := guardService(t, tt.share, tt.inForce, tt.stored)
 			ctx, _ := as(t, tt.role)
 			before := etcdRevision(t, s.Store)
 			_, err := s.SetBalance(ctx, &pb.SetBalanceRequest{Document: []byte(tt.doc), Force: tt.force, DryRun: tt.dryRun})

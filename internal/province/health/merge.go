@@ -140,23 +140,19 @@ func (m *Merger) reset() {
 }
 
 // server is the state of a server, made on first sight.
-func (m *Merger) server(name string) *serverState {
-	st := m.servers[name]
-	if st == nil {
-		st = &serverState{}
-		m.servers[name] = st
-	}
-	return st
-}
+func (m *Merger) server(name string) *serverState { return made(m.servers, name) }
 
 // checker is the slot of a checker, made on first sight.
-func (m *Merger) checker(ref checkerRef) *checkerSlot {
-	c := m.checkers[ref]
-	if c == nil {
-		c = &checkerSlot{}
-		m.checkers[ref] = c
+func (m *Merger) checker(ref checkerRef) *checkerSlot { return made(m.checkers, ref) }
+
+// made is m[k], a zero value stored there on first sight.
+func made[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
 	}
-	return c
+	return v
 }
 
 // Run follows etcd until ctx ends. On any watch failure it lists everything

@@ -2,13 +2,11 @@ package app_test
 
 import (
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/province/topology/topogen"
-	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/testbed/fixture"
 )
 
@@ -17,18 +15,12 @@ import (
 // it without --force, and once an admin forces it the schedulers are not
 // ready (they withdraw) and say why. The center signs, the city verifies.
 func TestEmptyProvinceIsGuardedAndNotReady(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "topology.key")
-	if _, err := signing.WriteKeyPair(keyFile, keyFile+".pub"); err != nil {
-		t.Fatal(err)
-	}
 	cc := centerConfig(t)
-	cc.Apply.SigningKeyFile = keyFile
-	cc.Snapshot.TrustedKeys = []string{keyFile + ".pub"}
+	withSigningKey(t, &cc)
 	runCenter(t, &cc)
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	city := topogen.Cities(nil, 3)[0].Name
 	rc := regionalConfig(t, cc, city)
-	rc.Snapshot.TrustedKeys = []string{keyFile + ".pub"}
 	runRegional(t, &rc)
 	admins := []string{cc.Admin.Listen, rc.Admin.Listen}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/security/pki"
-	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/testbed/wait"
 	"github.com/anysched/anysched/internal/wiring/config"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -48,12 +46,7 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 	cc.Etcd.Embedded.TLS = config.ServerTLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: caFile}
 	cc.Etcd.Embedded.Identities = []string{"anysched-regional.hefei.hefei-1"}
 	cc.Etcd.TLS = leaf("center", pki.Leaf{CN: etcdauth.CenterIdentity, Client: true})
-	// etcd with users: others may write it, so the center signs.
-	keyFile := filepath.Join(dir, "topology.key")
-	if _, err := signing.WriteKeyPair(keyFile, keyFile+".pub"); err != nil {
-		t.Fatal(err)
-	}
-	cc.Apply.SigningKeyFile, cc.Snapshot.TrustedKeys = keyFile, []string{keyFile + ".pub"}
+	withSigningKey(t, &cc)                      // etcd with users: others may write it, so the center signs
 	cc.Etcd.WriteGuard.BytesPerMinute = 1 << 20 // the flood below is cut within a few MiB
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
@@ -94,7 +87,6 @@ func TestCenterEmbeddedEtcdAuth(t *testing.T) {
 	rc := regionalConfig(t, cc, "hefei")
 	rc.InstanceID = "hefei-1"
 	rc.Etcd.Endpoints, rc.Etcd.TLS = []string{endpoint}, cityTLS
-	rc.Snapshot.TrustedKeys = cc.Snapshot.TrustedKeys
 	if err := rc.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdclient"
 	"github.com/anysched/anysched/internal/province/opstate"
 	"github.com/anysched/anysched/internal/province/topology/topogen"
-	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/wiring/config"
 )
 
@@ -20,17 +18,11 @@ import (
 // in snapshot.trusted_keys and snapshot.opstate_signatures: required does
 // not take a drain written straight into etcd: it says so in its metrics.
 func TestSchedulerRefusesUnsignedDrain(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "topology.key")
-	if _, err := signing.WriteKeyPair(keyFile, keyFile+".pub"); err != nil {
-		t.Fatal(err)
-	}
 	cc := centerConfig(t)
-	cc.Apply.SigningKeyFile = keyFile
-	cc.Snapshot.TrustedKeys = []string{keyFile + ".pub"}
+	withSigningKey(t, &cc)
 	runCenter(t, &cc)
 	waitUp(t, "center admin API", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
 	rc := regionalConfig(t, cc, topogen.Cities(nil, 3)[0].Name)
-	rc.Snapshot.TrustedKeys = []string{keyFile + ".pub"}
 	rc.Snapshot.OpstateSignatures = config.OpstateRequired
 	runRegional(t, &rc)
 

@@ -20,6 +20,7 @@ import (
 	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/province/instance"
 	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
 	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/testbed/testcerts"
@@ -51,11 +52,26 @@ func centerConfig(t testing.TB) config.Center {
 	return c
 }
 
+// withSigningKey makes the center sign its topology and operator state
+// with a key of its own and trust it, as every province where others may
+// write etcd must (regionalConfig then trusts it too).
+func withSigningKey(t testing.TB, c *config.Center) {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "topology.key")
+	if _, err := signing.WriteKeyPair(keyFile, keyFile+".pub"); err != nil {
+		t.Fatal(err)
+	}
+	c.Apply.SigningKeyFile, c.Snapshot.TrustedKeys = keyFile, []string{keyFile + ".pub"}
+}
+
+// regionalConfig is a city scheduler of c's province; it trusts the keys
+// c trusts.
 func regionalConfig(t testing.TB, c config.Center, region string) config.Regional {
 	r := config.DefaultRegional()
 	r.InstanceID = region + "-1"
 	r.Region = region
 	r.Etcd.Endpoints = []string{"http://" + c.Etcd.Embedded.ClientListen}
+	r.Snapshot.TrustedKeys = c.Snapshot.TrustedKeys
 	r.Admin.Listen = anyPort
 	r.Snapshot.CacheFile = filepath.Join(t.TempDir(), "snapshot.cache")
 	r.Snapshot.ConfirmInterval = 200 * time.Millisecond
