@@ -33,7 +33,7 @@ func BenchmarkCharge(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a := &account{id: id}
+			a := &account{id: id, meter: g.m.written.WithLabelValues(id.Name)}
 			for _, p := range etcdauth.Permissions(prefix, id) {
 				if p.Type != etcdauth.Read {
 					a.writes = append(a.writes, p)

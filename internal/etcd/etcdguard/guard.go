@@ -97,10 +97,11 @@ const (
 
 type account struct {
 	id     etcdauth.Identity
-	writes []etcdauth.Perm // its write permissions
-	keys   int             // keys it holds now
-	bytes  [slots]int64    // written in each of the last slots
-	at     [slots]int64    // which slot (unix time / slot) each holds
+	writes []etcdauth.Perm    // its write permissions
+	keys   int                // keys it holds now
+	meter  prometheus.Counter // its anysched_etcdguard_written_bytes_total
+	bytes  [slots]int64       // written in each of the last slots
+	at     [slots]int64       // which slot (unix time / slot) each holds
 }
 
 func (a *account) written(now time.Time) int64 {
@@ -273,7 +274,7 @@ func (g *Guard) refresh(ctx context.Context) (int64, error) {
 	rev := recs.Header.Revision
 	accounts := map[string]*account{}
 	for _, id := range ids {
-		a := &account{id: id}
+		a := &account{id: id, meter: g.m.written.WithLabelValues(id.Name)}
 		for _, p := range etcdauth.Permissions(g.prefix, id) {
 			if p.Type != etcdauth.Read {
 				a.writes = append(a.writes, p)
@@ -379,7 +380,7 @@ func (g *Guard) charge(ctx context.Context, ev *clientv3.Event) {
 	_, revoked := g.revoked[a.id.Name]
 	revoked = revoked || g.reported[a.id.Name]
 	g.mu.Unlock()
-	g.m.written.WithLabelValues(a.id.Name).Add(float64(len(ev.Kv.Key) + len(ev.Kv.Value)))
+	a.meter.Add(float64(len(ev.Kv.Key) + len(ev.Kv.Value)))
 	var reason string
 	switch {
 	case revoked:
