@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anysched/anysched/internal/etcd/etcdclient"
 	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/wait"
@@ -56,6 +57,19 @@ func TestPrivilegedEtcdCluster(t *testing.T) {
 		return n
 	}
 	membersRunning(5 * time.Second)
+	// What a daemon without trusted keys asks before reading anything:
+	// this cluster is shared, whatever endpoint it dials.
+	cli, err := l.EtcdClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	why, err := etcdclient.Shared(sctx, cli)
+	scancel()
+	cli.Close()
+	if err != nil || why != "etcd has 3 members" {
+		t.Errorf("etcdclient.Shared on the lab's cluster: %q, %v; want 3 members", why, err)
+	}
 	weight := l.Topo.Nodes[0].Servers[0].Weight // topogen.ServerWeight
 	apply := func() error {
 		weight += 10
