@@ -240,9 +240,9 @@ func (g *Guard) follow(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			// Counts are read afresh: a watch restarted from the refresh's
-			// revision would charge nothing twice but is simpler to begin
-			// again.
+			// Identities and key counts are read afresh and the watch
+			// begins again after them; the bytes of writes between its
+			// last event and that read go uncharged (a moment a minute).
 			return errRefresh
 		case resp, ok := <-wch:
 			if !ok {
