@@ -409,13 +409,15 @@ func (g *Guard) over(ctx context.Context, a *account, reason string) {
 	g.mu.Lock()
 	g.revoked[a.id.Name] = r
 	g.mu.Unlock()
+	// The record first: whoever sees the writes refused finds why, and
+	// a center restarting meanwhile revokes them again from it.
+	b, _ := json.Marshal(r)
+	if _, err := g.cli.Put(ctx, g.prefix+keyspace.PrefixGuardRevoked+a.id.Name, string(b)); err != nil {
+		g.log.Error("the revocation record could not be written: a center restart would grant the writes back", "identity", a.id.Name, "err", err)
+	}
 	if err := g.setWrites(ctx, a, false); err != nil {
 		g.log.Error("identity past its etcd write bound; revoking its writes failed", "identity", a.id.Name, "reason", reason, "err", err)
 		return
-	}
-	b, _ := json.Marshal(r)
-	if _, err := g.cli.Put(ctx, g.prefix+keyspace.PrefixGuardRevoked+a.id.Name, string(b)); err != nil {
-		g.log.Error("identity's writes revoked, but the record could not be written: a center restart would grant them back", "identity", a.id.Name, "err", err)
 	}
 	g.log.Error("identity's etcd writes revoked: it wrote past its bound (delete the record to grant them back, docs/operations.md)",
 		"identity", a.id.Name, "reason", reason, "record", g.prefix+keyspace.PrefixGuardRevoked+a.id.Name)
