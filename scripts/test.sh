@@ -90,25 +90,31 @@ skipped_plain() {
                 END { for (p in list) print p, list[p] }' "$work/race-skips" | sort)
   return $rc
 }
+: >"$work/race-skips"
 # Two lanes. The lab lane: every test of the packages that start no
 # goroutines, with the lab as root (mostly waiting on routers, timers and
-# drills), then the fuzz targets, which have both cores to themselves by
-# then. The CPU lane, at nice 10 so that the lab's daemons keep their
-# cores: the race run, the tests it skipped, lint.
+# drills), then the fuzz targets, then the tests the race run skipped. The
+# CPU lane, at nice 10 so that the lab's daemons keep their cores: the
+# race run, then lint.
+#
+# The tests the race run skipped need its list, so they wait for it; they
+# run on the lab lane after the fuzz targets, which end about when the race
+# run does, while lint (the CPU lane's last stage) runs beside them.
 lab_lane() {
   local rc=0
   stage "plain: go test (${#rest[@]} packages, full size)" gotest "$skips" -count=1 -timeout 25m "${rest[@]}" || rc=$?
   # One fuzzing worker: the niced lane keeps the other core (two workers
   # left it starved for the whole stage, which made it the longer lane).
   stage "fuzz: every target for $fuzztime, one worker" env FUZZ_WORKERS=1 scripts/fuzz-all.sh "$fuzztime" "$times" || rc=$?
+  while [ ! -e "$work/race-done" ]; do sleep 1; done
+  stage "plain: the tests the race run skipped, full size" skipped_plain || rc=$?
   return $rc
 }
 cpu_lane() {
   local rc=0
-  : >"$work/race-skips"
   stage "race: go test -race -short (${#race[@]} packages)" \
     gotest "$work/race-skips" -count=1 -race -short -timeout 20m "${race[@]}" || rc=$?
-  stage "plain: the tests the race run skipped, full size" skipped_plain || rc=$?
+  touch "$work/race-done"
   stage "lint: golangci-lint (.golangci.yml)" scripts/lint.sh || rc=$?
   return $rc
 }

@@ -112,8 +112,10 @@ func StartEmbedded(ctx context.Context, c embedcfg.Config, opts EmbeddedOptions,
 	// server "stopping"/"stopped ... due to error" at WARN: the listener
 	// closed), and, closed before its first term is applied (a stop within
 	// a second of the start), its storage-version monitor's "failed to
-	// update storage version" (missing term information). Demoted while
-	// closing, so that a clean stop logs no warning.
+	// update storage version" (missing term information) and its
+	// cluster-version update's "failed to update cluster version"
+	// (request cancelled). Demoted while closing, so that a clean stop
+	// logs no warning.
 	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(obs.ZapLoggerDemoting(log.With("component", "etcd"), zapcore.WarnLevel, func(e zapcore.Entry) bool {
 		return closing.Load() && demotedWhileClosing(e.Message)
@@ -237,7 +239,7 @@ func (e *Embedded) Close() {
 func demotedWhileClosing(msg string) bool {
 	switch msg {
 	case "setting up serving from embedded etcd failed.",
-		"failed to update storage version",
+		"failed to update storage version", "failed to update cluster version",
 		"stopping insecure grpc server due to error", "stopped insecure grpc server due to error",
 		"stopping secure grpc server due to error", "stopped secure grpc server due to error":
 		return true

@@ -259,7 +259,10 @@ func (r *Registration) Run(ctx context.Context) error {
 		id = in.ID
 		in.UpdatedAt = time.Now().UTC()
 		err := func() error {
-			cctx, cancel := context.WithTimeout(ctx, r.Interval)
+			// At least a second a round, however short the interval: a
+			// write cut short by a loaded etcd may still be applied, and
+			// is then written again (a revision more) for nothing.
+			cctx, cancel := context.WithTimeout(ctx, max(r.Interval, time.Second))
 			defer cancel()
 			fresh := lease == 0
 			if fresh {
