@@ -70,6 +70,11 @@ type answer struct {
 	entry  accesslog.Entry
 }
 
+// AlivePath is answered 204, with nothing recorded: the scheduler's
+// watchdog asks for it through the same listener, accept loop and handler
+// as an STB's request, so that an answer shows the serving path works.
+const AlivePath = "/.well-known/anysched-alive"
+
 // Bodies of the fixed answers.
 const (
 	bodyMethod   = "method not allowed\n"
@@ -129,6 +134,10 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 			scratch = append(append(scratch[:0], reason...), '\n')
 			a.body = scratch
 		}
+		return scratch
+	}
+	if path == AlivePath { // the watchdog's probe: an answer, not a decision
+		a.status = http.StatusNoContent
 		return scratch
 	}
 	if !validHost(r.host) {

@@ -176,6 +176,9 @@ var diffSeeds = []string{
 	"GET /a%00/index.m3u8 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET /cctv%201/a!$&'()*+,;=:@[]~/b HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET /" + strings.Repeat("a", httpd.MaxURILength+10) + " HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	// The watchdog's probe (204, no Content-Length), with and without a Host.
+	"HEAD " + httpd.AlivePath + " HTTP/1.1\r\nHost: watchdog\r\nConnection: close\r\n\r\n",
+	"GET " + httpd.AlivePath + " HTTP/1.1\r\n\r\nGET " + httpd.AlivePath + " HTTP/1.0\r\n\r\n",
 	// Keep-alive and close, HTTP/1.0 and 1.1, pipelined.
 	"GET /a HTTP/1.1\r\nHost: live.iptv.example\r\n\r\nGET /b HTTP/1.1\r\nHost: live.iptv.example\r\nConnection: close\r\n\r\nGET /c HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET /a HTTP/1.0\r\nHost: live.iptv.example\r\n\r\nGET /b HTTP/1.0\r\nHost: live.iptv.example\r\n\r\n",

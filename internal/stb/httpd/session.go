@@ -295,7 +295,7 @@ func (s *Server) appendAnswer(out []byte, a *answer, p *parsed, b []byte, now ti
 	out = append(out, "Date: "...)
 	out = s.dates.append(out, now)
 	out = append(out, "\r\n"...)
-	if !head {
+	if !head && a.status != http.StatusNoContent { // net/http sends none with a 204
 		out = append(out, "Content-Length: "...)
 		out = appendInt(out, len(a.body))
 		out = append(out, "\r\n"...)

@@ -114,7 +114,8 @@ func TestCheckAnswersExcusesOnlyRoutingFaultWindows(t *testing.T) {
 		takeover time.Duration
 	}{
 		{"a failure inside the kill's window", []Request{ok(0, 9, "hefei-1"), bad(0, 10.5), ok(0, 11, "center")}, 0, 1, 1010 * time.Millisecond},
-		{"a failure just before the kill (in flight)", []Request{bad(0, 8.5), ok(0, 12, "center")}, 0, 1, 2010 * time.Millisecond},
+		{"a failure just before the kill (in flight)", []Request{bad(0, 8.5), ok(0, 11.5, "center")}, 0, 1, 1510 * time.Millisecond},
+		{"a failure past the watchdog and detection", []Request{bad(0, 12)}, 1, 0, -1},
 		{"a failure after the window", []Request{bad(0, 16)}, 1, 0, -1},
 		{"a graceful stop excuses nothing", []Request{bad(1, 10.5)}, 1, 0, -1},
 		{"the standby frozen excuses nothing", []Request{bad(0, 30.5)}, 1, 0, -1},

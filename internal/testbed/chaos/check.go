@@ -15,12 +15,14 @@ import (
 
 // The bounds the invariants allow.
 const (
-	// HoldTime is the routers' BGP hold time for the schedulers' sessions
-	// (the lab's announce.bgp.peers hold_time).
-	HoldTime = 3 * time.Second
-	// RouteDetection is what a route change takes beyond the hold time:
-	// the router's best-path run and the STB's connection racing it.
-	RouteDetection = 2 * time.Second
+	// Watchdog is how long a frozen scheduler keeps its BGP session: the
+	// lab's watchdog interval (the units' WatchdogSec), after which it is
+	// killed and the session closes with it. (Without the watchdog it was
+	// the routers' hold time, 3 s in the lab.)
+	Watchdog = 800 * time.Millisecond
+	// RouteDetection is what a route change takes beyond that: the
+	// router's best-path run and the STB's connection racing it.
+	RouteDetection = time.Second
 	// EdgeDetection bounds how long after an edge died or was drained a
 	// scheduler may still send an STB to it: the embedded checker's
 	// interval (1 s) times fall (2) plus its timeout, the QoE plan's
@@ -103,7 +105,7 @@ func (d Done) routed(primary string) bool {
 
 // CheckAnswers: every request got a 302 after at most one retry, except
 // the ones that started inside a routing fault's window: from a try's
-// length before it struck to HoldTime+RouteDetection after. It returns the
+// length before it struck to Watchdog+RouteDetection after. It returns the
 // windows measured per routing fault.
 func CheckAnswers(reqs []Request, done []Done, cities, primaries []string, timeout time.Duration) (Invariant, []Window) {
 	v := Invariant{Name: "every STB request got a 302 after at most one retry (outside routing-fault windows)", Checked: len(reqs)}
@@ -120,7 +122,7 @@ func CheckAnswers(reqs []Request, done []Done, cities, primaries []string, timeo
 		var by *Done
 		for k := range done {
 			d := &done[k]
-			if d.City == r.City && d.routed(primaries[r.City]) && !r.Start.Before(d.Begin.Add(-2*timeout)) && !r.Start.After(d.Begin.Add(HoldTime+RouteDetection)) {
+			if d.City == r.City && d.routed(primaries[r.City]) && !r.Start.Before(d.Begin.Add(-2*timeout)) && !r.Start.After(d.Begin.Add(Watchdog+RouteDetection)) {
 				by = d
 				break
 			}
@@ -141,7 +143,7 @@ func CheckAnswers(reqs []Request, done []Done, cities, primaries []string, timeo
 			v.fail("%s STB %d at %s: %d tries, first %q, last %q", cities[r.City], r.STB, r.Start.Format("15:04:05.000"), r.Tries, r.FirstErr, r.Err)
 		}
 	}
-	v.Notes = append(v.Notes, fmt.Sprintf("%d failed inside routing-fault windows (bound %s hold + %s detection)", excused, HoldTime, RouteDetection))
+	v.Notes = append(v.Notes, fmt.Sprintf("%d failed inside routing-fault windows (bound %s watchdog + %s detection)", excused, Watchdog, RouteDetection))
 	return v, ws
 }
 
@@ -352,7 +354,7 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintln(w, line)
 	}
 	if len(r.Windows) > 0 {
-		fmt.Fprintf(w, "routing-fault windows (bound: hold %s + detection %s):\n", HoldTime, RouteDetection)
+		fmt.Fprintf(w, "routing-fault windows (bound: watchdog %s + detection %s):\n", Watchdog, RouteDetection)
 		for _, x := range r.Windows {
 			take := "none seen"
 			if x.Takeover >= 0 {

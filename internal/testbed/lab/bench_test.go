@@ -12,7 +12,8 @@ import (
 
 // BenchmarkPrivilegedConvergence measures, in the namespace province, over
 // 10 runs each: process crash (kill -9) -> the center answers the city's
-// STBs; frozen process (SIGSTOP, hold time 3 s) -> the center answers;
+// STBs; frozen process (SIGSTOP; the watchdog, 800 ms, kills it before the
+// hold time, 3 s) -> the center answers;
 // planned stop (SIGTERM) under a request loop -> failed requests; restart ->
 // the city answers again. Run as root with -benchtime 1x.
 func BenchmarkPrivilegedConvergence(b *testing.B) {
@@ -43,7 +44,7 @@ func convergence(b *testing.B, runs int) {
 		p = l.Proc(city)
 		p.Signal(syscall.SIGSTOP)
 		frozen = append(frozen, answeredBy(b, l, 0, lab.CenterID, 15*time.Second))
-		p.Signal(syscall.SIGKILL) // a frozen process is not coming back by itself
+		p.Signal(syscall.SIGKILL) // the watchdog's, or (had it not fired) a frozen process is not coming back by itself
 		p.Signal(syscall.SIGCONT)
 		p.Wait(5 * time.Second)
 		restart()

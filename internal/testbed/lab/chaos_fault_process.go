@@ -68,7 +68,8 @@ func (l *Lab) killAndWait(name string, sig syscall.Signal, within time.Duration)
 }
 
 // freeze stops a daemon (SIGSTOP) and continues it (SIGCONT) when the
-// fault ends.
+// fault ends; a scheduler the watchdog killed meanwhile is started again,
+// as its unit's Restart=on-failure would.
 type freeze struct{ l *Lab }
 
 func (f *freeze) inject(_ context.Context, d *chaos.Done) error {
@@ -78,6 +79,13 @@ func (f *freeze) inject(_ context.Context, d *chaos.Done) error {
 
 func (f *freeze) heal(_ context.Context, d *chaos.Done) error {
 	err := f.l.signal(d.Target, syscall.SIGCONT)
+	if p := f.l.Proc(d.Target); p != nil && p.Wait(0) {
+		if fired := f.l.WatchdogFired(d.Target); !fired.IsZero() {
+			d.Exited = fired
+			d.Detail = "killed by the watchdog " + fired.Sub(d.Begin).Round(time.Millisecond).String() + " after it froze"
+		}
+		err = f.l.Restart(d.Target)
+	}
 	d.End = time.Now()
 	return err
 }

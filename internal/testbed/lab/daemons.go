@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/anysched/anysched/internal/etcd/etcdauth"
 	"github.com/anysched/anysched/internal/security/pki"
 	"github.com/anysched/anysched/internal/stb/token"
+	"github.com/anysched/anysched/internal/testbed/sdwatch"
 )
 
 // schedulerConfig writes a scheduler's configuration.
@@ -124,7 +126,7 @@ access_log:
 	if err != nil {
 		return err
 	}
-	return l.start("center", "ctr", filepath.Join(l.o.Bin, "central-scheduler"), "--config", path)
+	return l.startScheduler("center", "ctr", filepath.Join(l.o.Bin, "central-scheduler"), "--config", path)
 }
 
 // StartScheduler starts city i's primary (or standby) regional scheduler.
@@ -192,7 +194,7 @@ access_log:
 	if err != nil {
 		return err
 	}
-	return l.start(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
+	return l.startScheduler(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
 }
 
 // allocYAML is a scheduler's alloc section with QoE: the timings
@@ -254,9 +256,18 @@ func (l *Lab) probeToken() (string, error) {
 
 // start runs a daemon in a namespace, logging to a file.
 func (l *Lab) start(name, ns string, args ...string) error {
-	p := &Proc{Name: name, NS: ns, args: args, log: filepath.Join(l.o.Dir, name+".log")}
+	return l.startProc(&Proc{Name: name, NS: ns, args: args, log: filepath.Join(l.o.Dir, name+".log")})
+}
+
+// startScheduler runs a scheduler (its binary, --config, the file) under
+// the lab's watchdog.
+func (l *Lab) startScheduler(name, ns string, args ...string) error {
+	return l.startProc(&Proc{Name: name, NS: ns, args: args, log: filepath.Join(l.o.Dir, name+".log"), watched: l.o.Watchdog >= 0})
+}
+
+func (l *Lab) startProc(p *Proc) error {
 	l.mu.Lock()
-	l.procs[name] = p
+	l.procs[p.Name] = p
 	l.mu.Unlock()
 	return p.start(l)
 }
@@ -269,13 +280,57 @@ func (p *Proc) start(l *Lab) error {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.nsName(p.NS)}, p.args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the lab's driver
+	var w *sdwatch.Watch
+	if p.watched {
+		if w, err = sdwatch.Listen(filepath.Join(l.o.Dir, p.Name+".notify"), l.watchdog()); err != nil {
+			f.Close()
+			return fmt.Errorf("start %s: %w", p.Name, err)
+		}
+		cmd.Env = append(os.Environ(), w.Env()...)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }() // its exit is read from cmd.ProcessState
+	done := make(chan struct{})
+	p.cmd, p.done, p.watch = cmd, done, w
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }() // its exit is read from cmd.ProcessState
+	if w != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-done; cancel() }()
+		go w.Run(ctx, func() { l.watchdogFired(p, cmd, done) })
+	}
 	return nil
+}
+
+// watchdog is the schedulers' watchdog interval.
+func (l *Lab) watchdog() time.Duration {
+	if l.o.Watchdog > 0 {
+		return l.o.Watchdog
+	}
+	return 800 * time.Millisecond
+}
+
+// watchdogFired does what the units' WatchdogSignal=SIGKILL and
+// ExecStopPost do: kill the silent scheduler (SIGKILL ends a stopped
+// process too) and remove the service address it left behind.
+func (l *Lab) watchdogFired(p *Proc, cmd *exec.Cmd, done chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	out, err := exec.Command("ip", append(append([]string{"netns", "exec", l.nsName(p.NS)}, p.args...), "--cleanup")...).CombinedOutput()
+	if l.o.Logger != nil {
+		l.o.Logger.Info("lab watchdog: a silent scheduler killed and cleaned up", "daemon", p.Name, "watchdog", l.watchdog(), "cleanup_err", err, "cleanup", strings.TrimSpace(string(out)))
+	}
+}
+
+// WatchdogFired is when the lab's watchdog last killed the daemon (zero:
+// never, in its current or last run).
+func (l *Lab) WatchdogFired(name string) time.Time {
+	p := l.Proc(name)
+	if p == nil || p.watch == nil {
+		return time.Time{}
+	}
+	return p.watch.Fired()
 }
 
 // Proc returns a daemon by name (center, bird-r1, <city>-1, <city>-2).

@@ -25,6 +25,7 @@ import (
 
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/province/topology/topogen"
+	"github.com/anysched/anysched/internal/testbed/sdwatch"
 	"github.com/anysched/anysched/internal/testbed/tunlink"
 )
 
@@ -78,6 +79,12 @@ type Options struct {
 	// etcdauth identities) than the lab's daemons: a test's own, such as a
 	// rogue checker's (EtcdClientAs connects as one).
 	EtcdIdentities []string
+	// Watchdog is the schedulers' watchdog interval under the lab's
+	// supervisor (internal/testbed/sdwatch), as WatchdogSec in the deploy
+	// kit's units: a scheduler silent that long is killed (SIGKILL) and
+	// cleaned up (--cleanup, the units' ExecStopPost); restarting it is the
+	// test's. Zero: the units' 800 ms; negative: no watchdog.
+	Watchdog time.Duration
 	// Topology, if set, amends the generated topology (overflow
 	// thresholds, labels, ...) before it is validated and written.
 	Topology func(*topology.Topology)
@@ -109,6 +116,10 @@ type Proc struct {
 	log  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// watched: a scheduler, under the lab's watchdog; watch is its
+	// current run's.
+	watched bool
+	watch   *sdwatch.Watch
 }
 
 // ServiceIP is the Anycast address of every lab.

@@ -45,6 +45,8 @@ import (
 	"github.com/anysched/anysched/internal/wiring/daemon"
 	"github.com/anysched/anysched/internal/wiring/obs"
 	"github.com/anysched/anysched/internal/wiring/version"
+	"github.com/anysched/anysched/internal/wiring/watchdog"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -74,6 +76,7 @@ type Scheduler struct {
 	Planning Planner
 
 	announcer *announcer // nil when announce.mode is none
+	watchdog  *watchdog.Watchdog
 
 	engine       atomic.Pointer[steer.Engine]
 	refusedRoute atomic.Pointer[topology.Snapshot] // the snapshot whose route was last refused (said once)
@@ -132,6 +135,7 @@ func New(role instance.Role, region string, c config.Common, st *store.Store, lo
 	s.Recorder, s.accessErr = newRecorder(s.Registry, c.AccessLog)
 	s.policyErr = s.newPolicy()
 	s.announcer = s.newAnnouncer(c)
+	s.watchdog = s.newWatchdog()
 	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "anysched_scheduler_ready_bool", Help: "1 when the scheduler is ready to answer set-top boxes.",
 	}, func() float64 {
@@ -287,7 +291,7 @@ func (s *Scheduler) Components() []func(context.Context) error {
 	follow := func(ctx context.Context) error {
 		return daemon.ConfigIf(s.Syncer.Run(ctx), snapshot.ErrNeedsTrustedKeys)
 	}
-	comps := []func(context.Context) error{follow, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace, s.runPolicy}
+	comps := []func(context.Context) error{follow, s.serveAdmin, reg.Run, s.Recorder.Run, s.Merger.Run, s.Ops.Run, s.answerAfterGrace, s.runPolicy, s.watchdog.Run}
 	if p := s.policy; p.geo != nil {
 		comps = append(comps, p.geo.Run)
 	}
@@ -318,6 +322,33 @@ func (s *Scheduler) Components() []func(context.Context) error {
 		comps = append(comps, func(ctx context.Context) error { return d.ServeSockets(ctx, s.bound.dnsUDP, s.bound.dnsTCP) })
 	}
 	return comps
+}
+
+// newWatchdog feeds the service manager's watchdog (WatchdogSec in the
+// systemd unit: WATCHDOG_USEC and NOTIFY_SOCKET in the environment) while
+// the STB front ends answer; without a service manager it does nothing.
+func (s *Scheduler) newWatchdog() *watchdog.Watchdog {
+	log := s.Logger.With("component", "watchdog")
+	timeout, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil {
+		log.Warn("the service manager's watchdog setting is unusable; running without the watchdog", "err", err)
+	}
+	w := &watchdog.Watchdog{
+		Timeout: timeout, Logger: s.Logger, Dump: os.Stderr,
+		Notify: func(state string) error { _, err := sddaemon.SdNotify(false, state); return err },
+		Probes: func() []watchdog.Probe { // the listeners are bound by now
+			var ps []watchdog.Probe
+			if a := s.listeners.HTTP; a != "" {
+				ps = append(ps, watchdog.HTTP(a))
+			}
+			if a := s.listeners.DNS; a != "" {
+				ps = append(ps, watchdog.DNS(a))
+			}
+			return ps
+		},
+	}
+	w.Register(s.Registry)
+	return w
 }
 
 // newRecorder is the access log as configured: lines to access_log.file,
