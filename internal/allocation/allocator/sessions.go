@@ -80,6 +80,10 @@ type table struct {
 		mu      sync.Mutex
 		m       map[key]*session
 		playing map[viewer]string // the viewer's current session's channel (its key less the viewer)
+		// ended: sessions a channel switch ended since the last sweep. A
+		// plan solved from that sweep still holds their capacity; the
+		// switch gave it back only in the plan before (takeEnded).
+		ended []*session
 	}
 }
 
@@ -134,6 +138,7 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 			delete(sh.m, prev)
 			t.count.Add(-1)
 			ended = old
+			sh.ended = append(sh.ended, old)
 		}
 	}
 	s = sh.m[k]
@@ -165,6 +170,8 @@ func (t *table) sweep(cutoff int64) []*session {
 		for i := lo; i < hi; i++ {
 			sh := &t.shard[i]
 			sh.mu.Lock()
+			clear(sh.ended) // before this sweep: not in what it returns
+			sh.ended = sh.ended[:0]
 			out := make([]*session, 0, len(sh.m))
 			for k, s := range sh.m {
 				if s.seen.Load() < cutoff {
@@ -188,6 +195,21 @@ func (t *table) sweep(cutoff int64) []*session {
 	out := make([]*session, 0, n)
 	for _, k := range kept {
 		out = append(out, k...)
+	}
+	return out
+}
+
+// takeEnded returns the sessions a channel switch ended since the last
+// sweep (or the last takeEnded), and forgets them.
+func (t *table) takeEnded() []*session {
+	var out []*session
+	for i := range t.shard {
+		sh := &t.shard[i]
+		sh.mu.Lock()
+		out = append(out, sh.ended...)
+		clear(sh.ended)
+		sh.ended = sh.ended[:0]
+		sh.mu.Unlock()
 	}
 	return out
 }

@@ -131,6 +131,7 @@ func (a *Allocator) Solve(ctx context.Context) {
 			p.stats.SafeMode = true
 			p.stats.PlanTime = time.Since(began)
 			a.publish(p)
+			a.releaseEnded(p)
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
@@ -150,12 +151,28 @@ func (a *Allocator) Solve(ctx context.Context) {
 		a.own = claims
 		p.stats.PlanTime = time.Since(began)
 		a.publish(p)
+		a.releaseEnded(p)
 		if !p.idle && now.Sub(a.statePublished) >= a.stateInterval(peers) {
 			a.publishState(ctx, p, live, now)
 		}
 		return
 	}
 	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
+}
+
+// releaseEnded gives back, in the plan just published, the capacity of
+// the sessions a channel switch ended while it was made: it was solved
+// from the sessions swept before, so it holds their places, and the
+// switches released them only in the plan before. Without this a zapping
+// storm during a solve (a second at a large city's size, or a claims read
+// that times out in safe mode) leaves the new plan a session's capacity
+// short for each, and the next arrivals find the servers full. A session
+// ended after the publish is released by its request as well; the
+// session's release mark keeps it from being given back twice.
+func (a *Allocator) releaseEnded(p *plan) {
+	for _, s := range a.sessions.takeEnded() {
+		p.release(s)
+	}
 }
 
 // etcdTimeout bounds one claims read or commit: an etcd that does not
