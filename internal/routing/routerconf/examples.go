@@ -27,15 +27,19 @@ var (
 // Examples returns the parameters of the committed example configurations
 // in deploy/bird and deploy/frr.
 func Examples() []Example {
+	// BFD on the OSPF uplinks: a host that hangs whole (its routing
+	// daemon with it) is dropped after 300 ms instead of OSPF's dead
+	// interval. A router without BFD leaves the session down, and OSPF
+	// then works as without it.
 	regional := Params{
 		Role: RoleRegional, Hostname: "sched-hefei-1",
 		RouterID: a("10.1.0.2"), ServiceIP: exService, CenterPrefix: exCenter,
-		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "eth0"}}},
+		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "eth0", BFD: true}}},
 	}
 	central := Params{
 		Role: RoleCentral, Hostname: "sched-center-1",
 		RouterID: a("10.0.0.2"), ServiceIP: exService, CenterPrefix: exCenter,
-		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "eth0"}}},
+		OSPF: OSPF{Interfaces: []OSPFInterface{{Name: "eth0", BFD: true}}},
 	}
 	city := Params{
 		Daemon: BIRD, Role: RoleCityRouter, Hostname: "router-hefei",
@@ -66,10 +70,10 @@ func Examples() []Example {
 	// of BGP sessions with them.
 	cityOSPF := city
 	cityOSPF.BGP.Schedulers = nil
-	cityOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth1"}}}
+	cityOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth1", BFD: true}}}
 	coreOSPF := core
 	coreOSPF.BGP.Schedulers = nil
-	coreOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth0"}}}
+	coreOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth0", BFD: true}}}
 
 	with := func(p Params, d Daemon) Params { p.Daemon = d; return p }
 	return []Example{

@@ -509,6 +509,39 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	}
 	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
 	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s", d.Round(time.Millisecond))
+
+	// A frozen scheduler in OSPF mode has no session to lose: the host's
+	// BIRD would advertise its address for ever. Its watchdog kills it and
+	// cleans up (the units' ExecStopPost), and OSPF withdraws the address.
+	wuhu := lab.PrimaryID("wuhu")
+	if err := l.Restart(wuhu); err != nil {
+		t.Fatal(err)
+	}
+	answeredBy(t, l, 1, wuhu, 30*time.Second)
+	p = l.Proc(wuhu)
+	p.Signal(syscall.SIGSTOP)
+	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
+	t.Logf("SIGSTOP (OSPF): the watchdog kills it, the center answers after %s", d.Round(time.Millisecond))
+	if !p.Wait(5*time.Second) || l.WatchdogFired(wuhu).IsZero() {
+		t.Fatal("OSPF mode: the frozen scheduler was not killed by its watchdog")
+	}
+
+	// A host hung whole (its routing daemon frozen with the scheduler):
+	// the city router's BFD (100 ms x 3) drops the adjacency before OSPF's
+	// dead interval (3 s) would.
+	if err := l.Restart(wuhu); err != nil {
+		t.Fatal(err)
+	}
+	answeredBy(t, l, 1, wuhu, 30*time.Second)
+	host := l.Proc("bird-s2")
+	host.Signal(syscall.SIGSTOP)
+	l.Proc(wuhu).Signal(syscall.SIGSTOP)
+	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
+	t.Logf("wuhu's host hung (BIRD and scheduler SIGSTOP, OSPF with BFD): the center answers after %s", d.Round(time.Millisecond))
+	if d >= 3*time.Second {
+		t.Errorf("a hung host's city went to the center after %s, not before OSPF's dead interval (3s): BFD did not drop it", d)
+	}
+	host.Signal(syscall.SIGCONT)
 }
 
 // TestPrivilegedLabDrill: a failover drill of one city under STB load, and

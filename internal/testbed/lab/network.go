@@ -224,9 +224,11 @@ func (l *Lab) routers() error {
 			RouterID: netip.MustParseAddr(fmt.Sprintf("10.100.%d.2", n)), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix, BGP: city}
 		if l.o.OSPF {
 			p.BGP.Schedulers = nil
-			p.OSPF = routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "sched", Type: routerconf.PointToPoint}}}
+			// BFD on every OSPF link, as the deploy kit's examples: a host
+			// hung whole is dropped after 300 ms, not OSPF's dead interval.
+			p.OSPF = routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "sched", Type: routerconf.PointToPoint, BFD: true}}}
 			if l.o.Standby[i] {
-				p.OSPF.Interfaces = append(p.OSPF.Interfaces, routerconf.OSPFInterface{Name: "standby", Type: routerconf.PointToPoint})
+				p.OSPF.Interfaces = append(p.OSPF.Interfaces, routerconf.OSPFInterface{Name: "standby", Type: routerconf.PointToPoint, BFD: true})
 			}
 			// Each scheduler host runs a BIRD advertising anycast0 as an OSPF stub.
 			hosts := []struct{ ns, id string }{{fmt.Sprintf("s%d", n), fmt.Sprintf("10.%d.2.2", n)}}
@@ -236,7 +238,7 @@ func (l *Lab) routers() error {
 			for _, h := range hosts {
 				if err := l.bird(h.ns, routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleRegional, Log: "stderr",
 					RouterID: netip.MustParseAddr(h.id), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix,
-					OSPF: routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "up0", Type: routerconf.PointToPoint}}}}); err != nil {
+					OSPF: routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "up0", Type: routerconf.PointToPoint, BFD: true}}}}); err != nil {
 					return err
 				}
 			}
