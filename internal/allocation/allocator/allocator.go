@@ -50,6 +50,12 @@ type Config struct {
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// SolveTimeout bounds one solve; default Period/2, at most 2 s.
 	SolveTimeout time.Duration `yaml:"solve_timeout"`
+	// ColdSolveTimeout bounds a solve with no plan of this instance's
+	// viewers to start from (the first after a start or an idle spell, a
+	// takeover): it builds every group and option from nothing, and its
+	// viewers have only the steer decision meanwhile, so it may take
+	// longer to be certified. Default max(SolveTimeout, min(Period/2, 5 s)).
+	ColdSolveTimeout time.Duration `yaml:"cold_solve_timeout"`
 	// TargetGap ends a solve once its plan is certified within this
 	// relative gap of the optimum (the Lagrangian bound): a period's warm
 	// solve usually is after a few iterations, and going on to
@@ -125,6 +131,9 @@ func (c Config) withDefaults() Config {
 	if c.SolveTimeout <= 0 {
 		c.SolveTimeout = min(c.Period/2, 2*time.Second)
 	}
+	if c.ColdSolveTimeout <= 0 {
+		c.ColdSolveTimeout = max(c.SolveTimeout, min(c.Period/2, 5*time.Second))
+	}
 	if c.TargetGap <= 0 {
 		c.TargetGap = DefaultTargetGap
 	}
@@ -175,12 +184,13 @@ type Allocator struct {
 	// this instance, to the nearest 100 ms; 0 for never.
 	lastSTB atomic.Int64
 
-	solveMu sync.Mutex   // one Solve at a time; guards the fields below
-	gen     uint64       // plans made
-	own     store.Claims // the claims last committed
-	peers   int          // peers at the last read of the claims
-	failing bool         // the claims cannot be read (said once)
-	idle    bool         // the last solve found no STB lately (said once)
+	solveMu sync.Mutex    // one Solve at a time; guards the fields below
+	gen     uint64        // plans made
+	own     store.Claims  // the claims last committed
+	peers   int           // peers at the last read of the claims
+	failing bool          // the claims cannot be read (said once)
+	budget  time.Duration // the current solve's: solve_timeout or cold_solve_timeout
+	idle    bool          // the last solve found no STB lately (said once)
 	// statePublished: when this instance last published its state;
 	// activeUntil: when it last made a plan with STBs (a published state
 	// older than that is not news to it).

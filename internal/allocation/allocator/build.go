@@ -51,7 +51,7 @@ func (a *Allocator) build(ctx context.Context, eng *steer.Engine, snap *topology
 // region's servers that are available and weighted.
 func (a *Allocator) newPlan(eng *steer.Engine, snap *topology.Snapshot, region int32, m mode, now time.Time) *plan {
 	a.gen++
-	p := &plan{gen: a.gen, made: now, snap: snap, region: region, pos: make([]int32, len(snap.Servers)), idle: m.idle}
+	p := &plan{gen: a.gen, made: now, budget: a.budget, snap: snap, region: region, pos: make([]int32, len(snap.Servers)), idle: m.idle}
 	for i := range p.pos {
 		p.pos[i] = -1
 	}
@@ -295,7 +295,7 @@ func (a *Allocator) solveService(ctx context.Context, snap *topology.Snapshot, s
 		pl = &qoe.Planner{}
 		a.planners[sv.Name] = pl
 	}
-	pl.Solver = qoe.Lagrangian{TimeLimit: a.cfg.SolveTimeout, Tol: a.cfg.TargetGap}
+	pl.Solver = qoe.Lagrangian{TimeLimit: a.budget, Tol: a.cfg.TargetGap}
 	if seed, ok := a.seeds[sv.Name]; ok { // an adopted plan's prices
 		delete(a.seeds, sv.Name)
 		prices := make([]qoe.Price, len(sites.pos))

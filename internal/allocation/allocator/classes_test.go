@@ -80,7 +80,7 @@ func TestSolveTimeoutIsABound(t *testing.T) {
 		timeout time.Duration
 		late    float64
 	}{{time.Nanosecond, 1}, {9 * time.Second, 0}} {
-		r := newRig(t, e, eng, fmt.Sprintf("timeout-%v", tt.timeout), Config{SolveTimeout: tt.timeout})
+		r := newRig(t, e, eng, fmt.Sprintf("timeout-%v", tt.timeout), Config{SolveTimeout: tt.timeout, ColdSolveTimeout: tt.timeout})
 		for i := range 40 { // more than the north zone's two servers carry at the top rung
 			r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%5), signed(t, fmt.Sprintf("v%d", i), 5000))
 		}
@@ -98,6 +98,28 @@ func TestSolveTimeoutIsABound(t *testing.T) {
 			t.Fatalf("timeout %v: plans out late counted %v, want %v", tt.timeout, got, tt.late)
 		}
 		r.a.board.Release(context.Background())
+	}
+}
+
+// A solve with no plan to start from (the first) has cold_solve_timeout;
+// the next ones solve_timeout.
+func TestColdSolveHasItsOwnBudget(t *testing.T) {
+	e := etcdtest.Start(t)
+	r := newRig(t, e, engine(t), "cold", Config{SolveTimeout: time.Nanosecond, ColdSolveTimeout: 9 * time.Second})
+	for i := range 40 {
+		r.get(fmt.Sprintf("100.64.1.%d", i+1), "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8", i%5), signed(t, fmt.Sprintf("v%d", i), 5000))
+	}
+	for i, late := range []float64{0, 1} {
+		r.a.Solve(context.Background())
+		if got := testutil.ToFloat64(r.a.met.overruns); got != late {
+			t.Fatalf("solve %d: plans out late counted %v, want %v (the first is cold, 9 s; then 1 ns)", i+1, got, late)
+		}
+	}
+	if d := (Config{Period: 10 * time.Second}).withDefaults(); d.SolveTimeout != 2*time.Second || d.ColdSolveTimeout != 5*time.Second {
+		t.Errorf("defaults for a 10 s period: solve_timeout %v, cold_solve_timeout %v; want 2s, 5s", d.SolveTimeout, d.ColdSolveTimeout)
+	}
+	if d := (Config{Period: 2 * time.Second}).withDefaults(); d.ColdSolveTimeout != time.Second {
+		t.Errorf("a 2 s period: cold_solve_timeout %v, want 1s (half the period)", d.ColdSolveTimeout)
 	}
 }
 

@@ -31,7 +31,7 @@ func DefaultConfig() Config {
 // Validate checks the fields a configuration file sets; path is where they
 // sit in it ("alloc."), so that each problem, and each key a problem
 // names, reads as the operator wrote it. Zero durations that New fills in
-// (solve_timeout, idle_after, state_interval) are valid.
+// (solve_timeout, cold_solve_timeout, idle_after, state_interval) are valid.
 func (c Config) Validate(path string) error {
 	var errs yamlstrict.Errors
 	if c.Period < time.Second || c.Period > 10*time.Minute {
@@ -42,6 +42,9 @@ func (c Config) Validate(path string) error {
 	}
 	if c.SolveTimeout < 0 || (c.SolveTimeout > 0 && c.SolveTimeout >= c.Period) {
 		errs.Add(path+"solve_timeout", "%s must be >= 0 and below %speriod %s", c.SolveTimeout, path, c.Period)
+	}
+	if c.ColdSolveTimeout < 0 || (c.ColdSolveTimeout > 0 && c.ColdSolveTimeout >= c.Period) {
+		errs.Add(path+"cold_solve_timeout", "%s must be >= 0 and below %speriod %s", c.ColdSolveTimeout, path, c.Period)
 	}
 	if c.TargetGap <= 0 || c.TargetGap > MaxTargetGap {
 		errs.Add(path+"target_gap", "%v is out of range (0, %g]", c.TargetGap, MaxTargetGap)

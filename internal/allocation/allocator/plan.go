@@ -15,6 +15,7 @@ import (
 type plan struct {
 	gen    uint64
 	made   time.Time
+	budget time.Duration // the solve's: solve_timeout, or cold_solve_timeout
 	snap   *topology.Snapshot
 	region int32
 	// servers[pos] is the snapshot index of the pos-th server the solve

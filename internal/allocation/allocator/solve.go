@@ -77,7 +77,12 @@ func (a *Allocator) Solve(ctx context.Context) {
 		// own bound), not only the solver's iterations: what is left of it
 		// once the sessions are grouped and the option table built is the
 		// solver's, which always makes one feasible, certified plan.
-		sctx, cancelSolve := context.WithTimeout(ctx, a.cfg.SolveTimeout)
+		budget := a.cfg.SolveTimeout
+		if last := a.plan.Load(); last == nil || last.idle {
+			budget = a.cfg.ColdSolveTimeout // nothing of these viewers to start from
+		}
+		a.budget = budget
+		sctx, cancelSolve := context.WithTimeout(ctx, budget)
 		defer cancelSolve()
 		safe := err != nil
 		if safe {
@@ -202,7 +207,7 @@ func (a *Allocator) publish(p *plan) {
 	if !p.idle && gap > a.cfg.TargetGap {
 		a.met.uncertified.Inc()
 	}
-	if !p.idle && st.PlanTime > a.cfg.SolveTimeout {
+	if !p.idle && st.PlanTime > p.budget {
 		a.met.overruns.Inc()
 	}
 	a.met.solve.Observe(st.PlanTime.Seconds())

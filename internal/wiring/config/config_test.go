@@ -122,6 +122,7 @@ func TestAllocValidation(t *testing.T) {
 		{"period too short", func(a *Alloc) { a.Period = 100 * time.Millisecond }, "alloc.period: 100ms is out of range"},
 		{"ttl below period", func(a *Alloc) { a.SessionTTL = time.Second }, "alloc.session_ttl: 1s must be at least"},
 		{"solve timeout too long", func(a *Alloc) { a.SolveTimeout = a.Period }, "alloc.solve_timeout:"},
+		{"cold solve timeout too long", func(a *Alloc) { a.ColdSolveTimeout = a.Period + time.Second }, "alloc.cold_solve_timeout:"},
 		{"target gap too wide", func(a *Alloc) { a.TargetGap = 0.5 }, "alloc.target_gap: 0.5 is out of range (0, 0.1]"},
 		{"negative profile", func(a *Alloc) { a.Default.Gift = -1 }, "alloc.default_profile.gift: must be >= 0"},
 	}
