@@ -88,11 +88,14 @@ for u in "${units[@]}"; do want_stat "/usr/lib/systemd/system/$u" "644 root:root
 for f in sysusers.d/anysched.conf tmpfiles.d/anysched.conf sysctl.d/90-anysched.conf modules-load.d/anysched.conf; do
   want_stat "/usr/lib/$f" "644 root:root"
 done
-want_stat /etc/anysched "750 root:anysched"
-want_stat /etc/anysched/tls "750 root:anysched"
-for d in /var/lib/anysched /var/lib/anysched/center /var/lib/anysched/regional /var/lib/anysched/healthcheck; do
-  want_stat "$d" "750 anysched:anysched"
-done
+check_dirs() {
+  want_stat /etc/anysched "750 root:anysched"
+  want_stat /etc/anysched/tls "750 root:anysched"
+  for d in /var/lib/anysched /var/lib/anysched/center /var/lib/anysched/regional /var/lib/anysched/healthcheck; do
+    want_stat "$d" "750 anysched:anysched"
+  done
+}
+check_dirs
 IFS=: read -r _ _ uid _ _ home shell < <(getent passwd anysched) || die "no user anysched"
 [ "$uid" -lt 1000 ] && [ "$home" = /var/lib/anysched ] && [ "$shell" = /usr/sbin/nologin ] ||
   die "user anysched: uid $uid, home $home, shell $shell; want a system user, /var/lib/anysched, /usr/sbin/nologin"
@@ -111,6 +114,12 @@ done
 for f in /etc/anysched/center.yaml /etc/anysched/regional.yaml /etc/anysched/healthcheck.yaml; do
   [ ! -e "$f" ] || die "$f exists: the packages must not ship a configuration a daemon would start with"
 done
+
+# Installed again, as an upgrade is (dpkg unpacks the directories anew, and
+# postinst runs with the old version): the modes and owners hold.
+log "--- dpkg -i again (an upgrade in place)"
+dpkg -i "${debs[@]}" >/dev/null || die "installing the packages over themselves failed"
+check_dirs
 
 log "--- the units"
 for u in "${units[@]}"; do
