@@ -12,7 +12,7 @@ FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/anysched/anysched/internal/wiring/version.stamped=$(VERSION))
 
-.PHONY: all build test unit fuzz lint demo demo-loopback bench bench-province proto deps clean screenshots FORCE
+.PHONY: all build test unit fuzz lint demo demo-loopback bench bench-province proto deps clean screenshots package FORCE
 
 all: build
 
@@ -37,6 +37,12 @@ $(BIN)/.version: FORCE
 	@mkdir -p $(BIN); echo '$(VERSION)' | cmp -s - $@ || echo '$(VERSION)' > $@
 
 FORCE:
+
+# Debian packages in bin/deb/ (deploy/debian/README.md): the binaries of
+# make build, with its version stamp, and the units and configuration
+# examples of deploy/. nfpm, pinned in the script, is installed on first use.
+package: build
+	@VERSION='$(VERSION)' GO=$(GO) scripts/package.sh
 
 # Everything: unit and integration tests (real etcd embedded on
 # loopback), the race detector on every package that starts goroutines,

@@ -8,6 +8,8 @@
 #   scripts/install-deps.sh --check    everything it lists is now there
 #   make test                          the command README.md gives, as root
 #   go run ./bench/qoe --periods 1     the QoE experiment on the EUA data, briefly
+#   scripts/package-check.sh          make package, then the packages installed,
+#                                      checked, a daemon started from them, purged
 #
 # then fails if any test skipped for a reason that is not on the list of
 # reasons unrelated to Debian packages (ALLOWED_SKIPS below): in a clean root a
@@ -238,6 +240,9 @@ else
   # make test's skipped tests go to /root/skips for the audit below.
   step "make test" env ANYSCHED_TEST_SKIPS=/root/skips make test
   step "go run ./bench/qoe --periods 1" go run ./bench/qoe --periods 1
+  # Last: it installs and purges packages in the root. Most of its time is
+  # the first build of nfpm; the limit is for a hang.
+  step "package check" timeout --kill-after=10s 8m scripts/package-check.sh
 fi
 EOF
 chmod +x "$root/root/steps.sh"
