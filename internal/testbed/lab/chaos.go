@@ -198,7 +198,11 @@ func (l *Lab) Schedctl(ctx context.Context, args ...string) (string, error) {
 // stopped one runs).
 func (l *Lab) Running(name string) bool {
 	p := l.Proc(name)
-	return p != nil && p.cmd != nil && !p.Wait(0)
+	if p == nil {
+		return false
+	}
+	cmd, _, _, _ := p.run()
+	return cmd != nil && !p.Wait(0)
 }
 
 // Daemons lists the names of every daemon the lab started.
@@ -257,7 +261,10 @@ func Leftovers(prefix, dir string) []string {
 // signal sends sig to a daemon by name.
 func (l *Lab) signal(name string, sig syscall.Signal) error {
 	p := l.Proc(name)
-	if p == nil || p.cmd == nil {
+	if p == nil {
+		return fmt.Errorf("lab: no daemon %q", name)
+	}
+	if cmd, _, _, _ := p.run(); cmd == nil {
 		return fmt.Errorf("lab: no daemon %q", name)
 	}
 	return p.Signal(sig)

@@ -282,7 +282,8 @@ func (p *Proc) start(l *Lab) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the lab's driver
 	var w *sdwatch.Watch
 	if p.watched {
-		if w, err = sdwatch.Listen(filepath.Join(l.o.Dir, p.Name+".notify"), l.watchdog()); err != nil {
+		p.runs++ // a socket per run: the last run's watcher removes its own
+		if w, err = sdwatch.Listen(filepath.Join(l.o.Dir, fmt.Sprintf("%s.%d.notify", p.Name, p.runs)), l.watchdog()); err != nil {
 			f.Close()
 			return fmt.Errorf("start %s: %w", p.Name, err)
 		}
@@ -292,14 +293,21 @@ func (p *Proc) start(l *Lab) error {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.watch = cmd, done, w
+	done, watchEnd := make(chan struct{}), make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.watch, p.watchEnd = cmd, done, w, watchEnd
+	p.mu.Unlock()
 	go func() { _ = cmd.Wait(); f.Close(); close(done) }() // its exit is read from cmd.ProcessState
-	if w != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-done; cancel() }()
-		go w.Run(ctx, func() { l.watchdogFired(p, cmd, done) })
+	if w == nil {
+		close(watchEnd)
+		return nil
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-done; cancel() }()
+	go func() {
+		defer close(watchEnd)
+		w.Run(ctx, func() { l.watchdogFired(p, cmd, done) })
+	}()
 	return nil
 }
 
@@ -327,10 +335,13 @@ func (l *Lab) watchdogFired(p *Proc, cmd *exec.Cmd, done chan struct{}) {
 // never, in its current or last run).
 func (l *Lab) WatchdogFired(name string) time.Time {
 	p := l.Proc(name)
-	if p == nil || p.watch == nil {
+	if p == nil {
 		return time.Time{}
 	}
-	return p.watch.Fired()
+	if _, _, w, _ := p.run(); w != nil {
+		return w.Fired()
+	}
+	return time.Time{}
 }
 
 // Proc returns a daemon by name (center, bird-r1, <city>-1, <city>-2).
@@ -341,19 +352,23 @@ func (l *Lab) Proc(name string) *Proc {
 }
 
 // Signal sends sig to the daemon.
-func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *Proc) Signal(sig syscall.Signal) error {
+	cmd, _, _, _ := p.run()
+	return cmd.Process.Signal(sig)
+}
 
 // Wait waits for the daemon to exit, at most d.
 func (p *Proc) Wait(d time.Duration) bool {
+	_, done, _, _ := p.run()
 	select {
-	case <-p.done:
+	case <-done:
 		return true
 	default:
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.done:
+	case <-done:
 		return true
 	case <-t.C:
 		return false
@@ -368,6 +383,15 @@ func (l *Lab) Restart(name string) error {
 	}
 	if !p.Wait(0) {
 		return fmt.Errorf("lab: %s is still running", name)
+	}
+	// A watchdog that fired cleans up after the kill (the units'
+	// ExecStopPost): the new run starts after that, as systemd's would.
+	if _, _, _, end := p.run(); end != nil {
+		select {
+		case <-end:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("lab: %s: its watchdog's clean-up did not end", name)
+		}
 	}
 	if err := p.start(l); err != nil {
 		return fmt.Errorf("lab: %w", err)

@@ -114,12 +114,24 @@ type Proc struct {
 	NS   string
 	args []string
 	log  string
+	// watched: a scheduler, under the lab's watchdog.
+	watched bool
+	runs    int // started so far: each run has its own notification socket
+
+	mu   sync.Mutex // the current run's, replaced by a restart while chaos goroutines read them
 	cmd  *exec.Cmd
 	done chan struct{}
-	// watched: a scheduler, under the lab's watchdog; watch is its
-	// current run's.
-	watched bool
-	watch   *sdwatch.Watch
+	// watch is the run's watchdog; watchEnd is closed once it has
+	// returned, after killing and cleaning up if it fired.
+	watch    *sdwatch.Watch
+	watchEnd chan struct{}
+}
+
+// run is the current run's process, exit channel and watchdog.
+func (p *Proc) run() (*exec.Cmd, chan struct{}, *sdwatch.Watch, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done, p.watch, p.watchEnd
 }
 
 // ServiceIP is the Anycast address of every lab.
@@ -421,7 +433,7 @@ func (l *Lab) Down() {
 		_ = t.Close()
 	}
 	for _, p := range procs {
-		if p.cmd != nil && !p.Wait(0) {
+		if cmd, _, _, _ := p.run(); cmd != nil && !p.Wait(0) {
 			_ = p.Signal(syscall.SIGKILL)
 			p.Wait(5 * time.Second)
 		}

@@ -25,6 +25,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/anysched/anysched/internal/stb/httpd"
@@ -35,6 +36,9 @@ import (
 type Probe struct {
 	Name  string // http, dns
 	Check func(ctx context.Context) error
+	// Misses is how many failures in a row are forgiven: UDP may drop a
+	// query in a flood that the front end is answering through.
+	Misses int
 }
 
 // Watchdog notifies every Timeout/4 while every probe answers.
@@ -55,6 +59,8 @@ type Watchdog struct {
 
 	notified prometheus.Counter
 	failed   *prometheus.CounterVec
+	// notifyFailing: the last notification failed (said once).
+	notifyFailing bool
 }
 
 // Register adds the watchdog's metrics to reg.
@@ -81,6 +87,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	probes := w.Probes()
+	missed := make([]int, len(probes))
 	every := w.Timeout / 4
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -90,7 +97,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		// that is no answer an STB waits for, and the notification that
 		// follows still comes before the interval ends.
 		pctx, cancel := context.WithTimeout(ctx, w.Timeout/2)
-		err := w.probe(pctx, probes)
+		err := w.probe(pctx, probes, missed)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -121,16 +128,22 @@ func (w *Watchdog) Run(ctx context.Context) error {
 }
 
 // probe asks every front end at once, so that one hanging does not take
-// the others' time.
-func (w *Watchdog) probe(ctx context.Context, probes []Probe) error {
+// the others' time; a probe's failures count once more than its Misses
+// in a row (missed holds each probe's run of failures).
+func (w *Watchdog) probe(ctx context.Context, probes []Probe, missed []int) error {
 	errs := make([]error, len(probes))
 	var wg sync.WaitGroup
 	for i, p := range probes {
 		wg.Go(func() {
-			if err := p.Check(ctx); err != nil {
-				if w.failed != nil {
-					w.failed.WithLabelValues(p.Name).Inc()
-				}
+			err := p.Check(ctx)
+			if err == nil {
+				missed[i] = 0
+				return
+			}
+			if w.failed != nil {
+				w.failed.WithLabelValues(p.Name).Inc()
+			}
+			if missed[i]++; missed[i] > p.Misses {
 				errs[i] = fmt.Errorf("%s: %w", p.Name, err)
 			}
 		})
@@ -143,19 +156,39 @@ func (w *Watchdog) notify(log *slog.Logger, state string) {
 	if w.Notify == nil {
 		return
 	}
-	if err := w.Notify(state); err != nil {
-		log.Warn("notifying the service manager failed", "state", state, "err", err)
+	// Said once until a notification goes through again: a socket gone
+	// would otherwise fill the log five lines a second.
+	err := w.Notify(state)
+	switch {
+	case err != nil && !w.notifyFailing:
+		w.notifyFailing = true
+		log.Warn("notifying the service manager failed; said again only once it works", "state", state, "err", err)
+	case err == nil && w.notifyFailing:
+		w.notifyFailing = false
+		log.Info("notifying the service manager works again")
 	}
 }
 
 // HTTP probes an HTTP front end listening on addr (its bound address;
-// a wildcard is probed on loopback).
+// a wildcard is probed on loopback). A reset before any answer counts as
+// one: it is the accept loop turning away a connection over
+// http.max_connections, so a scheduler at its cap is not killed for being
+// busy (and its load moved onto the center, which would be next). While
+// addr is not on this host (a service address not put on its interface
+// yet, or removed), nothing routes STBs here and the probe would be
+// answered by another host: it passes without a request.
 func HTTP(addr string) Probe {
 	addr = dialable(addr)
 	req := "HEAD " + httpd.AlivePath + " HTTP/1.1\r\nHost: watchdog\r\nConnection: close\r\n\r\n"
 	return Probe{Name: "http", Check: func(ctx context.Context) error {
+		if !local(addr) {
+			return nil
+		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
+		if errors.Is(err, syscall.ECONNRESET) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -168,6 +201,9 @@ func HTTP(addr string) Probe {
 		}
 		var b [32]byte
 		n, err := io.ReadAtLeast(c, b[:], len("HTTP/1.1 204"))
+		if n == 0 && errors.Is(err, syscall.ECONNRESET) {
+			return nil // turned away at the cap: the accept loop answers
+		}
 		if err != nil {
 			return err
 		}
@@ -180,13 +216,17 @@ func HTTP(addr string) Probe {
 
 // DNS probes a DNS front end on addr with a CHAOS-class query, which it
 // answers REFUSED without looking anything up: any answer with the
-// query's ID is an answer.
+// query's ID is an answer. Two misses in a row are forgiven (a flood may
+// drop the query), and, as for HTTP, an address not on this host passes.
 func DNS(addr string) Probe {
 	addr = dialable(addr)
 	// ID 0x5744, RD off, one question: id.server. CH TXT.
 	q := []byte{0x57, 0x44, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0,
 		2, 'i', 'd', 6, 's', 'e', 'r', 'v', 'e', 'r', 0, 0, 16, 0, 3}
-	return Probe{Name: "dns", Check: func(ctx context.Context) error {
+	return Probe{Name: "dns", Misses: 2, Check: func(ctx context.Context) error {
+		if !local(addr) {
+			return nil
+		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "udp", addr)
 		if err != nil {
@@ -210,6 +250,26 @@ func DNS(addr string) Probe {
 			}
 		}
 	}}
+}
+
+// local reports whether addr's IP is one of this host's (loopback
+// included); an address it cannot tell is taken as local.
+func local(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // dialable turns a bound wildcard address into one on loopback.

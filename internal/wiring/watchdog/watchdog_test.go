@@ -138,7 +138,7 @@ func TestNotifiesOnlyWhileAnswering(t *testing.T) {
 	rec := logtest.New()
 	var dump syncbuf.Buffer
 	w := &watchdog.Watchdog{
-		Timeout: 400 * time.Millisecond,
+		Timeout: time.Second,
 		Probes: func() []watchdog.Probe {
 			return []watchdog.Probe{watchdog.HTTP(outer.Addr().String()), watchdog.DNS(pc.LocalAddr().String())}
 		},
@@ -154,10 +154,10 @@ func TestNotifiesOnlyWhileAnswering(t *testing.T) {
 
 	gate.set(true)
 	wait.For(t, "the failure said", wait.DefaultTimeout, func() bool { return len(rec.Containing(slog.LevelError, "does not answer")) == 1 })
-	// Probes start every 100 ms and give up after 200 ms: well past that,
+	// Probes start every 250 ms and give up after 500 ms: well past that,
 	// nothing more is notified.
 	stalled := n.count("WATCHDOG=1")
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		if n.count("WATCHDOG=1") > stalled+1 { // one probe may have been under way
 			t.Fatalf("notified while the HTTP front end did not answer: %d -> %d", stalled, n.count("WATCHDOG=1"))
@@ -191,6 +191,51 @@ func TestNotifiesOnlyWhileAnswering(t *testing.T) {
 	}
 	if n.last() != "STOPPING=1" {
 		t.Errorf("the last state sent: %q, want STOPPING=1", n.last())
+	}
+}
+
+// TestBusyIsNotHung: a front end at http.max_connections resets the
+// probe's connection like any other; that is its accept loop answering,
+// and the watchdog goes on notifying (killing a busy scheduler would move
+// its load onto the center, and then the center's). An address not on
+// this host (a service address not yet on its interface) is not probed.
+func TestBusyIsNotHung(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	h := httpd.New(httpd.Config{MaxConnections: 1}, func() *steer.Engine { return nil }, nil, log)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = h.Serve(ctx, ln) }()
+	held, err := net.Dial("tcp", ln.Addr().String()) // the one connection allowed, kept open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := io.WriteString(held, "HEAD "+httpd.AlivePath+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Read(make([]byte, 512)); err != nil { // served: it counts against the cap now
+		t.Fatal(err)
+	}
+	n := &notes{}
+	rec := logtest.New()
+	w := &watchdog.Watchdog{Timeout: time.Second, Notify: n.notify, Logger: rec.Logger(), Probes: func() []watchdog.Probe {
+		return []watchdog.Probe{watchdog.HTTP(ln.Addr().String()), watchdog.HTTP("192.0.2.1:80")}
+	}}
+	reg := prometheus.NewRegistry()
+	w.Register(reg)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = w.Run(wctx) }()
+	wait.For(t, "notifications while at the cap", wait.DefaultTimeout, func() bool { return n.count("WATCHDOG=1") >= 4 })
+	if e := rec.Records(slog.LevelError); len(e) > 0 {
+		t.Errorf("a busy front end was taken for a hung one: %v", e)
+	}
+	if got := failures(t, reg, "http"); got != 0 {
+		t.Errorf("%v probe failures counted at the cap", got)
 	}
 }
 
