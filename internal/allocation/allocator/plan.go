@@ -182,6 +182,24 @@ func (p *plan) release(s *session) {
 	p.cpuLeft[pos].Add(milli(cpu))
 }
 
+// carry keeps, in p (not yet published), the place a session the plan
+// does not place was priced to by the plan before it: the same server and
+// rung, its capacity taken here, when the server is in p and it fits.
+func (p *plan) carry(s *session) {
+	cur := s.cur.Load()
+	if cur == nil || cur.gen == p.gen || cur.snap != p.snap || cur.server < 0 || p.plannedOf(s) != nil {
+		return
+	}
+	pos := p.pos[cur.server]
+	if pos < 0 || int(s.key.service) >= len(p.services) || p.services[s.key.service] == nil {
+		return
+	}
+	bw, cpu := p.services[s.key.service].inst.Uses(cur.rung)
+	if p.take(pos, bw, cpu) {
+		s.cur.Store(&assignment{snap: p.snap, gen: p.gen, server: cur.server, rung: cur.rung, kbps: cur.kbps})
+	}
+}
+
 // price returns the choice for a session the plan does not place: the
 // highest value net of the plan's prices among covering, available servers
 // with headroom left, or the fallback. The choice's capacity is reserved.

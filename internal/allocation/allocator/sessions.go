@@ -70,6 +70,10 @@ type session struct {
 
 const shards = 64
 
+// switched is one switch of channel: the session it ended and the one
+// that followed (nil when the table was full).
+type switched struct{ ended, next *session }
+
 // table holds the live sessions, sharded so requests on different sessions
 // do not contend.
 type table struct {
@@ -80,10 +84,11 @@ type table struct {
 		mu      sync.Mutex
 		m       map[key]*session
 		playing map[viewer]string // the viewer's current session's channel (its key less the viewer)
-		// ended: sessions a channel switch ended since the last sweep. A
-		// plan solved from that sweep still holds their capacity; the
-		// switch gave it back only in the plan before (takeEnded).
-		ended []*session
+		// ended: the switches of channel since the last sweep. A plan
+		// solved from that sweep still holds the ended sessions' capacity
+		// and not their successors' (the switch gave back and priced in
+		// the plan before): takeEnded.
+		ended []switched
 	}
 }
 
@@ -138,7 +143,6 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 			delete(sh.m, prev)
 			t.count.Add(-1)
 			ended = old
-			sh.ended = append(sh.ended, old)
 		}
 	}
 	s = sh.m[k]
@@ -150,6 +154,9 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 	} else if s == nil {
 		if t.count.Load() >= t.max {
 			delete(sh.playing, v)
+			if ended != nil {
+				sh.ended = append(sh.ended, switched{ended, nil})
+			}
 			return nil, ended
 		}
 		s = &session{key: k, profile: prof, loc: loc, snap: snap}
@@ -158,6 +165,9 @@ func (t *table) touch(k key, prof qoe.Profile, loc topology.Location, snap *topo
 	}
 	sh.playing[v] = k.channel
 	s.seen.Store(now)
+	if ended != nil {
+		sh.ended = append(sh.ended, switched{ended, s})
+	}
 	return s, ended
 }
 
@@ -199,10 +209,10 @@ func (t *table) sweep(cutoff int64) []*session {
 	return out
 }
 
-// takeEnded returns the sessions a channel switch ended since the last
-// sweep (or the last takeEnded), and forgets them.
-func (t *table) takeEnded() []*session {
-	var out []*session
+// takeEnded returns the switches of channel since the last sweep (or the
+// last takeEnded), and forgets them.
+func (t *table) takeEnded() []switched {
+	var out []switched
 	for i := range t.shard {
 		sh := &t.shard[i]
 		sh.mu.Lock()

@@ -135,8 +135,9 @@ func (a *Allocator) Solve(ctx context.Context) {
 		if safe {
 			p.stats.SafeMode = true
 			p.stats.PlanTime = time.Since(began)
+			a.settleSwitches(p)
 			a.publish(p)
-			a.releaseEnded(p)
+			a.settleSwitches(p)
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.etcdTimeout())
@@ -155,8 +156,9 @@ func (a *Allocator) Solve(ctx context.Context) {
 		}
 		a.own = claims
 		p.stats.PlanTime = time.Since(began)
+		a.settleSwitches(p)
 		a.publish(p)
-		a.releaseEnded(p)
+		a.settleSwitches(p)
 		if !p.idle && now.Sub(a.statePublished) >= a.stateInterval(peers) {
 			a.publishState(ctx, p, live, now)
 		}
@@ -165,18 +167,25 @@ func (a *Allocator) Solve(ctx context.Context) {
 	a.log.Info("capacity claims kept conflicting with a peer's; keeping the previous plan until the next period")
 }
 
-// releaseEnded gives back, in the plan just published, the capacity of
-// the sessions a channel switch ended while it was made: it was solved
-// from the sessions swept before, so it holds their places, and the
-// switches released them only in the plan before. Without this a zapping
+// settleSwitches brings plan p up to date with the viewers who switched
+// channel while it was made: it was solved from the sessions swept
+// before, so it holds the places of the sessions they left and not of the
+// ones they switched to (both were settled only in the plan before).
+// Each left session's place is given back (its release mark keeps that
+// from counting twice), and each new session priced by the plan before
+// keeps its server and rung in p when they fit. Without this a zapping
 // storm during a solve (a second at a large city's size, or a claims read
-// that times out in safe mode) leaves the new plan a session's capacity
-// short for each, and the next arrivals find the servers full. A session
-// ended after the publish is released by its request as well; the
-// session's release mark keeps it from being given back twice.
-func (a *Allocator) releaseEnded(p *plan) {
-	for _, s := range a.sessions.takeEnded() {
-		p.release(s)
+// waiting for etcd in safe mode) left the new plan a session short per
+// switch, and the next arrivals found the servers full. Called before p
+// is published (no request reads it yet), then once after it for the
+// switches in between; those only give back, a request prices the rest.
+func (a *Allocator) settleSwitches(p *plan) {
+	published := a.plan.Load() == p
+	for _, sw := range a.sessions.takeEnded() {
+		p.release(sw.ended)
+		if !published && sw.next != nil {
+			p.carry(sw.next)
+		}
 	}
 }
 
