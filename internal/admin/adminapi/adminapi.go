@@ -11,7 +11,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,7 +90,8 @@ type Service struct {
 }
 
 // Drain records an operator drain after checking the target exists; a dry
-// run changes nothing and forecasts what the drain would do (drainforecast.go).
+// run changes nothing and forecasts what the drain would do
+// (drainforecast.go). A drain with a window is checked as window.go says.
 func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainResponse, error) {
 	if req.GetDryRun() {
 		return s.drainDryRun(ctx, req)
@@ -102,54 +102,84 @@ func (s *Service) Drain(ctx context.Context, req *pb.DrainRequest) (*pb.DrainRes
 		return nil, err
 	}
 	kind := opstate.DrainKind(req.GetKind()) // checked by drainTarget
+	d, err := s.drainWindow(ctx, req, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	// Forced by an admin: every scheduler then applies it even where it
 	// leaves a region with no server (opstate.Watcher's drain guard).
 	caller, _ := authz.FromContext(ctx)
-	forced := req.GetForce() && caller.Role >= authz.Admin
-	for _, d := range s.drains() {
-		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() && (d.Forced || !forced) {
-			return &pb.DrainResponse{Servers: n, Changed: false}, nil
-		}
+	d.Kind, d.Name, d.Reason, d.Forced = kind, req.GetName(), req.GetReason(), req.GetForce() && caller.Role >= authz.Admin
+	resp := &pb.DrainResponse{Servers: n, From: optionalTime(d.From), Until: optionalTime(d.Until)}
+	if same, err := s.sameDrain(d, time.Now()); same || err != nil {
+		return resp, err
 	}
-	if err := s.guardDrain(ctx, kind, req); err != nil {
+	if err := s.guardDrain(ctx, d, req.GetForce(), false); err != nil {
 		return nil, err
 	}
-	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), s.Apply.Signer, opstate.Drain{Kind: kind, Name: req.GetName(), Reason: req.GetReason(), Forced: forced}); err != nil {
+	if err := opstate.SetDrain(ctx, s.Store.Client(), s.Store.Prefix(), s.Apply.Signer, d); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store: %v", err)
 	}
-	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n)
-	return &pb.DrainResponse{Servers: n, Changed: true}, nil
+	s.Logger.Info("drained", "kind", req.GetKind(), "name", req.GetName(), "reason", req.GetReason(), "servers", n, "window", d.Window())
+	resp.Changed = true
+	return resp, nil
 }
 
-// guardDrain refuses a drain past the removal guard (removalguard.go),
-// unless forced by an admin; a forced one is logged and audited as such.
-// The target was checked by drainTarget: the engine has a snapshot.
-func (s *Service) guardDrain(ctx context.Context, kind opstate.DrainKind, req *pb.DrainRequest) error {
+// guardDrain refuses a drain past the removal guard (removalguard.go) at
+// any moment of its window (window.go), unless forced by an admin; a
+// forced one is logged and audited as such. The target was checked by
+// drainTarget: the engine has a snapshot.
+func (s *Service) guardDrain(ctx context.Context, d opstate.Drain, force, dryRun bool) error {
+	return s.guardDrainExcept(ctx, d, force, dryRun, "drain", "")
+}
+
+// guardDrainExcept is guardDrain, retried by retry, leaving region
+// emptied out of the regions that must keep a serving server.
+func (s *Service) guardDrainExcept(ctx context.Context, d opstate.Drain, force, dryRun bool, retry, emptied string) error {
 	snap := s.engine().Snapshot()
 	weights, err := s.weightsInForce(ctx)
 	if err != nil {
 		return err
 	}
-	ds := s.drains()
-	before := inService(snap, ds, weights)
-	after := inService(snap, append(slices.Clone(ds), opstate.Drain{Kind: kind, Name: req.GetName()}), weights)
-	forced, err := s.guardRemoval(ctx, fmt.Sprintf("draining %s %s", kind, req.GetName()), snap, before, after, req.GetForce(), "drain")
-	if err != nil || forced == "" {
-		return err
+	now := time.Now()
+	for _, at := range guardInstants(d, s.drains(), now) {
+		ds := drainsAt(s.drains(), at)
+		before := inService(snap, ds, weights)
+		after := inService(snap, append(ds, d), weights)
+		what := fmt.Sprintf("draining %s %s", d.Kind, d.Name)
+		if at.After(now) {
+			what += " from " + at.UTC().Format(time.RFC3339)
+		}
+		forced, err := s.guardRemoval(ctx, what, snap, before, after, force, retry, emptied)
+		if err != nil {
+			return err
+		}
+		if forced == "" {
+			continue
+		}
+		audit.Annotate(ctx, func(n *audit.Note) {
+			n.Detail = strings.TrimPrefix(n.Detail+"; forced past the removal guard: "+forced, "; ")
+		})
+		s.Logger.Warn("drain forced past the removal guard", "kind", d.Kind, "name", d.Name, "dry_run", dryRun, "what", forced)
+		return nil
 	}
-	audit.Annotate(ctx, func(n *audit.Note) {
-		n.Detail = strings.TrimPrefix(n.Detail+"; forced past the removal guard: "+forced, "; ")
-	})
-	s.Logger.Warn("drain forced past the removal guard", "kind", kind, "name", req.GetName(), "dry_run", req.GetDryRun(), "what", forced)
 	return nil
 }
 
-// Undrain removes an operator drain.
+// Undrain removes an operator drain; a scheduled one is thereby
+// cancelled, which the audit record says.
 func (s *Service) Undrain(ctx context.Context, req *pb.UndrainRequest) (*pb.DrainResponse, error) {
 	audit.Annotate(ctx, func(n *audit.Note) { n.Target = req.GetKind() + "/" + req.GetName() })
 	kind, err := opstate.ParseDrainKind(req.GetKind())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	for _, d := range s.drains() {
+		if d.Kind == kind && d.Name == req.GetName() && d.Scheduled() {
+			audit.Annotate(ctx, func(n *audit.Note) {
+				n.Detail = fmt.Sprintf("cancelled a scheduled drain (%s, %s)", d.Window(), d.State(time.Now()))
+			})
+		}
 	}
 	existed, err := opstate.ClearDrain(ctx, s.Store.Client(), s.Store.Prefix(), kind, req.GetName())
 	if err != nil {
@@ -392,8 +422,10 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 		resp.Checkers = append(resp.Checkers, &pb.CheckerStatus{Id: c.ID, Region: c.Region, Targets: int32(c.Targets), StartedAt: timestamppb.New(c.StartedAt)})
 	}
 	sort.Slice(resp.Checkers, func(i, j int) bool { return resp.Checkers[i].Id < resp.Checkers[j].Id })
+	now := time.Now()
 	for _, d := range s.drains() {
-		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: string(d.Kind), Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At)})
+		resp.Drains = append(resp.Drains, &pb.DrainEntry{Kind: string(d.Kind), Name: d.Name, Reason: d.Reason, At: timestamppb.New(d.At),
+			From: optionalTime(d.From), Until: optionalTime(d.Until), State: string(d.State(now)), Forced: d.Forced})
 	}
 	sort.Slice(resp.Drains, func(i, j int) bool {
 		return resp.Drains[i].Kind+resp.Drains[i].Name < resp.Drains[j].Kind+resp.Drains[j].Name

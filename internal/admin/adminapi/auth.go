@@ -31,19 +31,21 @@ type rule struct {
 // least role that may call it. A method missing here is refused, so a new
 // RPC is closed until someone decides who may call it. Drill is listed at
 // operator (lab drills); the handler asks admin of a production drill.
+// Maintenance empties a region and withdraws its route: admin.
 func methodRule(method string) (rule, bool) {
 	switch method {
 	case pb.Admin_GetTopology_FullMethodName, pb.Admin_Status_FullMethodName, pb.Admin_Explain_FullMethodName,
 		pb.Admin_History_FullMethodName, pb.Admin_DiffTopology_FullMethodName, pb.Admin_Audit_FullMethodName,
-		pb.Admin_WhoAmI_FullMethodName, pb.Admin_GetBalance_FullMethodName,
+		pb.Admin_WhoAmI_FullMethodName, pb.Admin_GetBalance_FullMethodName, pb.Admin_ListMaintenance_FullMethodName,
 		healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName, healthpb.Health_List_FullMethodName,
 		reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName,
 		reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName:
 		return rule{need: authz.Viewer, read: true}, true
 	case pb.Admin_ApplyTopology_FullMethodName, pb.Admin_Drain_FullMethodName, pb.Admin_Undrain_FullMethodName,
-		pb.Admin_Drill_FullMethodName, pb.Admin_DrillEtcdLoss_FullMethodName, pb.Admin_SetBalance_FullMethodName:
+		pb.Admin_Drill_FullMethodName, pb.Admin_DrillEtcdLoss_FullMethodName, pb.Admin_SetBalance_FullMethodName,
+		pb.Admin_CancelMaintenance_FullMethodName:
 		return rule{need: authz.Operator}, true
-	case pb.Admin_Rollback_FullMethodName:
+	case pb.Admin_Rollback_FullMethodName, pb.Admin_Maintenance_FullMethodName:
 		return rule{need: authz.Admin}, true
 	}
 	return rule{}, false

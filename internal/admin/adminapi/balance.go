@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/province/audit"
@@ -126,8 +127,8 @@ func (s *Service) guardBalance(ctx context.Context, old, next balance.Config, fo
 		return "", nil
 	}
 	snap := eng.Snapshot()
-	ds := s.drains()
-	return s.guardRemoval(ctx, "the balance policy", snap, inService(snap, ds, old.Weights), inService(snap, ds, next.Weights), force, "balance set")
+	ds := notEnded(s.drains(), time.Now()) // a pending drain will be in force, with the policy
+	return s.guardRemoval(ctx, "the balance policy", snap, inService(snap, ds, old.Weights), inService(snap, ds, next.Weights), force, "balance set", "")
 }
 
 // weightsInForce is the stored balance policy's weights as the schedulers

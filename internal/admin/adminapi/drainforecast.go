@@ -33,15 +33,20 @@ func (s *Service) drainDryRun(ctx context.Context, req *pb.DrainRequest) (*pb.Dr
 		return nil, err
 	}
 	kind := opstate.DrainKind(req.GetKind()) // checked by drainTarget
-	resp := &pb.DrainResponse{Servers: n, Changed: true}
-	for _, d := range s.drains() {
-		if d.Kind == kind && d.Name == req.GetName() && d.Reason == req.GetReason() {
-			resp.Changed = false // what the drain would answer
-		}
+	d, err := s.drainWindow(ctx, req, time.Now())
+	if err != nil {
+		return nil, err
 	}
+	d.Kind, d.Name, d.Reason = kind, req.GetName(), req.GetReason()
+	resp := &pb.DrainResponse{Servers: n, Changed: true, From: optionalTime(d.From), Until: optionalTime(d.Until)}
+	same, err := s.sameDrain(d, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	resp.Changed = !same // what the drain would answer
 	// What the removal guard would answer, beside the forecast: the
 	// forecast is what an operator weighs before asking an admin to force.
-	if err := s.guardDrain(ctx, kind, req); err != nil {
+	if err := s.guardDrain(ctx, d, req.GetForce(), true); err != nil {
 		if c := status.Code(err); c != codes.FailedPrecondition && c != codes.PermissionDenied {
 			return nil, err
 		}

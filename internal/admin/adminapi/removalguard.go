@@ -77,8 +77,9 @@ func drained(snap *topology.Snapshot, d opstate.Drain) []int32 {
 // (nil: it does not): a region left with no serving server, or more than
 // share of the province's servers out of service afterwards, counting
 // those already out (drains in force, zero weights), so that a province
-// cannot be emptied a little at a time.
-func removalDangers(snap *topology.Snapshot, before, after []bool, share float64) (removed string, dangers []string) {
+// cannot be emptied a little at a time. Region emptied ("" for none) is
+// one the change is meant to empty (a city's maintenance window).
+func removalDangers(snap *topology.Snapshot, before, after []bool, share float64, emptied string) (removed string, dangers []string) {
 	var names []string
 	out := 0
 	for i := range before {
@@ -104,7 +105,7 @@ func removalDangers(snap *topology.Snapshot, before, after []bool, share float64
 			had = had || before[si]
 			has = has || after[si]
 		}
-		if had && !has {
+		if had && !has && r.Name != emptied {
 			dangers = append(dangers, "leaves region "+r.Name+" with no serving server")
 		}
 	}
@@ -119,9 +120,10 @@ func removalDangers(snap *topology.Snapshot, before, after []bool, share float64
 // guardRemoval refuses, unless forced by an admin, a change (named by
 // what, e.g. "draining region hefei") that takes servers out of service
 // past the guard; FailedPrecondition names the servers and the dangers.
-// A forced change's dangers are returned to be logged.
-func (s *Service) guardRemoval(ctx context.Context, what string, snap *topology.Snapshot, before, after []bool, force bool, retry string) (string, error) {
-	removed, dangers := removalDangers(snap, before, after, s.Apply.share())
+// A forced change's dangers are returned to be logged. Region emptied
+// may be left with no serving server ("" for none).
+func (s *Service) guardRemoval(ctx context.Context, what string, snap *topology.Snapshot, before, after []bool, force bool, retry, emptied string) (string, error) {
+	removed, dangers := removalDangers(snap, before, after, s.Apply.share(), emptied)
 	if len(dangers) == 0 {
 		return "", nil
 	}

@@ -152,12 +152,27 @@ type Checker struct {
 	UpS     float64 `json:"up_s"`
 }
 
-// Drain is an operator drain in force.
+// Drain is an operator drain stored: in force, or scheduled (a window,
+// pending or ended, as State says).
 type Drain struct {
 	Kind   string `json:"kind"`
 	Name   string `json:"name"`
 	Reason string `json:"reason,omitempty"`
 	At     int64  `json:"at"`
+	State  string `json:"state,omitempty"` // pending, active or ended
+	From   int64  `json:"from,omitempty"`  // the window, Unix ms; 0: that side open
+	Until  int64  `json:"until,omitempty"`
+}
+
+func drainOf(d *pb.DrainEntry) Drain {
+	out := Drain{Kind: d.GetKind(), Name: d.GetName(), Reason: d.GetReason(), At: d.GetAt().AsTime().UnixMilli(), State: d.GetState()}
+	if d.GetFrom() != nil {
+		out.From = d.GetFrom().AsTime().UnixMilli()
+	}
+	if d.GetUntil() != nil {
+		out.Until = d.GetUntil().AsTime().UnixMilli()
+	}
+	return out
 }
 
 // ResultRate is a counter of this scheduler's answers.
@@ -289,7 +304,7 @@ func (con *Console) province(ctx context.Context, c authz.Caller, withQoE bool) 
 		p.Checkers = append(p.Checkers, Checker{ID: ch.GetId(), Region: ch.GetRegion(), Targets: ch.GetTargets(), UpS: now.Sub(ch.GetStartedAt().AsTime()).Seconds()})
 	}
 	for _, d := range st.GetDrains() {
-		p.Drains = append(p.Drains, Drain{Kind: d.GetKind(), Name: d.GetName(), Reason: d.GetReason(), At: d.GetAt().AsTime().UnixMilli()})
+		p.Drains = append(p.Drains, drainOf(d))
 	}
 	p.Results = con.results()
 	con.qoe.observe(st, now, con.knownRegion)
@@ -452,7 +467,7 @@ func (con *Console) servers(ctx context.Context, c authz.Caller) (*ServersView, 
 		return nil, err
 	}
 	for _, d := range st.GetDrains() {
-		v.Drains = append(v.Drains, Drain{Kind: d.GetKind(), Name: d.GetName(), Reason: d.GetReason(), At: d.GetAt().AsTime().UnixMilli()})
+		v.Drains = append(v.Drains, drainOf(d))
 	}
 	return v, nil
 }

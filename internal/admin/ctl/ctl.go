@@ -63,12 +63,18 @@ func commands() []command {
 			"balance set -f FILE [--dry-run] [--yes] [--force] [-o table|json]",
 			"balance reset [--dry-run] [--yes] [-o table|json]   (no document: the defaults)",
 		}, run: balanceCmd},
-		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT] [--dry-run] [--force]"}, run: drainCmd},
+		{name: "drain", synopsis: []string{"drain server|node|region NAME [--reason TEXT] [--from TIME] [--until TIME] [--dry-run] [--force]   (TIME: RFC 3339, now, +2h, 22:00)"}, run: drainCmd},
+		{name: "drains", synopsis: []string{"drains [-o table|yaml|json]   (each drain's window and whether it is pending, active or ended)"}, run: drainsCmd},
 		{name: "undrain", synopsis: []string{"undrain server|node|region NAME"}, run: undrainCmd},
 		{name: "drill", synopsis: []string{
 			"drill failover --region R --duration D [--i-know-this-is-production] [--no-watch]",
 			"drill etcd-loss --duration D [--members N] [--leader]   (lab only; N of the lab's etcd members, default all; --leader: the leader first)",
 		}, timeout: drillTimeout, run: drillCmd},
+		{name: "maintenance", synopsis: []string{
+			"maintenance REGION --until TIME [--from TIME] [--reason TEXT] [--dry-run] [--force]   (the region drained and its route withdrawn in the window; admin)",
+			"maintenance list [-o table|yaml|json]",
+			"maintenance cancel REGION",
+		}, run: maintenanceCmd},
 		{name: "rollout", synopsis: []string{
 			"rollout CITY [--ready-timeout D] [--local-timeout D] [--settle D] [-o table|json]   (its scheduler started: in the topology, ready and announcing, its STBs no longer answered by the center)",
 			"rollout CITY --undo [--withdraw-timeout D] [--takeover-timeout D] [--window D] [-o table|json]   (its schedulers stopped: withdrawn, the center answers its STBs, none failed)",
@@ -139,7 +145,10 @@ type env struct {
 	stdin       io.Reader
 	out, errOut io.Writer
 	clock       clock
-	getenv      func(string) string
+	// loc is where the operator's local times are (--from 22:00); nil:
+	// time.Local.
+	loc    *time.Location
+	getenv func(string) string
 	// isTerminal: standard input is a terminal an operator answers on
 	// (apply and rollback confirm there); nil: not one.
 	isTerminal func() bool
@@ -267,6 +276,44 @@ func (e *env) helpEach(ctx context.Context, run func(context.Context, *env, []st
 		}
 	}
 	return errHelp
+}
+
+// subcommand is one of a command's subcommands.
+type subcommand struct {
+	name string
+	run  func(ctx context.Context, e *env, args []string) error
+}
+
+// dispatch runs the subcommand args[0] names, with the arguments after
+// it; without one, def with all of args (nil: the usage error usage).
+// COMMAND --help shows every subcommand's help, def's first.
+func (e *env) dispatch(ctx context.Context, args []string, subs []subcommand, def func(context.Context, *env, []string) error, usage string) error {
+	if len(args) > 0 {
+		for _, s := range subs {
+			if s.name == args[0] {
+				return s.run(ctx, e, args[1:])
+			}
+		}
+	}
+	if e.help {
+		runs := []func(context.Context, *env, []string) error{}
+		if def != nil {
+			runs = append(runs, def)
+		}
+		for _, s := range subs {
+			runs = append(runs, s.run)
+		}
+		for _, run := range runs {
+			if err := run(ctx, e, nil); !errors.Is(err, errHelp) {
+				return err
+			}
+		}
+		return errHelp
+	}
+	if def == nil {
+		return usagef("%s", usage)
+	}
+	return def(ctx, e, args)
 }
 
 // stdinIsTerminal reports whether standard input is a character device.

@@ -51,6 +51,7 @@ func testEnv(f *fakeAdmin, out, errOut io.Writer) *env {
 	return &env{
 		stdin: strings.NewReader(""), out: out, errOut: errOut,
 		clock:  &fakeClock{now: t0},
+		loc:    time.UTC,
 		getenv: func(string) string { return "" },
 		dial:   func(globals) (pb.AdminClient, io.Closer, error) { return f, io.NopCloser(nil), nil },
 	}

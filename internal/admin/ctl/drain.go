@@ -9,30 +9,49 @@ import (
 	"strings"
 
 	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // drainCmd takes a server, node or region out of service for new STBs
-// until undrain; sessions already playing are not touched. With --dry-run
-// it changes nothing and prints what the drain would do to the viewers of
-// the QoE services.
+// until undrain, or for a window (--from, --until) that every scheduler
+// follows on its own clock; sessions already playing are not touched. With
+// --dry-run it changes nothing and prints what the drain would do to the
+// viewers of the QoE services.
 func drainCmd(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
 	reason := fs.String("reason", "", "why, shown by status and explain")
 	dryRun := fs.Bool("dry-run", false, "change nothing: print what the drain would do to the viewers of the QoE services, per scheduler planning the region "+
 		"(how many would move at the same bitrate, at a lower one, to the fallback, and the change of the QoE objective)")
-	force := fs.Bool("force", false, "drain past the removal guard: a region left with no serving server, or more than apply.max_removal_share of the province's servers out of service (admin)")
+	force := fs.Bool("force", false, "drain past the removal guard: a region left with no serving server, or more than apply.max_removal_share of the province's servers out of service, or a window longer than 7 days (admin)")
+	from := fs.String("from", "", "start the drain then, not now: "+timeForms)
+	until := fs.String("until", "", "end the drain then by itself (from now, or from --from; +DURATION counts from there): "+timeForms+"; without it the drain stays until undrain")
 	kind, name, err := drainTarget(e, fs, args)
 	if err != nil {
 		return err
 	}
-	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason, DryRun: *dryRun, Force: *force})
+	f, u, err := window(e, *from, *until)
+	if err != nil {
+		return err
+	}
+	resp, err := e.admin.Drain(ctx, &pb.DrainRequest{Kind: kind, Name: name, Reason: *reason, DryRun: *dryRun, Force: *force, From: f, Until: u})
 	if err != nil {
 		return err
 	}
 	if *dryRun {
 		return printForecast(e, kind, name, resp)
 	}
-	return changed(e, resp, fmt.Sprintf("drained %s %s (%s): no new STBs go there", kind, name, plural(int(resp.GetServers()), "servers")), kind+" "+name+" was already drained")
+	done := fmt.Sprintf("drained %s %s (%s): no new STBs go there", kind, name, plural(int(resp.GetServers()), "servers"))
+	if w := windowWords(e, resp.GetFrom(), resp.GetUntil()); w != "" {
+		done = fmt.Sprintf("scheduled: %s %s (%s) drained %s; every scheduler applies it on its own clock", kind, name, plural(int(resp.GetServers()), "servers"), w)
+	}
+	return changed(e, resp, done, kind+" "+name+" was already drained")
+}
+
+// drainsCmd lists the drains stored, with their windows and states.
+func drainsCmd(ctx context.Context, e *env, args []string) error {
+	return showStatus(ctx, e, "drains", args, func(st *pb.StatusResponse) (proto.Message, func() []*table) {
+		return &pb.StatusResponse{Drains: st.GetDrains()}, func() []*table { return []*table{drainTable(st)} }
+	})
 }
 
 // printForecast prints a dry run's answer: what the drain would change,

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,18 +19,8 @@ const pollEvery = drillwatch.Poll
 // drillCmd runs a drill: failover (a region's schedulers withdraw their
 // route for a while) or etcd-loss (the lab's etcd stops for a while).
 func drillCmd(ctx context.Context, e *env, args []string) error {
-	if e.help && (len(args) == 0 || !slices.Contains([]string{"failover", "etcd-loss"}, args[0])) {
-		return e.helpEach(ctx, drillCmd, "failover", "etcd-loss")
-	}
-	if len(args) > 0 {
-		switch args[0] {
-		case "failover":
-			return failoverCmd(ctx, e, args[1:])
-		case "etcd-loss":
-			return etcdLossCmd(ctx, e, args[1:])
-		}
-	}
-	return usagef("drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]")
+	return e.dispatch(ctx, args, []subcommand{{"failover", failoverCmd}, {"etcd-loss", etcdLossCmd}}, nil,
+		"drill failover --region R --duration D, or drill etcd-loss --duration D [--members N] [--leader]")
 }
 
 // failoverCmd starts a failover drill and, unless --no-watch, follows it:

@@ -119,6 +119,18 @@ func (f *fakeAdmin) SetBalance(ctx context.Context, in *pb.SetBalanceRequest, _ 
 	return answer[*pb.BalanceResponse](ctx, f, "SetBalance", in)
 }
 
+func (f *fakeAdmin) Maintenance(ctx context.Context, in *pb.MaintenanceRequest, _ ...grpc.CallOption) (*pb.MaintenanceResponse, error) {
+	return answer[*pb.MaintenanceResponse](ctx, f, "Maintenance", in)
+}
+
+func (f *fakeAdmin) ListMaintenance(ctx context.Context, in *pb.ListMaintenanceRequest, _ ...grpc.CallOption) (*pb.ListMaintenanceResponse, error) {
+	return answer[*pb.ListMaintenanceResponse](ctx, f, "ListMaintenance", in)
+}
+
+func (f *fakeAdmin) CancelMaintenance(ctx context.Context, in *pb.CancelMaintenanceRequest, _ ...grpc.CallOption) (*pb.MaintenanceResponse, error) {
+	return answer[*pb.MaintenanceResponse](ctx, f, "CancelMaintenance", in)
+}
+
 var _ pb.AdminClient = (*fakeAdmin)(nil)
 
 // fakeClock moves only when slept on: a drill's polling runs through at

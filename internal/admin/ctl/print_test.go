@@ -55,7 +55,7 @@ func TestWriteTables(t *testing.T) {
 // is the same every time (protojson's own varies on purpose).
 func TestWriteJSON(t *testing.T) {
 	m := &pb.DrainEntry{Kind: "server", Name: "a<b>", At: timestamppb.New(t0)}
-	want := "{\n  \"kind\": \"server\",\n  \"name\": \"a<b>\",\n  \"reason\": \"\",\n  \"at\": \"2026-11-30T04:00:00Z\"\n}\n"
+	want := "{\n  \"kind\": \"server\",\n  \"name\": \"a<b>\",\n  \"reason\": \"\",\n  \"at\": \"2026-11-30T04:00:00Z\",\n  \"from\": null,\n  \"until\": null,\n  \"state\": \"\",\n  \"forced\": false\n}\n"
 	for range 5 {
 		var out bytes.Buffer
 		if err := writeJSON(&out, m); err != nil {
@@ -91,6 +91,10 @@ drains:
     name: a
     reason: ""
     at: "2026-11-30T04:00:00Z"
+    from: null
+    until: null
+    state: ""
+    forced: false
 center_id: ""
 center_traffic: []
 etcd: null

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anysched/anysched/internal/admin/statusview"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // statusCmd prints every scheduler instance, etcd's size against its
@@ -20,7 +21,16 @@ import (
 // answers by city. -o json and -o yaml print the Status
 // response itself, with absolute times; the tables show ages.
 func statusCmd(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	return showStatus(ctx, e, "status", args, func(st *pb.StatusResponse) (proto.Message, func() []*table) {
+		return st, func() []*table { return statusTables(st, e.clock.Now()) }
+	})
+}
+
+// showStatus is a command (name) printing a view of the Status response:
+// what -o json and -o yaml print, and the tables (made only for a table:
+// making them sorts parts of the response).
+func showStatus(ctx context.Context, e *env, name string, args []string, view func(*pb.StatusResponse) (proto.Message, func() []*table)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	o := outputFlag(fs, formatTable, formatYAML, formatJSON)
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -29,9 +39,8 @@ func statusCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return render(e.out, o, resp, func(w io.Writer) error {
-		return writeTables(w, statusTables(resp, e.clock.Now())...)
-	})
+	data, tables := view(resp)
+	return render(e.out, o, data, func(w io.Writer) error { return writeTables(w, tables()...) })
 }
 
 // statusTables is the instances' table, then those of the other sections
@@ -230,9 +239,9 @@ func centerTable(st *pb.StatusResponse, now time.Time) *table {
 }
 
 func drainTable(st *pb.StatusResponse) *table {
-	t := newTable("DRAINED", "NAME", "REASON", "SINCE")
+	t := newTable("DRAINED", "NAME", "REASON", "SINCE", "STATE", "WINDOW")
 	for _, d := range st.GetDrains() {
-		t.add(d.GetKind(), d.GetName(), d.GetReason(), d.GetAt().AsTime().Format(time.RFC3339))
+		t.add(d.GetKind(), d.GetName(), d.GetReason(), d.GetAt().AsTime().Format(time.RFC3339), orDash(d.GetState()), drainWindow(d))
 	}
 	return t
 }

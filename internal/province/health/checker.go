@@ -102,11 +102,15 @@ type Timer interface {
 	Stop()
 }
 
-// realClock is the time package.
-type realClock struct{}
+// WallClock is the time package as a Clock (the operator state watcher
+// times drain windows with it too).
+type WallClock struct{}
 
-func (realClock) Now() time.Time                 { return time.Now() }
-func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+// Now is time.Now.
+func (WallClock) Now() time.Time { return time.Now() }
+
+// NewTimer is time.NewTimer.
+func (WallClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -270,7 +274,7 @@ func (o *CheckerOptions) defaults() error {
 		o.RTTMinChange = time.Millisecond
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = WallClock{}
 	}
 	return nil
 }

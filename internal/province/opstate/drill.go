@@ -62,11 +62,14 @@ func (t *DrillTarget) UnmarshalText(b []byte) error {
 }
 
 // Drill is a failover drill in force (key drill/<target>, under a lease that
-// ends shortly after Until, so a forgotten drill cleans itself up).
+// ends shortly after Until, so a forgotten drill cleans itself up). A
+// maintenance window's drill (Maintenance) may begin later than it is
+// written and last up to MaxWindow; any other, at most MaxDrill.
 type Drill struct {
-	Target  DrillTarget `json:"region"`
-	Until   time.Time   `json:"until"`
-	Started time.Time   `json:"started"`
+	Target      DrillTarget `json:"region"`
+	Until       time.Time   `json:"until"`
+	Started     time.Time   `json:"started"`
+	Maintenance bool        `json:"maintenance,omitempty"`
 }
 
 // drillLeaseSlack keeps a drill's key a little past its end, so every
@@ -89,32 +92,59 @@ var ErrDrillsChanged = errors.New("opstate: the drills in force changed meanwhil
 func StartDrillIf(ctx context.Context, cli *clientv3.Client, prefix string, signer *signing.Signer, target DrillTarget, d time.Duration, rev int64) (Drill, error) {
 	now := time.Now().UTC()
 	dr := Drill{Target: target, Started: now, Until: now.Add(d)}
+	return dr, putDrill(ctx, cli, prefix, signer, dr, rev)
+}
+
+// ScheduleDrill records dr as given (a maintenance window's drill, which
+// may start later), on the same terms as StartDrillIf; its key lasts until
+// shortly after dr.Until.
+func ScheduleDrill(ctx context.Context, cli *clientv3.Client, prefix string, signer *signing.Signer, dr Drill, rev int64) error {
+	if !dr.Until.After(dr.Started) {
+		return fmt.Errorf("opstate: drill until: %s is not after its start %s", dr.Until.Format(time.RFC3339), dr.Started.Format(time.RFC3339))
+	}
+	if !dr.Until.After(time.Now()) {
+		return fmt.Errorf("opstate: drill until: %s is past", dr.Until.Format(time.RFC3339))
+	}
+	return putDrill(ctx, cli, prefix, signer, dr, rev)
+}
+
+func putDrill(ctx context.Context, cli *clientv3.Client, prefix string, signer *signing.Signer, dr Drill, rev int64) error {
 	b, err := json.Marshal(dr)
 	if err != nil {
-		return dr, fmt.Errorf("opstate: drill: %w", err)
+		return fmt.Errorf("opstate: drill: %w", err)
 	}
-	key := keyspace.Drill(target.String())
+	key := keyspace.Drill(dr.Target.String())
 	if b, err = sealJSON(signer, signing.OpDrill, prefix, key, b); err != nil {
-		return dr, err
+		return err
 	}
-	lease, err := cli.Grant(ctx, int64((d+drillLeaseSlack)/time.Second))
+	lease, err := cli.Grant(ctx, int64((time.Until(dr.Until)+drillLeaseSlack)/time.Second))
 	if err != nil {
-		return dr, err
+		return err
 	}
 	put := clientv3.OpPut(prefix+key, string(b), clientv3.WithLease(lease.ID))
 	if rev == 0 {
 		_, err = cli.Do(ctx, put)
-		return dr, err
+		return err
 	}
 	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(prefix+keyspace.PrefixDrill).WithPrefix(), "<", rev+1)).Then(put).Commit()
 	if err != nil {
-		return dr, err
+		return err
 	}
 	if !resp.Succeeded {
 		_, _ = cli.Revoke(ctx, lease.ID)
-		return dr, ErrDrillsChanged
+		return ErrDrillsChanged
 	}
-	return dr, nil
+	return nil
+}
+
+// ClearDrill ends target's drill now by deleting its key (every scheduler
+// announces again at its next check); existed says whether there was one.
+func ClearDrill(ctx context.Context, cli *clientv3.Client, prefix string, target DrillTarget) (existed bool, err error) {
+	resp, err := cli.Delete(ctx, prefix+keyspace.Drill(target.String()))
+	if err != nil {
+		return false, err
+	}
+	return resp.Deleted > 0, nil
 }
 
 // ListDrills reads the drills recorded (including any just ended, whose

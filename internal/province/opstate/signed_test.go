@@ -47,11 +47,7 @@ func watchVerified(t *testing.T, cli *clientv3.Client, trusted *signing.Signer, 
 			x.mu.Unlock()
 		}}
 	x.w.Register(v.reg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- x.w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wait.For(t, "first listing", wait.DefaultTimeout, x.w.Synced)
+	run(t, x.w)
 	return v
 }
 

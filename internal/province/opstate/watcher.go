@@ -15,6 +15,7 @@ import (
 
 	"github.com/anysched/anysched/internal/etcd/etcdfeed"
 	"github.com/anysched/anysched/internal/etcd/keyspace"
+	"github.com/anysched/anysched/internal/province/health"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/security/signing"
 	"github.com/anysched/anysched/internal/stb/balance"
@@ -37,6 +38,9 @@ type Watcher struct {
 	OnDrill       func(Drill)
 	Verifier      *signing.Verifier
 	RequireSigned bool
+	// Clock times the drains' windows: at each start and end the watcher
+	// calls OnChange by itself, etcd or no etcd. Nil: the real clock.
+	Clock health.Clock
 
 	mu          sync.Mutex
 	drains      map[string]Drain      // by kind/name
@@ -49,6 +53,8 @@ type Watcher struct {
 	refused     map[string]string     // the values refused, by key: each is logged and counted once
 	unsigned    map[string]string     // the unsigned values used, by key: the same
 	overridden  map[string]Drain      // the drains not applied lest a region be emptied, by key
+	states      map[string]DrainState // each drain's state when last looked at, by key: a boundary is logged once
+	kick        chan struct{}         // drains changed: time the next boundary again
 
 	synced          atomic.Bool
 	drainGauge      prometheus.Gauge
@@ -56,20 +62,35 @@ type Watcher struct {
 	refusedCount    *prometheus.CounterVec
 	unsignedCount   *prometheus.CounterVec
 	overriddenGauge prometheus.Gauge
+	pendingGauge    prometheus.Gauge
+}
+
+// clock is the watcher's time source: health's, which tests fake alike.
+func (w *Watcher) clock() health.Clock {
+	if w.Clock == nil {
+		return health.WallClock{}
+	}
+	return w.Clock
 }
 
 // Register adds the watcher's metrics.
 func (w *Watcher) Register(reg prometheus.Registerer) {
-	w.drainGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains", Help: "Operator drains in force (servers, nodes and regions)."})
+	w.drainGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains", Help: "Operator drains in force (servers, nodes and regions): stored, and inside their window if scheduled."})
+	w.pendingGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains_pending", Help: "Scheduled drains stored whose window has not begun."})
 	w.invalidGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_balance_config_invalid_bool", Help: "1 when the stored balance policy document is invalid and the defaults are in use."})
 	w.refusedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_refused_total", Help: "Operator state values (drains, drills, the balance policy) not used because their signature is missing or does not verify, by kind and reason."}, []string{"kind", "reason"})
 	w.unsignedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_unsigned_accepted_total", Help: "Unsigned operator state values used despite snapshot.trusted_keys, before the center signed any (the upgrade), by kind."}, []string{"kind"})
 	w.overriddenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains_overridden", Help: "Drains in etcd not applied because they would leave a region with no undrained server and were not forced by an admin."})
-	reg.MustRegister(w.drainGauge, w.invalidGauge, w.refusedCount, w.unsignedCount, w.overriddenGauge)
+	reg.MustRegister(w.drainGauge, w.invalidGauge, w.refusedCount, w.unsignedCount, w.overriddenGauge, w.pendingGauge)
 }
 
-// Run follows etcd until ctx ends.
+// Run follows etcd until ctx ends, and the drains' windows on its clock.
 func (w *Watcher) Run(ctx context.Context) error {
+	w.kick = make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.followWindows(ctx) }()
+	defer func() { cancel(); <-done }()
 	f := &etcdfeed.Feed{
 		Client: w.Client, Prefix: w.Prefix, Keys: []string{keyspace.PrefixDrain, keyspace.PrefixDrill, keyspace.KeyBalance},
 		Logger: w.Logger.With("component", "opstate"),
@@ -131,8 +152,10 @@ func (w *Watcher) listed(kvs []etcdfeed.KV) {
 	if !hadBalance {
 		w.applyLocked(etcdfeed.KV{Key: keyspace.KeyBalance, Deleted: true})
 	}
+	w.windowsLocked(w.clock().Now())
 	w.mu.Unlock()
 	w.synced.Store(true)
+	w.rearm()
 	w.fire(fire)
 }
 
@@ -148,9 +171,95 @@ func (w *Watcher) updated(kvs []etcdfeed.KV) bool {
 			fire = append(fire, d)
 		}
 	}
+	w.windowsLocked(w.clock().Now())
 	w.mu.Unlock()
+	w.rearm()
 	w.fire(fire)
 	return answers
+}
+
+// rearm has followWindows time the next boundary again.
+func (w *Watcher) rearm() {
+	select {
+	case w.kick <- struct{}{}:
+	default: // one pending is enough
+	}
+}
+
+// followWindows calls OnChange at each start and end of a drain's window,
+// on the watcher's clock: the schedulers apply a scheduled drain on time
+// even when the center or etcd is down then.
+func (w *Watcher) followWindows(ctx context.Context) {
+	clk := w.clock()
+	t := clk.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		now := clk.Now()
+		next, ok := w.nextBoundaryLocked(now)
+		w.mu.Unlock()
+		if ok {
+			t.Reset(next.Sub(now))
+		} else {
+			t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		case <-t.C():
+			w.mu.Lock()
+			w.windowsLocked(clk.Now())
+			w.mu.Unlock()
+			if w.OnChange != nil {
+				w.OnChange()
+			}
+		}
+	}
+}
+
+func (w *Watcher) nextBoundaryLocked(now time.Time) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, d := range w.drains {
+		if b, ok := d.nextBoundary(now); ok && (!found || b.Before(next)) {
+			next, found = b, true
+		}
+	}
+	return next, found
+}
+
+// windowsLocked logs each scheduled drain entering or leaving its window
+// (once: a relist says nothing again) and sets the drain gauges.
+func (w *Watcher) windowsLocked(now time.Time) {
+	states := make(map[string]DrainState, len(w.drains))
+	active, pending := 0, 0
+	for k, d := range w.drains {
+		st := d.State(now)
+		states[k] = st
+		switch st {
+		case DrainActive:
+			active++
+		case DrainPending:
+			pending++
+		}
+		prev, seen := w.states[k]
+		if !d.Scheduled() || (seen && prev == st) {
+			continue
+		}
+		switch {
+		case st == DrainActive && seen:
+			w.Logger.Info("scheduled drain: its window began, applying it", "component", "opstate", "drain", d.String(), "window", d.Window())
+		case st == DrainEnded:
+			w.Logger.Info("scheduled drain: its window ended, no longer applied", "component", "opstate", "drain", d.String(), "window", d.Window())
+		}
+	}
+	w.states = states
+	if w.drainGauge != nil {
+		w.drainGauge.Set(float64(active))
+		w.pendingGauge.Set(float64(pending))
+	}
 }
 
 func (w *Watcher) fire(drills []Drill) {
@@ -194,9 +303,6 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 			} else {
 				w.drains[k] = d
 			}
-		}
-		if w.drainGauge != nil {
-			w.drainGauge.Set(float64(len(w.drains)))
 		}
 	case strings.HasPrefix(kv.Key, keyspace.PrefixDrill):
 		if kv.Deleted {
@@ -255,7 +361,8 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 	return Drill{}, false
 }
 
-// Drains lists the drains in force, by kind and name.
+// Drains lists the drains stored, by kind and name, scheduled ones
+// whatever their state (Drain.State says it).
 func (w *Watcher) Drains() []Drain {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -278,7 +385,7 @@ func (w *Watcher) DrainReasons(snap *topology.Snapshot) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, len(snap.Servers))
-	applied := w.applyDrainsLocked(snap)
+	applied := w.applyDrainsLocked(snap, w.clock().Now())
 	if len(applied) == 0 {
 		return out
 	}
@@ -297,21 +404,27 @@ func (w *Watcher) DrainReasons(snap *topology.Snapshot) []string {
 	return out
 }
 
-// applyDrainsLocked returns the drains in force that apply to snap, by
-// key: forced ones, then the others oldest first (by At, then key), each
+// applyDrainsLocked returns the drains in force at now (inside their
+// window, if scheduled) that apply to snap, by key: forced ones, then the others oldest first (by At, then key), each
 // unless it would leave its region with no undrained server. So a region's
 // last server stays in service whichever drain came last, and the drains
 // before keep theirs. Those left out are counted and logged once each.
-func (w *Watcher) applyDrainsLocked(snap *topology.Snapshot) map[string]Drain {
-	applied := make(map[string]Drain, len(w.drains))
+func (w *Watcher) applyDrainsLocked(snap *topology.Snapshot, now time.Time) map[string]Drain {
+	inForce := make(map[string]Drain, len(w.drains))
+	for k, d := range w.drains {
+		if d.State(now) == DrainActive {
+			inForce[k] = d
+		}
+	}
+	applied := make(map[string]Drain, len(inForce))
 	over := map[string]Drain{}
-	if len(w.drains) > 0 {
-		keys := make([]string, 0, len(w.drains))
-		for k := range w.drains {
+	if len(inForce) > 0 {
+		keys := make([]string, 0, len(inForce))
+		for k := range inForce {
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, func(a, b string) int {
-			da, db := w.drains[a], w.drains[b]
+			da, db := inForce[a], inForce[b]
 			if da.Forced != db.Forced {
 				if da.Forced {
 					return -1
@@ -326,7 +439,7 @@ func (w *Watcher) applyDrainsLocked(snap *topology.Snapshot) map[string]Drain {
 			serving[i] = len(r.Servers)
 		}
 		for _, k := range keys {
-			d := w.drains[k]
+			d := inForce[k]
 			servers, region := drainCovers(snap, d)
 			if region < 0 {
 				continue // not in this topology
@@ -355,7 +468,7 @@ func (w *Watcher) applyDrainsLocked(snap *topology.Snapshot) map[string]Drain {
 	}
 	for k, d := range w.overridden {
 		if _, ok := over[k]; !ok {
-			if _, still := w.drains[k]; still {
+			if _, still := inForce[k]; still {
 				w.Logger.Info("drain applied again: its region keeps an undrained server without it", "component", "opstate", "drain", d.String())
 			}
 		}
@@ -400,6 +513,11 @@ func regionOf(snap *topology.Snapshot, d Drain) string {
 // anyone else ends by then too.
 const MaxDrill = time.Hour
 
+// MaxWindow is the longest maintenance window: a maintenance drill is in
+// force at most this long from its start, and a scheduled drain longer
+// than this needs an admin's --force.
+const MaxWindow = 7 * 24 * time.Hour
+
 // drillSkew is how far in the future a drill's start may be (clocks).
 const drillSkew = time.Minute
 
@@ -427,8 +545,11 @@ func (w *Watcher) Drill(target DrillTarget, now time.Time) (Drill, bool) {
 }
 
 func inForce(d Drill, now time.Time) bool {
-	end := d.Until
-	if last := d.Started.Add(MaxDrill); last.Before(end) {
+	end, longest := d.Until, MaxDrill
+	if d.Maintenance {
+		longest = MaxWindow
+	}
+	if last := d.Started.Add(longest); last.Before(end) {
 		end = last
 	}
 	return now.Before(end) && !d.Started.After(now.Add(drillSkew))

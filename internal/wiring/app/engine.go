@@ -86,11 +86,17 @@ func (s *Scheduler) onDrill(d opstate.Drill) {
 	if s.announcer == nil || d.Target != s.drillTarget() {
 		return
 	}
-	if _, ok := s.Ops.Drill(d.Target, time.Now()); !ok {
-		s.Logger.Warn("failover drill not followed: ended, longer than an hour from its start, or of the center while a city's drill is in force", "component", "announce", "target", d.Target.String(), "started", d.Started.Format(time.RFC3339), "until", d.Until.Format(time.RFC3339))
+	if now := time.Now(); d.Maintenance && d.Started.After(now) && d.Until.After(d.Started) {
+		// A maintenance window ahead: the announcer withdraws at its
+		// start by itself (drilled, at every check).
+		s.Logger.Info("maintenance window scheduled: the route will be withdrawn", "component", "announce", "from", d.Started.Format(time.RFC3339), "until", d.Until.Format(time.RFC3339))
 		return
 	}
-	s.Logger.Warn("failover drill: withdrawing the route", "component", "announce", "until", d.Until.Format(time.RFC3339))
+	if _, ok := s.Ops.Drill(d.Target, time.Now()); !ok {
+		s.Logger.Warn("failover drill not followed: ended, longer than an hour from its start (a week for a maintenance window), or of the center while a city's drill is in force", "component", "announce", "target", d.Target.String(), "started", d.Started.Format(time.RFC3339), "until", d.Until.Format(time.RFC3339))
+		return
+	}
+	s.Logger.Warn("failover drill: withdrawing the route", "component", "announce", "until", d.Until.Format(time.RFC3339), "maintenance", d.Maintenance)
 }
 
 // drilled says whether a failover drill withdraws this scheduler's route

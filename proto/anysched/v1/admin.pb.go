@@ -1437,7 +1437,13 @@ type DrainRequest struct {
 	// Drain past the removal guard (a region left with no serving server,
 	// or more than apply.max_removal_share of the province out of
 	// service): admin only.
-	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
+	// A window: the drain is in force from from (unset: now) until until
+	// (unset: until undrained); every scheduler follows it by its clock.
+	// until must be in the future and after from, and the window at most
+	// 7 days long unless forced by an admin.
+	From          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,6 +1513,20 @@ func (x *DrainRequest) GetForce() bool {
 	return false
 }
 
+func (x *DrainRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *DrainRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
 type UndrainRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -1571,7 +1591,10 @@ type DrainResponse struct {
 	// With dry_run: why the drain would be refused (the removal guard, or
 	// forcing it without the admin role); empty when it would go through.
 	// A dry run answers its forecast either way.
-	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	// The drain's window as stored (unset: none).
+	From          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1634,6 +1657,427 @@ func (x *DrainResponse) GetRefused() string {
 	return ""
 }
 
+func (x *DrainResponse) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *DrainResponse) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+type MaintenanceRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// The window: from (unset: now) until until (required, at most 7 days
+	// after from).
+	From   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Until  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	Reason string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Change nothing: answer what the window would do (forecast, instances).
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Past the removal guard, as a drain's force: admin only.
+	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaintenanceRequest) Reset() {
+	*x = MaintenanceRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaintenanceRequest) ProtoMessage() {}
+
+func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MaintenanceRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *MaintenanceRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *MaintenanceRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *MaintenanceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MaintenanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *MaintenanceRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// MaintenanceWindow is a city's maintenance: its region's drain and its
+// schedulers' maintenance drill, with the same window.
+type MaintenanceWindow struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	From   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Until  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	Reason string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// pending, active or ended (as the region's drain is).
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// The parts stored: the region's drain, the route's withdrawal.
+	Drained       bool `protobuf:"varint,6,opt,name=drained,proto3" json:"drained,omitempty"`
+	Withdrawn     bool `protobuf:"varint,7,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaintenanceWindow) Reset() {
+	*x = MaintenanceWindow{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaintenanceWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaintenanceWindow) ProtoMessage() {}
+
+func (x *MaintenanceWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaintenanceWindow.ProtoReflect.Descriptor instead.
+func (*MaintenanceWindow) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *MaintenanceWindow) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *MaintenanceWindow) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *MaintenanceWindow) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *MaintenanceWindow) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MaintenanceWindow) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *MaintenanceWindow) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *MaintenanceWindow) GetWithdrawn() bool {
+	if x != nil {
+		return x.Withdrawn
+	}
+	return false
+}
+
+type MaintenanceResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Window *MaintenanceWindow     `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// False when nothing changed (the same window was already scheduled, or
+	// there was none to cancel).
+	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Servers the region's drain covers.
+	Servers int32 `protobuf:"varint,3,opt,name=servers,proto3" json:"servers,omitempty"`
+	// The region's scheduler instances that withdraw their route in the
+	// window; none when they announce nothing themselves (then only the
+	// drain is scheduled, and route says so).
+	Instances []string `protobuf:"bytes,4,rep,name=instances,proto3" json:"instances,omitempty"`
+	Route     string   `protobuf:"bytes,5,opt,name=route,proto3" json:"route,omitempty"`
+	// With dry_run: the region drain's forecast and refusal, as a drain's.
+	Forecast      []*DrainForecast `protobuf:"bytes,6,rep,name=forecast,proto3" json:"forecast,omitempty"`
+	Refused       string           `protobuf:"bytes,7,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaintenanceResponse) Reset() {
+	*x = MaintenanceResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaintenanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaintenanceResponse) ProtoMessage() {}
+
+func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
+func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *MaintenanceResponse) GetWindow() *MaintenanceWindow {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *MaintenanceResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *MaintenanceResponse) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *MaintenanceResponse) GetInstances() []string {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *MaintenanceResponse) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *MaintenanceResponse) GetForecast() []*DrainForecast {
+	if x != nil {
+		return x.Forecast
+	}
+	return nil
+}
+
+func (x *MaintenanceResponse) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
+type ListMaintenanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMaintenanceRequest) Reset() {
+	*x = ListMaintenanceRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMaintenanceRequest) ProtoMessage() {}
+
+func (x *ListMaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*ListMaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+type ListMaintenanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Windows       []*MaintenanceWindow   `protobuf:"bytes,1,rep,name=windows,proto3" json:"windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMaintenanceResponse) Reset() {
+	*x = ListMaintenanceResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMaintenanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMaintenanceResponse) ProtoMessage() {}
+
+func (x *ListMaintenanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMaintenanceResponse.ProtoReflect.Descriptor instead.
+func (*ListMaintenanceResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListMaintenanceResponse) GetWindows() []*MaintenanceWindow {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+type CancelMaintenanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMaintenanceRequest) Reset() {
+	*x = CancelMaintenanceRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMaintenanceRequest) ProtoMessage() {}
+
+func (x *CancelMaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*CancelMaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CancelMaintenanceRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
 // RegionHealth counts one region's servers as the center sees them.
 type RegionHealth struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1656,7 +2100,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +2112,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +2125,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -1752,7 +2196,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2208,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2221,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -1809,18 +2253,24 @@ func (x *CheckerStatus) GetStartedAt() *timestamppb.Timestamp {
 }
 
 type DrainEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Kind   string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	At     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// A scheduled drain's window (unset: none, or that side open) and where
+	// the center's clock is in it: pending, active or ended.
+	From          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
+	State         string                 `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	Forced        bool                   `protobuf:"varint,8,opt,name=forced,proto3" json:"forced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2282,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2295,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -1876,6 +2326,34 @@ func (x *DrainEntry) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *DrainEntry) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *DrainEntry) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *DrainEntry) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DrainEntry) GetForced() bool {
+	if x != nil {
+		return x.Forced
+	}
+	return false
+}
+
 type ExplainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The STB's address (what locates it).
@@ -1893,7 +2371,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2383,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2396,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -1973,7 +2451,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2463,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2476,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -2119,7 +2597,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2609,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2622,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Candidate) GetServer() string {
@@ -2237,7 +2715,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2727,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2740,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -2311,7 +2789,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2801,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2814,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -2397,7 +2875,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2887,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2900,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -2482,7 +2960,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2972,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2985,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 type GetTopologyResponse struct {
@@ -2523,7 +3001,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +3013,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +3026,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -2587,7 +3065,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +3077,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +3090,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 type StatusResponse struct {
@@ -2638,7 +3116,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +3128,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +3141,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -2747,7 +3225,7 @@ type EtcdStatus struct {
 
 func (x *EtcdStatus) Reset() {
 	*x = EtcdStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +3237,7 @@ func (x *EtcdStatus) String() string {
 func (*EtcdStatus) ProtoMessage() {}
 
 func (x *EtcdStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +3250,7 @@ func (x *EtcdStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdStatus.ProtoReflect.Descriptor instead.
 func (*EtcdStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EtcdStatus) GetObservedAt() *timestamppb.Timestamp {
@@ -2856,7 +3334,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3346,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3359,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EtcdMember) GetName() string {
@@ -2943,7 +3421,7 @@ type EtcdAlarm struct {
 
 func (x *EtcdAlarm) Reset() {
 	*x = EtcdAlarm{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3433,7 @@ func (x *EtcdAlarm) String() string {
 func (*EtcdAlarm) ProtoMessage() {}
 
 func (x *EtcdAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3446,7 @@ func (x *EtcdAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdAlarm.ProtoReflect.Descriptor instead.
 func (*EtcdAlarm) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EtcdAlarm) GetMember() string {
@@ -3003,7 +3481,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3493,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3506,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -3104,7 +3582,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3594,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3607,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Instance) GetId() string {
@@ -3297,7 +3775,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[42]
+	mi := &file_anysched_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3787,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[42]
+	mi := &file_anysched_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3800,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -3461,7 +3939,7 @@ type DrainForecast struct {
 
 func (x *DrainForecast) Reset() {
 	*x = DrainForecast{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[43]
+	mi := &file_anysched_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3951,7 @@ func (x *DrainForecast) String() string {
 func (*DrainForecast) ProtoMessage() {}
 
 func (x *DrainForecast) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[43]
+	mi := &file_anysched_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3964,7 @@ func (x *DrainForecast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainForecast.ProtoReflect.Descriptor instead.
 func (*DrainForecast) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DrainForecast) GetRegion() string {
@@ -3564,7 +4042,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[44]
+	mi := &file_anysched_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +4054,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[44]
+	mi := &file_anysched_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +4067,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -3720,21 +4198,53 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\vquorum_kept\x18\x05 \x01(\bR\n" +
 	"quorumKept\x12\x1f\n" +
 	"\vetcd_leader\x18\x06 \x01(\tR\n" +
-	"etcdLeader\"}\n" +
+	"etcdLeader\"\xdf\x01\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x14\n" +
-	"\x05force\x18\x05 \x01(\bR\x05force\"8\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\x12.\n" +
+	"\x04from\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x120\n" +
+	"\x05until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"8\n" +
 	"\x0eUndrainRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x95\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xf7\x01\n" +
 	"\rDrainResponse\x12\x18\n" +
 	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x126\n" +
 	"\bforecast\x18\x03 \x03(\v2\x1a.anysched.v1.DrainForecastR\bforecast\x12\x18\n" +
-	"\arefused\x18\x04 \x01(\tR\arefused\"\xef\x01\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\x12.\n" +
+	"\x04from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x120\n" +
+	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"\xd5\x01\n" +
+	"\x12MaintenanceRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\"\xf3\x01\n" +
+	"\x11MaintenanceWindow\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x18\n" +
+	"\adrained\x18\x06 \x01(\bR\adrained\x12\x1c\n" +
+	"\twithdrawn\x18\a \x01(\bR\twithdrawn\"\x87\x02\n" +
+	"\x13MaintenanceResponse\x126\n" +
+	"\x06window\x18\x01 \x01(\v2\x1e.anysched.v1.MaintenanceWindowR\x06window\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x12\x18\n" +
+	"\aservers\x18\x03 \x01(\x05R\aservers\x12\x1c\n" +
+	"\tinstances\x18\x04 \x03(\tR\tinstances\x12\x14\n" +
+	"\x05route\x18\x05 \x01(\tR\x05route\x126\n" +
+	"\bforecast\x18\x06 \x03(\v2\x1a.anysched.v1.DrainForecastR\bforecast\x12\x18\n" +
+	"\arefused\x18\a \x01(\tR\arefused\"\x18\n" +
+	"\x16ListMaintenanceRequest\"S\n" +
+	"\x17ListMaintenanceResponse\x128\n" +
+	"\awindows\x18\x01 \x03(\v2\x1e.anysched.v1.MaintenanceWindowR\awindows\"2\n" +
+	"\x18CancelMaintenanceRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\"\xef\x01\n" +
 	"\fRegionHealth\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
 	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
@@ -3750,13 +4260,17 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x18\n" +
 	"\atargets\x18\x03 \x01(\x05R\atargets\x129\n" +
 	"\n" +
-	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"x\n" +
+	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\x88\x02\n" +
 	"\n" +
 	"DrainEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"m\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12.\n" +
+	"\x04from\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x120\n" +
+	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x16\n" +
+	"\x06forced\x18\b \x01(\bR\x06forced\"m\n" +
 	"\x0eExplainRequest\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3919,7 +4433,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xd2\b\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xe0\n" +
+	"\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -3928,7 +4443,10 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x05Drain\x12\x19.anysched.v1.DrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12B\n" +
 	"\aUndrain\x12\x1b.anysched.v1.UndrainRequest\x1a\x1a.anysched.v1.DrainResponse\x12>\n" +
 	"\x05Drill\x12\x19.anysched.v1.DrillRequest\x1a\x1a.anysched.v1.DrillResponse\x12N\n" +
-	"\rDrillEtcdLoss\x12!.anysched.v1.DrillEtcdLossRequest\x1a\x1a.anysched.v1.DrillResponse\x12D\n" +
+	"\rDrillEtcdLoss\x12!.anysched.v1.DrillEtcdLossRequest\x1a\x1a.anysched.v1.DrillResponse\x12P\n" +
+	"\vMaintenance\x12\x1f.anysched.v1.MaintenanceRequest\x1a .anysched.v1.MaintenanceResponse\x12\\\n" +
+	"\x0fListMaintenance\x12#.anysched.v1.ListMaintenanceRequest\x1a$.anysched.v1.ListMaintenanceResponse\x12\\\n" +
+	"\x11CancelMaintenance\x12%.anysched.v1.CancelMaintenanceRequest\x1a .anysched.v1.MaintenanceResponse\x12D\n" +
 	"\aHistory\x12\x1b.anysched.v1.HistoryRequest\x1a\x1c.anysched.v1.HistoryResponse\x12S\n" +
 	"\fDiffTopology\x12 .anysched.v1.DiffTopologyRequest\x1a!.anysched.v1.DiffTopologyResponse\x12L\n" +
 	"\bRollback\x12\x1c.anysched.v1.RollbackRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12>\n" +
@@ -3951,129 +4469,154 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*GetBalanceRequest)(nil),     // 0: anysched.v1.GetBalanceRequest
-	(*SetBalanceRequest)(nil),     // 1: anysched.v1.SetBalanceRequest
-	(*BalanceResponse)(nil),       // 2: anysched.v1.BalanceResponse
-	(*ServerWeight)(nil),          // 3: anysched.v1.ServerWeight
-	(*WhoAmIRequest)(nil),         // 4: anysched.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 5: anysched.v1.WhoAmIResponse
-	(*HistoryRequest)(nil),        // 6: anysched.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 7: anysched.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 8: anysched.v1.HistoryResponse
-	(*DiffTopologyRequest)(nil),   // 9: anysched.v1.DiffTopologyRequest
-	(*DiffTopologyResponse)(nil),  // 10: anysched.v1.DiffTopologyResponse
-	(*RollbackRequest)(nil),       // 11: anysched.v1.RollbackRequest
-	(*TopologyDiff)(nil),          // 12: anysched.v1.TopologyDiff
-	(*DiffSection)(nil),           // 13: anysched.v1.DiffSection
-	(*DiffChange)(nil),            // 14: anysched.v1.DiffChange
-	(*AuditRequest)(nil),          // 15: anysched.v1.AuditRequest
-	(*AuditEntry)(nil),            // 16: anysched.v1.AuditEntry
-	(*AuditResponse)(nil),         // 17: anysched.v1.AuditResponse
-	(*DrillEtcdLossRequest)(nil),  // 18: anysched.v1.DrillEtcdLossRequest
-	(*DrillRequest)(nil),          // 19: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),         // 20: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),          // 21: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),        // 22: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),         // 23: anysched.v1.DrainResponse
-	(*RegionHealth)(nil),          // 24: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),         // 25: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),            // 26: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),        // 27: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 28: anysched.v1.ExplainResponse
-	(*Candidate)(nil),             // 29: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),  // 30: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil), // 31: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),       // 32: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),    // 33: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),   // 34: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),         // 35: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),        // 36: anysched.v1.StatusResponse
-	(*EtcdStatus)(nil),            // 37: anysched.v1.EtcdStatus
-	(*EtcdMember)(nil),            // 38: anysched.v1.EtcdMember
-	(*EtcdAlarm)(nil),             // 39: anysched.v1.EtcdAlarm
-	(*RegionTraffic)(nil),         // 40: anysched.v1.RegionTraffic
-	(*Instance)(nil),              // 41: anysched.v1.Instance
-	(*QoEPlan)(nil),               // 42: anysched.v1.QoEPlan
-	(*DrainForecast)(nil),         // 43: anysched.v1.DrainForecast
-	(*BGPPeer)(nil),               // 44: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*GetBalanceRequest)(nil),        // 0: anysched.v1.GetBalanceRequest
+	(*SetBalanceRequest)(nil),        // 1: anysched.v1.SetBalanceRequest
+	(*BalanceResponse)(nil),          // 2: anysched.v1.BalanceResponse
+	(*ServerWeight)(nil),             // 3: anysched.v1.ServerWeight
+	(*WhoAmIRequest)(nil),            // 4: anysched.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 5: anysched.v1.WhoAmIResponse
+	(*HistoryRequest)(nil),           // 6: anysched.v1.HistoryRequest
+	(*HistoryEntry)(nil),             // 7: anysched.v1.HistoryEntry
+	(*HistoryResponse)(nil),          // 8: anysched.v1.HistoryResponse
+	(*DiffTopologyRequest)(nil),      // 9: anysched.v1.DiffTopologyRequest
+	(*DiffTopologyResponse)(nil),     // 10: anysched.v1.DiffTopologyResponse
+	(*RollbackRequest)(nil),          // 11: anysched.v1.RollbackRequest
+	(*TopologyDiff)(nil),             // 12: anysched.v1.TopologyDiff
+	(*DiffSection)(nil),              // 13: anysched.v1.DiffSection
+	(*DiffChange)(nil),               // 14: anysched.v1.DiffChange
+	(*AuditRequest)(nil),             // 15: anysched.v1.AuditRequest
+	(*AuditEntry)(nil),               // 16: anysched.v1.AuditEntry
+	(*AuditResponse)(nil),            // 17: anysched.v1.AuditResponse
+	(*DrillEtcdLossRequest)(nil),     // 18: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),             // 19: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),            // 20: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),             // 21: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),           // 22: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),            // 23: anysched.v1.DrainResponse
+	(*MaintenanceRequest)(nil),       // 24: anysched.v1.MaintenanceRequest
+	(*MaintenanceWindow)(nil),        // 25: anysched.v1.MaintenanceWindow
+	(*MaintenanceResponse)(nil),      // 26: anysched.v1.MaintenanceResponse
+	(*ListMaintenanceRequest)(nil),   // 27: anysched.v1.ListMaintenanceRequest
+	(*ListMaintenanceResponse)(nil),  // 28: anysched.v1.ListMaintenanceResponse
+	(*CancelMaintenanceRequest)(nil), // 29: anysched.v1.CancelMaintenanceRequest
+	(*RegionHealth)(nil),             // 30: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),            // 31: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),               // 32: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),           // 33: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),          // 34: anysched.v1.ExplainResponse
+	(*Candidate)(nil),                // 35: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),     // 36: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil),    // 37: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),          // 38: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),       // 39: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),      // 40: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),            // 41: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),           // 42: anysched.v1.StatusResponse
+	(*EtcdStatus)(nil),               // 43: anysched.v1.EtcdStatus
+	(*EtcdMember)(nil),               // 44: anysched.v1.EtcdMember
+	(*EtcdAlarm)(nil),                // 45: anysched.v1.EtcdAlarm
+	(*RegionTraffic)(nil),            // 46: anysched.v1.RegionTraffic
+	(*Instance)(nil),                 // 47: anysched.v1.Instance
+	(*QoEPlan)(nil),                  // 48: anysched.v1.QoEPlan
+	(*DrainForecast)(nil),            // 49: anysched.v1.DrainForecast
+	(*BGPPeer)(nil),                  // 50: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
-	45, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
-	32, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
+	51, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	38, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
 	7,  // 3: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
 	12, // 4: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
 	13, // 5: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
 	14, // 6: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	45, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	45, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	51, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	51, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	16, // 9: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	45, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	43, // 11: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
-	45, // 12: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	45, // 13: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	29, // 14: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	32, // 15: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	12, // 16: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	32, // 17: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	45, // 18: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	41, // 19: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	24, // 20: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	25, // 21: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	26, // 22: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	40, // 23: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	37, // 24: anysched.v1.StatusResponse.etcd:type_name -> anysched.v1.EtcdStatus
-	45, // 25: anysched.v1.EtcdStatus.observed_at:type_name -> google.protobuf.Timestamp
-	38, // 26: anysched.v1.EtcdStatus.members:type_name -> anysched.v1.EtcdMember
-	39, // 27: anysched.v1.EtcdStatus.alarms:type_name -> anysched.v1.EtcdAlarm
-	45, // 28: anysched.v1.EtcdStatus.last_compaction:type_name -> google.protobuf.Timestamp
-	45, // 29: anysched.v1.EtcdStatus.last_defrag:type_name -> google.protobuf.Timestamp
-	45, // 30: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	45, // 31: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	45, // 32: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	45, // 33: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	44, // 34: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	42, // 35: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	40, // 36: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	42, // 37: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
-	30, // 38: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	33, // 39: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	35, // 40: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	27, // 41: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	21, // 42: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	22, // 43: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	19, // 44: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	18, // 45: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	6,  // 46: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	9,  // 47: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	11, // 48: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	15, // 49: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	4,  // 50: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	0,  // 51: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
-	1,  // 52: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	31, // 53: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	34, // 54: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	36, // 55: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	28, // 56: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	23, // 57: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	23, // 58: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	20, // 59: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	20, // 60: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	8,  // 61: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	10, // 62: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	31, // 63: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	17, // 64: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	5,  // 65: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 66: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 67: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	53, // [53:68] is the sub-list for method output_type
-	38, // [38:53] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	51, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	51, // 11: anysched.v1.DrainRequest.from:type_name -> google.protobuf.Timestamp
+	51, // 12: anysched.v1.DrainRequest.until:type_name -> google.protobuf.Timestamp
+	49, // 13: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
+	51, // 14: anysched.v1.DrainResponse.from:type_name -> google.protobuf.Timestamp
+	51, // 15: anysched.v1.DrainResponse.until:type_name -> google.protobuf.Timestamp
+	51, // 16: anysched.v1.MaintenanceRequest.from:type_name -> google.protobuf.Timestamp
+	51, // 17: anysched.v1.MaintenanceRequest.until:type_name -> google.protobuf.Timestamp
+	51, // 18: anysched.v1.MaintenanceWindow.from:type_name -> google.protobuf.Timestamp
+	51, // 19: anysched.v1.MaintenanceWindow.until:type_name -> google.protobuf.Timestamp
+	25, // 20: anysched.v1.MaintenanceResponse.window:type_name -> anysched.v1.MaintenanceWindow
+	49, // 21: anysched.v1.MaintenanceResponse.forecast:type_name -> anysched.v1.DrainForecast
+	25, // 22: anysched.v1.ListMaintenanceResponse.windows:type_name -> anysched.v1.MaintenanceWindow
+	51, // 23: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	51, // 24: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	51, // 25: anysched.v1.DrainEntry.from:type_name -> google.protobuf.Timestamp
+	51, // 26: anysched.v1.DrainEntry.until:type_name -> google.protobuf.Timestamp
+	35, // 27: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	38, // 28: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	12, // 29: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	38, // 30: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	51, // 31: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	47, // 32: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	30, // 33: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	31, // 34: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	32, // 35: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	46, // 36: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	43, // 37: anysched.v1.StatusResponse.etcd:type_name -> anysched.v1.EtcdStatus
+	51, // 38: anysched.v1.EtcdStatus.observed_at:type_name -> google.protobuf.Timestamp
+	44, // 39: anysched.v1.EtcdStatus.members:type_name -> anysched.v1.EtcdMember
+	45, // 40: anysched.v1.EtcdStatus.alarms:type_name -> anysched.v1.EtcdAlarm
+	51, // 41: anysched.v1.EtcdStatus.last_compaction:type_name -> google.protobuf.Timestamp
+	51, // 42: anysched.v1.EtcdStatus.last_defrag:type_name -> google.protobuf.Timestamp
+	51, // 43: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	51, // 44: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	51, // 45: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	51, // 46: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 47: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	48, // 48: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	46, // 49: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	48, // 50: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
+	36, // 51: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	39, // 52: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	41, // 53: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	33, // 54: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	21, // 55: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	22, // 56: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	19, // 57: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	18, // 58: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	24, // 59: anysched.v1.Admin.Maintenance:input_type -> anysched.v1.MaintenanceRequest
+	27, // 60: anysched.v1.Admin.ListMaintenance:input_type -> anysched.v1.ListMaintenanceRequest
+	29, // 61: anysched.v1.Admin.CancelMaintenance:input_type -> anysched.v1.CancelMaintenanceRequest
+	6,  // 62: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	9,  // 63: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	11, // 64: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	15, // 65: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	4,  // 66: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	0,  // 67: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	1,  // 68: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	37, // 69: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	40, // 70: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	42, // 71: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	34, // 72: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	23, // 73: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	23, // 74: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	20, // 75: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	20, // 76: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	26, // 77: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
+	28, // 78: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
+	26, // 79: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
+	8,  // 80: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	10, // 81: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	37, // 82: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	17, // 83: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	5,  // 84: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 85: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 86: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	69, // [69:87] is the sub-list for method output_type
+	51, // [51:69] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -4087,7 +4630,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,21 +22,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ApplyTopology_FullMethodName = "/anysched.v1.Admin/ApplyTopology"
-	Admin_GetTopology_FullMethodName   = "/anysched.v1.Admin/GetTopology"
-	Admin_Status_FullMethodName        = "/anysched.v1.Admin/Status"
-	Admin_Explain_FullMethodName       = "/anysched.v1.Admin/Explain"
-	Admin_Drain_FullMethodName         = "/anysched.v1.Admin/Drain"
-	Admin_Undrain_FullMethodName       = "/anysched.v1.Admin/Undrain"
-	Admin_Drill_FullMethodName         = "/anysched.v1.Admin/Drill"
-	Admin_DrillEtcdLoss_FullMethodName = "/anysched.v1.Admin/DrillEtcdLoss"
-	Admin_History_FullMethodName       = "/anysched.v1.Admin/History"
-	Admin_DiffTopology_FullMethodName  = "/anysched.v1.Admin/DiffTopology"
-	Admin_Rollback_FullMethodName      = "/anysched.v1.Admin/Rollback"
-	Admin_Audit_FullMethodName         = "/anysched.v1.Admin/Audit"
-	Admin_WhoAmI_FullMethodName        = "/anysched.v1.Admin/WhoAmI"
-	Admin_GetBalance_FullMethodName    = "/anysched.v1.Admin/GetBalance"
-	Admin_SetBalance_FullMethodName    = "/anysched.v1.Admin/SetBalance"
+	Admin_ApplyTopology_FullMethodName     = "/anysched.v1.Admin/ApplyTopology"
+	Admin_GetTopology_FullMethodName       = "/anysched.v1.Admin/GetTopology"
+	Admin_Status_FullMethodName            = "/anysched.v1.Admin/Status"
+	Admin_Explain_FullMethodName           = "/anysched.v1.Admin/Explain"
+	Admin_Drain_FullMethodName             = "/anysched.v1.Admin/Drain"
+	Admin_Undrain_FullMethodName           = "/anysched.v1.Admin/Undrain"
+	Admin_Drill_FullMethodName             = "/anysched.v1.Admin/Drill"
+	Admin_DrillEtcdLoss_FullMethodName     = "/anysched.v1.Admin/DrillEtcdLoss"
+	Admin_Maintenance_FullMethodName       = "/anysched.v1.Admin/Maintenance"
+	Admin_ListMaintenance_FullMethodName   = "/anysched.v1.Admin/ListMaintenance"
+	Admin_CancelMaintenance_FullMethodName = "/anysched.v1.Admin/CancelMaintenance"
+	Admin_History_FullMethodName           = "/anysched.v1.Admin/History"
+	Admin_DiffTopology_FullMethodName      = "/anysched.v1.Admin/DiffTopology"
+	Admin_Rollback_FullMethodName          = "/anysched.v1.Admin/Rollback"
+	Admin_Audit_FullMethodName             = "/anysched.v1.Admin/Audit"
+	Admin_WhoAmI_FullMethodName            = "/anysched.v1.Admin/WhoAmI"
+	Admin_GetBalance_FullMethodName        = "/anysched.v1.Admin/GetBalance"
+	Admin_SetBalance_FullMethodName        = "/anysched.v1.Admin/SetBalance"
 )
 
 // AdminClient is the client API for Admin service.
@@ -56,7 +59,8 @@ type AdminClient interface {
 	// zone, and every candidate server with why it was or was not taken.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
 	// Drain takes a server, node or region out of service for new STBs (health
-	// aside); it persists until Undrain.
+	// aside); it persists until Undrain, or for a window (from, until) that
+	// every scheduler follows on its own clock.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 	Undrain(ctx context.Context, in *UndrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 	// Drill makes a region's schedulers withdraw their Anycast route for a
@@ -67,6 +71,15 @@ type AdminClient interface {
 	// etcd cluster, for a while and starts them again (lab only): every
 	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossRequest, opts ...grpc.CallOption) (*DrillResponse, error)
+	// Maintenance schedules a city's maintenance window: its region drained
+	// and its schedulers' route withdrawn (a maintenance drill) from from to
+	// until; both end by themselves. Admin on a production center.
+	Maintenance(ctx context.Context, in *MaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error)
+	// ListMaintenance lists the maintenance windows stored, pending or active.
+	ListMaintenance(ctx context.Context, in *ListMaintenanceRequest, opts ...grpc.CallOption) (*ListMaintenanceResponse, error)
+	// CancelMaintenance removes a city's maintenance window (drain and
+	// drill), pending or active: the city serves and announces again.
+	CancelMaintenance(ctx context.Context, in *CancelMaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error)
 	// History lists the kept topology revisions, newest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// DiffTopology compares two kept revisions, or a document with the
@@ -175,6 +188,36 @@ func (c *adminClient) DrillEtcdLoss(ctx context.Context, in *DrillEtcdLossReques
 	return out, nil
 }
 
+func (c *adminClient) Maintenance(ctx context.Context, in *MaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MaintenanceResponse)
+	err := c.cc.Invoke(ctx, Admin_Maintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListMaintenance(ctx context.Context, in *ListMaintenanceRequest, opts ...grpc.CallOption) (*ListMaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMaintenanceResponse)
+	err := c.cc.Invoke(ctx, Admin_ListMaintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CancelMaintenance(ctx context.Context, in *CancelMaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MaintenanceResponse)
+	err := c.cc.Invoke(ctx, Admin_CancelMaintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HistoryResponse)
@@ -262,7 +305,8 @@ type AdminServer interface {
 	// zone, and every candidate server with why it was or was not taken.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
 	// Drain takes a server, node or region out of service for new STBs (health
-	// aside); it persists until Undrain.
+	// aside); it persists until Undrain, or for a window (from, until) that
+	// every scheduler follows on its own clock.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	Undrain(context.Context, *UndrainRequest) (*DrainResponse, error)
 	// Drill makes a region's schedulers withdraw their Anycast route for a
@@ -273,6 +317,15 @@ type AdminServer interface {
 	// etcd cluster, for a while and starts them again (lab only): every
 	// scheduler keeps answering from its snapshot.
 	DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error)
+	// Maintenance schedules a city's maintenance window: its region drained
+	// and its schedulers' route withdrawn (a maintenance drill) from from to
+	// until; both end by themselves. Admin on a production center.
+	Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error)
+	// ListMaintenance lists the maintenance windows stored, pending or active.
+	ListMaintenance(context.Context, *ListMaintenanceRequest) (*ListMaintenanceResponse, error)
+	// CancelMaintenance removes a city's maintenance window (drain and
+	// drill), pending or active: the city serves and announces again.
+	CancelMaintenance(context.Context, *CancelMaintenanceRequest) (*MaintenanceResponse, error)
 	// History lists the kept topology revisions, newest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// DiffTopology compares two kept revisions, or a document with the
@@ -324,6 +377,15 @@ func (UnimplementedAdminServer) Drill(context.Context, *DrillRequest) (*DrillRes
 }
 func (UnimplementedAdminServer) DrillEtcdLoss(context.Context, *DrillEtcdLossRequest) (*DrillResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DrillEtcdLoss not implemented")
+}
+func (UnimplementedAdminServer) Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Maintenance not implemented")
+}
+func (UnimplementedAdminServer) ListMaintenance(context.Context, *ListMaintenanceRequest) (*ListMaintenanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListMaintenance not implemented")
+}
+func (UnimplementedAdminServer) CancelMaintenance(context.Context, *CancelMaintenanceRequest) (*MaintenanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CancelMaintenance not implemented")
 }
 func (UnimplementedAdminServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method History not implemented")
@@ -511,6 +573,60 @@ func _Admin_DrillEtcdLoss_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Maintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Maintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Maintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Maintenance(ctx, req.(*MaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListMaintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListMaintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListMaintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListMaintenance(ctx, req.(*ListMaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CancelMaintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelMaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CancelMaintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CancelMaintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CancelMaintenance(ctx, req.(*CancelMaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HistoryRequest)
 	if err := dec(in); err != nil {
@@ -675,6 +791,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrillEtcdLoss",
 			Handler:    _Admin_DrillEtcdLoss_Handler,
+		},
+		{
+			MethodName: "Maintenance",
+			Handler:    _Admin_Maintenance_Handler,
+		},
+		{
+			MethodName: "ListMaintenance",
+			Handler:    _Admin_ListMaintenance_Handler,
+		},
+		{
+			MethodName: "CancelMaintenance",
+			Handler:    _Admin_CancelMaintenance_Handler,
 		},
 		{
 			MethodName: "History",

@@ -161,7 +161,10 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 			return nil
 		}
 	}
-	comps := append(s.Components(), serveGRPC, con.Run, house.Run, guard.Run)
+	// Ended drain windows: the schedulers stopped applying them by
+	// themselves; the housekeeping center deletes and audits them.
+	endDrains := func(ctx context.Context) error { return svc.RunDrainHousekeeping(ctx, housekeepingLead(st, s.ID)) }
+	comps := append(s.Components(), serveGRPC, con.Run, house.Run, guard.Run, endDrains)
 	if applyPolicy.Signer != nil {
 		comps = append(comps, signOpstate(cli, c.Etcd.Prefix, applyPolicy.Signer, log))
 	}

@@ -200,8 +200,10 @@
       if (!last) return;
       const v = last, f = ($("filter").value || "").toLowerCase();
       $("drains").tBodies[0].replaceChildren(...(v.drains && v.drains.length ? v.drains.map((d) => h("tr", {}, h("td", {}, d.kind), h("td", {}, d.name),
-        h("td", {}, d.reason || ""), h("td", {}, clock(d.at)), h("td", {}, actButton(d.kind, d.name, true))))
-        : [h("tr", {}, h("td", { colspan: 5, class: "muted" }, "none"))]));
+        h("td", {}, d.reason || ""), h("td", {}, clock(d.at)), h("td", {}, d.state || "active"),
+        h("td", {}, d.from || d.until ? (d.from ? clock(d.from) : "now") + " – " + (d.until ? clock(d.until) : "undrain") : "-"),
+        h("td", {}, actButton(d.kind, d.name, true))))
+        : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "none"))]));
       const rows = [];
       let region = null, node = null;
       for (const s of v.servers || []) {
