@@ -186,7 +186,7 @@ func HTTP(addr string) Probe {
 		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
-		if errors.Is(err, syscall.ECONNRESET) {
+		if turnedAway(err) {
 			return nil
 		}
 		if err != nil {
@@ -197,11 +197,14 @@ func HTTP(addr string) Probe {
 			_ = c.SetDeadline(dl)
 		}
 		if _, err := io.WriteString(c, req); err != nil {
+			if turnedAway(err) {
+				return nil // reset before the request was written: turned away at the cap
+			}
 			return err
 		}
 		var b [32]byte
 		n, err := io.ReadAtLeast(c, b[:], len("HTTP/1.1 204"))
-		if n == 0 && errors.Is(err, syscall.ECONNRESET) {
+		if n == 0 && turnedAway(err) {
 			return nil // turned away at the cap: the accept loop answers
 		}
 		if err != nil {
@@ -250,6 +253,13 @@ func DNS(addr string) Probe {
 			}
 		}
 	}}
+}
+
+// turnedAway: the connection was reset (or its write end closed by a
+// reset) before any answer, as the accept loop does past
+// http.max_connections; it may show on the dial, the write or the read.
+func turnedAway(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // local reports whether addr's IP is one of this host's (loopback
