@@ -26,7 +26,6 @@ type Watch struct {
 
 	mu    sync.Mutex
 	fired time.Time
-	last  time.Time // the last WATCHDOG=1
 }
 
 // Listen binds the notification socket at path (a file: unlike an
@@ -83,13 +82,7 @@ func (w *Watch) Run(ctx context.Context, fire func()) {
 		for _, line := range bytes.Split(buf[:n], []byte("\n")) {
 			switch string(line) {
 			case "READY=1", "WATCHDOG=1":
-				now := time.Now()
-				deadline = now.Add(w.timeout)
-				if string(line) == "WATCHDOG=1" {
-					w.mu.Lock()
-					w.last = now
-					w.mu.Unlock()
-				}
+				deadline = time.Now().Add(w.timeout)
 			case "STOPPING=1":
 				return
 			}
@@ -102,11 +95,4 @@ func (w *Watch) Fired() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.fired
-}
-
-// Last is when the daemon last notified WATCHDOG=1.
-func (w *Watch) Last() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last
 }

@@ -66,8 +66,8 @@ func TestFiresAfterSilence(t *testing.T) {
 		t.Fatal("did not fire after the notifications stopped")
 	}
 	<-ended
-	if w.Fired().IsZero() || w.Last().IsZero() {
-		t.Errorf("Fired %v, Last %v", w.Fired(), w.Last())
+	if w.Fired().IsZero() {
+		t.Errorf("Fired %v after firing", w.Fired())
 	}
 }
 
