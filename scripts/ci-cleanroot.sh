@@ -19,8 +19,9 @@
 # the minbase packages, what install-deps installs, Go (/usr/local/go,
 # read-only, as "a fresh machine with Go" has it), Go's own settings file, and
 # the host's Go module cache read-only as a module proxy (modules are not
-# Debian packages; anything not in it comes from the real proxy). Nothing is
-# cached across runs. Everything runs in its own mount and PID namespace:
+# Debian packages; anything not in it comes from the real proxy), and the
+# build caches CI keeps between its runs (CLEANROOT_CACHE, below). Nothing
+# else is kept across runs. Everything runs in its own mount and PID namespace:
 # when it ends, however it ends, every process in the root is killed and
 # every mount is gone; the root is deleted on exit.
 #
@@ -30,6 +31,20 @@
 #        CLEANROOT_TIMEOUT   limit for the whole run inside the root (default 40m)
 #        CLEANROOT_RUN       what runs in the root after install-deps, instead of make test and bench/qoe
 #        CLEANROOT_KEEP=1    keep the root (unmounted) for a look afterwards
+#        CLEANROOT_CACHE     a host directory for the build caches kept between
+#                            runs (default /var/cache/anysched-ci; "none": a
+#                            cold run, everything compiled from nothing)
+#
+# The build caches: Go's (compiled packages, plain, -race and fuzz-
+# instrumented, and the fuzzing corpus it grows) and golangci-lint's
+# (analysis results per package), mounted read-write at the root user's
+# ~/.cache, as hosted CI keeps them between runs (setup-go caches
+# GOCACHE). Both are content-addressed, keyed by every input (source,
+# flags, toolchain), so a cached entry is what the build would produce;
+# test results are not cached (make test runs go test -count=1). They
+# save the four cold builds of make test (about 1,000 CPU-seconds on two
+# cores, a third of the run) but not a test. Go trims entries unused for
+# five days; past CACHE_LIMIT_GB the whole directory is emptied first.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +52,9 @@ repo=$(cd "${1:-$here}" && git rev-parse --show-toplevel)
 commit=$(git -C "$repo" rev-parse HEAD)
 timeout_=${CLEANROOT_TIMEOUT:-40m}
 run=${CLEANROOT_RUN:-}
+cache=${CLEANROOT_CACHE-/var/cache/anysched-ci}
+[ "$cache" != none ] || cache=
+CACHE_LIMIT_GB=30
 
 # Skips that are not about a missing Debian package (extended regular
 # expressions, matched against "package test: reason").
@@ -194,6 +212,21 @@ git -C "$root/root/anysched" checkout -q --detach "$commit"
 # proxy), so that the root rarely needs the network for Go.
 (cd "$root/root/anysched" && "$GO" mod download) || log "warning: go mod download failed on the host"
 if [ -d "$modcache" ]; then goproxy="file:///var/cache/host-gomod,$hostproxy"; else modcache=""; fi
+# The kept build caches (see the top).
+mkdir -p "$root/root/.cache/go-build" "$root/root/.cache/golangci-lint"
+cache_size() { [ -n "$cache" ] && du -sm "$cache" 2>/dev/null | awk '{ print $1 }' || echo 0; }
+if [ -n "$cache" ]; then
+  mkdir -p "$cache/go-build" "$cache/golangci-lint"
+  if [ "$(cache_size)" -gt $((CACHE_LIMIT_GB * 1024)) ]; then
+    log "the kept build caches are over ${CACHE_LIMIT_GB} GB: emptied, this run builds cold"
+    rm -rf "${cache:?}/go-build" "${cache:?}/golangci-lint"
+    mkdir -p "$cache/go-build" "$cache/golangci-lint"
+  fi
+  cache_before=$(cache_size)
+  log "build caches kept in $cache: ${cache_before} MB at the start$( [ "$cache_before" -gt 0 ] || echo " (a cold run)")"
+else
+  log "no kept build caches (CLEANROOT_CACHE=none): a cold run"
+fi
 end "prepare (Go, clone, resolv.conf)"
 
 # --- inside: mounts, then the chroot -----------------------------------------
@@ -203,7 +236,7 @@ end "prepare (Go, clone, resolv.conf)"
 cat >"$work/inside.sh" <<'EOF'
 #!/bin/bash
 set -euo pipefail
-root=$1 goroot=$2 modcache=$3; shift 3
+root=$1 goroot=$2 modcache=$3 cache=$4; shift 4
 # The root is a mount point, as / is on a machine (ip netns exec remounts it).
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
@@ -216,6 +249,10 @@ mount -o remount,bind,ro "$root/usr/local/go"
 if [ -n "$modcache" ]; then
   mount --bind "$modcache" "$root/var/cache/host-gomod"
   mount -o remount,bind,ro "$root/var/cache/host-gomod"
+fi
+if [ -n "$cache" ]; then
+  mount --bind "$cache/go-build" "$root/root/.cache/go-build"
+  mount --bind "$cache/golangci-lint" "$root/root/.cache/golangci-lint"
 fi
 # bash as PID 1 reaps orphans; the chroot's processes are its children.
 chroot "$root" "$@" &
@@ -259,7 +296,7 @@ done
 rc=0
 timeout --kill-after=30s "$timeout_" \
   unshare --mount --pid --fork --kill-child --propagation private \
-  "$work/inside.sh" "$root" "$goroot" "$modcache" \
+  "$work/inside.sh" "$root" "$goroot" "$modcache" "$cache" \
   /usr/bin/env -i "${env_in[@]}" /bin/bash /root/steps.sh </dev/null || rc=$?
 end "in the root (total)"
 [ $rc -ne 124 ] || log "TIMED OUT after $timeout_"
@@ -280,6 +317,11 @@ echo
 log "timings:"
 printf '  %s\n' "${timings[@]}"
 sed 's/^/  /' "$root/root/timings"
+if [ -n "$cache" ]; then
+  log "build caches kept in $cache: ${cache_before} MB at the start ($( [ "$cache_before" -gt 0 ] && echo warm || echo "cold: nothing kept yet")), $(cache_size) MB at the end"
+else
+  log "build caches: none kept (a cold run)"
+fi
 log "skipped tests in the root: ${#allowed[@]} for reasons unrelated to packages, ${#bad[@]} otherwise"
 [ ${#allowed[@]} -eq 0 ] || printf '  allowed: %s\n' "${allowed[@]}"
 if [ ${#bad[@]} -gt 0 ]; then
