@@ -13,11 +13,13 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anysched/anysched/internal/stb/netutil"
 
 	"github.com/anysched/anysched/internal/admin/authz"
+	"github.com/anysched/anysched/internal/allocation/qoe"
 	"github.com/anysched/anysched/internal/etcd/etcdhousekeep"
 	"github.com/anysched/anysched/internal/province/audit"
 	"github.com/anysched/anysched/internal/province/health/avail"
@@ -87,6 +89,11 @@ type Service struct {
 	// EtcdHousekeeping is what the center's etcd housekeeper last saw: the
 	// store's size against its quota, the alarms (nil: not reported).
 	EtcdHousekeeping func() etcdhousekeep.Status
+	// QoEModel is the QoE model failure plans solve with (the center's
+	// alloc.model; zero: qoe.DefaultParams).
+	QoEModel qoe.Params
+
+	failPlanning sync.Mutex // one failure plan at a time
 }
 
 // Drain records an operator drain after checking the target exists; a dry

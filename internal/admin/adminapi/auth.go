@@ -37,6 +37,7 @@ func methodRule(method string) (rule, bool) {
 	case pb.Admin_GetTopology_FullMethodName, pb.Admin_Status_FullMethodName, pb.Admin_Explain_FullMethodName,
 		pb.Admin_History_FullMethodName, pb.Admin_DiffTopology_FullMethodName, pb.Admin_Audit_FullMethodName,
 		pb.Admin_WhoAmI_FullMethodName, pb.Admin_GetBalance_FullMethodName, pb.Admin_ListMaintenance_FullMethodName,
+		pb.Admin_PlanFailures_FullMethodName,
 		healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName, healthpb.Health_List_FullMethodName,
 		reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName,
 		reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName:

@@ -144,12 +144,13 @@ func TestDrainDryRun(t *testing.T) {
 			t.Errorf("dry run of %v: %v, the drain says %v", req, err, real)
 		}
 	}
-	noSnap := *svc
-	noSnap.Engine = func() *steer.Engine { return nil }
+	engine := svc.Engine
+	svc.Engine = func() *steer.Engine { return nil }
 	ctx, _ := as(t, authz.Operator)
-	if _, err := noSnap.Drain(ctx, &pb.DrainRequest{Kind: "server", Name: "a", DryRun: true}); status.Code(err) != codes.Unavailable {
+	if _, err := svc.Drain(ctx, &pb.DrainRequest{Kind: "server", Name: "a", DryRun: true}); status.Code(err) != codes.Unavailable {
 		t.Errorf("dry run without a snapshot: %v", err)
 	}
+	svc.Engine = engine
 
 	// Already drained: the dry run says what the drain would (not changed).
 	drains = []opstate.Drain{{Kind: opstate.DrainServer, Name: "a", Reason: "disk"}}

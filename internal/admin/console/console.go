@@ -118,6 +118,7 @@ func (con *Console) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"api/drills", con.apiDrills)
 	mux.HandleFunc("GET "+Prefix+"api/history", con.apiHistory)
 	mux.HandleFunc("GET "+Prefix+"api/diff", con.apiDiff)
+	mux.HandleFunc("GET "+Prefix+"api/failures", con.apiFailures)
 	mux.HandleFunc("POST "+Prefix+"api/drain", con.write(con.postDrain))
 	mux.HandleFunc("POST "+Prefix+"api/undrain", con.write(con.postUndrain))
 	mux.HandleFunc("POST "+Prefix+"api/drill", con.write(con.postDrill))

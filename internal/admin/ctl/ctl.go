@@ -79,6 +79,7 @@ func commands() []command {
 			"rollout CITY [--ready-timeout D] [--local-timeout D] [--settle D] [-o table|json]   (its scheduler started: in the topology, ready and announcing, its STBs no longer answered by the center)",
 			"rollout CITY --undo [--withdraw-timeout D] [--takeover-timeout D] [--window D] [-o table|json]   (its schedulers stopped: withdrawn, the center answers its STBs, none failed)",
 		}, timeout: rolloutTimeout, run: rolloutCmd},
+		{name: "plan", synopsis: []string{"plan failures [--region R]... [--budget D] [-o table|json|yaml]   (the loss of each city: can its fallback cities take its viewers, at what bitrates; a proposed order and reserves)"}, timeout: planFailuresTimeout, run: planCmd},
 		{name: "audit", synopsis: []string{"audit [--limit N] [--since DURATION] [-o table|json|yaml]"}, run: auditCmd},
 		{name: "whoami", synopsis: []string{"whoami [-o table|json|yaml]"}, run: whoamiCmd},
 		{name: "etcd-roles", synopsis: []string{"etcd-roles --endpoints URL[,URL] [--cacert F] --cert F --key F [--prefix /anysched/] --identity NAME ... [--prune] [--center-maintenance=false] [--dry-run]   (an external etcd; root certificate)"}, offline: true, run: etcdRolesCmd},

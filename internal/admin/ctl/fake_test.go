@@ -111,6 +111,10 @@ func (f *fakeAdmin) WhoAmI(ctx context.Context, in *pb.WhoAmIRequest, _ ...grpc.
 	return answer[*pb.WhoAmIResponse](ctx, f, "WhoAmI", in)
 }
 
+func (f *fakeAdmin) PlanFailures(ctx context.Context, in *pb.PlanFailuresRequest, _ ...grpc.CallOption) (*pb.PlanFailuresResponse, error) {
+	return answer[*pb.PlanFailuresResponse](ctx, f, "PlanFailures", in)
+}
+
 func (f *fakeAdmin) GetBalance(ctx context.Context, in *pb.GetBalanceRequest, _ ...grpc.CallOption) (*pb.BalanceResponse, error) {
 	return answer[*pb.BalanceResponse](ctx, f, "GetBalance", in)
 }

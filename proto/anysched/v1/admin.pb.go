@@ -25,6 +25,443 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PlanFailuresRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cities to plan the loss of; empty: every one.
+	Regions []string `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	// Each solve's budget in milliseconds; 0: 1000, at most 10000.
+	BudgetMs      int32 `protobuf:"varint,2,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanFailuresRequest) Reset() {
+	*x = PlanFailuresRequest{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanFailuresRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanFailuresRequest) ProtoMessage() {}
+
+func (x *PlanFailuresRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanFailuresRequest.ProtoReflect.Descriptor instead.
+func (*PlanFailuresRequest) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PlanFailuresRequest) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *PlanFailuresRequest) GetBudgetMs() int32 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
+}
+
+type PlanFailuresResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"` // of the topology planned on
+	Made     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=made,proto3" json:"made,omitempty"`
+	Cities   []*FailurePlan         `protobuf:"bytes,3,rep,name=cities,proto3" json:"cities,omitempty"`
+	// Regions whose published plan state is older than a minute, or absent
+	// though their service plans by QoE: their viewers are as last seen.
+	Stale         []string `protobuf:"bytes,4,rep,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanFailuresResponse) Reset() {
+	*x = PlanFailuresResponse{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanFailuresResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanFailuresResponse) ProtoMessage() {}
+
+func (x *PlanFailuresResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanFailuresResponse.ProtoReflect.Descriptor instead.
+func (*PlanFailuresResponse) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlanFailuresResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PlanFailuresResponse) GetMade() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Made
+	}
+	return nil
+}
+
+func (x *PlanFailuresResponse) GetCities() []*FailurePlan {
+	if x != nil {
+		return x.Cities
+	}
+	return nil
+}
+
+func (x *PlanFailuresResponse) GetStale() []string {
+	if x != nil {
+		return x.Stale
+	}
+	return nil
+}
+
+// FailurePlan is one city's loss.
+type FailurePlan struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Region          string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Viewers         int64                  `protobuf:"varint,2,opt,name=viewers,proto3" json:"viewers,omitempty"`      // its live sessions of QoE services
+	Order           []string               `protobuf:"bytes,3,rep,name=order,proto3" json:"order,omitempty"`           // the configured fallback regions
+	Configured      *FailureOutcome        `protobuf:"bytes,4,opt,name=configured,proto3" json:"configured,omitempty"` // its viewers on the configured order's servers
+	Proposed        []string               `protobuf:"bytes,5,rep,name=proposed,proto3" json:"proposed,omitempty"`     // regions by the bandwidth they take when the nearest may serve too
+	ProposedOutcome *FailureOutcome        `protobuf:"bytes,6,opt,name=proposed_outcome,json=proposedOutcome,proto3" json:"proposed_outcome,omitempty"`
+	Reserves        []*FailureReserve      `protobuf:"bytes,7,rep,name=reserves,proto3" json:"reserves,omitempty"`
+	ShortKbps       float64                `protobuf:"fixed64,8,opt,name=short_kbps,json=shortKbps,proto3" json:"short_kbps,omitempty"` // desired bandwidth no proposed region has spare
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FailurePlan) Reset() {
+	*x = FailurePlan{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailurePlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailurePlan) ProtoMessage() {}
+
+func (x *FailurePlan) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailurePlan.ProtoReflect.Descriptor instead.
+func (*FailurePlan) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FailurePlan) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *FailurePlan) GetViewers() int64 {
+	if x != nil {
+		return x.Viewers
+	}
+	return 0
+}
+
+func (x *FailurePlan) GetOrder() []string {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *FailurePlan) GetConfigured() *FailureOutcome {
+	if x != nil {
+		return x.Configured
+	}
+	return nil
+}
+
+func (x *FailurePlan) GetProposed() []string {
+	if x != nil {
+		return x.Proposed
+	}
+	return nil
+}
+
+func (x *FailurePlan) GetProposedOutcome() *FailureOutcome {
+	if x != nil {
+		return x.ProposedOutcome
+	}
+	return nil
+}
+
+func (x *FailurePlan) GetReserves() []*FailureReserve {
+	if x != nil {
+		return x.Reserves
+	}
+	return nil
+}
+
+func (x *FailurePlan) GetShortKbps() float64 {
+	if x != nil {
+		return x.ShortKbps
+	}
+	return 0
+}
+
+type FailureOutcome struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Planned        int64                  `protobuf:"varint,1,opt,name=planned,proto3" json:"planned,omitempty"`
+	Unplanned      int64                  `protobuf:"varint,2,opt,name=unplanned,proto3" json:"unplanned,omitempty"`
+	AtDesired      int64                  `protobuf:"varint,3,opt,name=at_desired,json=atDesired,proto3" json:"at_desired,omitempty"`
+	MeanKbps       float64                `protobuf:"fixed64,4,opt,name=mean_kbps,json=meanKbps,proto3" json:"mean_kbps,omitempty"`
+	HostsAtDesired float64                `protobuf:"fixed64,5,opt,name=hosts_at_desired,json=hostsAtDesired,proto3" json:"hosts_at_desired,omitempty"` // the hosts' own viewers' share; NaN: none
+	Taken          []*FailureTake         `protobuf:"bytes,6,rep,name=taken,proto3" json:"taken,omitempty"`
+	Gap            float64                `protobuf:"fixed64,7,opt,name=gap,proto3" json:"gap,omitempty"` // worst certified gap; NaN: none
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FailureOutcome) Reset() {
+	*x = FailureOutcome{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureOutcome) ProtoMessage() {}
+
+func (x *FailureOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureOutcome.ProtoReflect.Descriptor instead.
+func (*FailureOutcome) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FailureOutcome) GetPlanned() int64 {
+	if x != nil {
+		return x.Planned
+	}
+	return 0
+}
+
+func (x *FailureOutcome) GetUnplanned() int64 {
+	if x != nil {
+		return x.Unplanned
+	}
+	return 0
+}
+
+func (x *FailureOutcome) GetAtDesired() int64 {
+	if x != nil {
+		return x.AtDesired
+	}
+	return 0
+}
+
+func (x *FailureOutcome) GetMeanKbps() float64 {
+	if x != nil {
+		return x.MeanKbps
+	}
+	return 0
+}
+
+func (x *FailureOutcome) GetHostsAtDesired() float64 {
+	if x != nil {
+		return x.HostsAtDesired
+	}
+	return 0
+}
+
+func (x *FailureOutcome) GetTaken() []*FailureTake {
+	if x != nil {
+		return x.Taken
+	}
+	return nil
+}
+
+func (x *FailureOutcome) GetGap() float64 {
+	if x != nil {
+		return x.Gap
+	}
+	return 0
+}
+
+type FailureTake struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Viewers       int64                  `protobuf:"varint,2,opt,name=viewers,proto3" json:"viewers,omitempty"`
+	Kbps          float64                `protobuf:"fixed64,3,opt,name=kbps,proto3" json:"kbps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailureTake) Reset() {
+	*x = FailureTake{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureTake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureTake) ProtoMessage() {}
+
+func (x *FailureTake) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureTake.ProtoReflect.Descriptor instead.
+func (*FailureTake) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FailureTake) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *FailureTake) GetViewers() int64 {
+	if x != nil {
+		return x.Viewers
+	}
+	return 0
+}
+
+func (x *FailureTake) GetKbps() float64 {
+	if x != nil {
+		return x.Kbps
+	}
+	return 0
+}
+
+type FailureReserve struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	SpareKbps     float64                `protobuf:"fixed64,2,opt,name=spare_kbps,json=spareKbps,proto3" json:"spare_kbps,omitempty"`
+	ReserveKbps   float64                `protobuf:"fixed64,3,opt,name=reserve_kbps,json=reserveKbps,proto3" json:"reserve_kbps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailureReserve) Reset() {
+	*x = FailureReserve{}
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureReserve) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureReserve) ProtoMessage() {}
+
+func (x *FailureReserve) ProtoReflect() protoreflect.Message {
+	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureReserve.ProtoReflect.Descriptor instead.
+func (*FailureReserve) Descriptor() ([]byte, []int) {
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FailureReserve) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *FailureReserve) GetSpareKbps() float64 {
+	if x != nil {
+		return x.SpareKbps
+	}
+	return 0
+}
+
+func (x *FailureReserve) GetReserveKbps() float64 {
+	if x != nil {
+		return x.ReserveKbps
+	}
+	return 0
+}
+
 type GetBalanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +470,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +482,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[0]
+	mi := &file_anysched_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +495,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type SetBalanceRequest struct {
@@ -80,7 +517,7 @@ type SetBalanceRequest struct {
 
 func (x *SetBalanceRequest) Reset() {
 	*x = SetBalanceRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +529,7 @@ func (x *SetBalanceRequest) String() string {
 func (*SetBalanceRequest) ProtoMessage() {}
 
 func (x *SetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[1]
+	mi := &file_anysched_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +542,7 @@ func (x *SetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*SetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetBalanceRequest) GetDocument() []byte {
@@ -158,7 +595,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +607,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[2]
+	mi := &file_anysched_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +620,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BalanceResponse) GetDocument() []byte {
@@ -244,7 +681,7 @@ type ServerWeight struct {
 
 func (x *ServerWeight) Reset() {
 	*x = ServerWeight{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +693,7 @@ func (x *ServerWeight) String() string {
 func (*ServerWeight) ProtoMessage() {}
 
 func (x *ServerWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[3]
+	mi := &file_anysched_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +706,7 @@ func (x *ServerWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerWeight.ProtoReflect.Descriptor instead.
 func (*ServerWeight) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServerWeight) GetServer() string {
@@ -308,7 +745,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +757,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[4]
+	mi := &file_anysched_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +770,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type WhoAmIResponse struct {
@@ -351,7 +788,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +800,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[5]
+	mi := &file_anysched_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +813,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -410,7 +847,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +859,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[6]
+	mi := &file_anysched_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +872,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HistoryRequest) GetLimit() int32 {
@@ -462,7 +899,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +911,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[7]
+	mi := &file_anysched_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +924,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HistoryEntry) GetRevision() int64 {
@@ -549,7 +986,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +998,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[8]
+	mi := &file_anysched_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +1011,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HistoryResponse) GetCurrent() int64 {
@@ -604,7 +1041,7 @@ type DiffTopologyRequest struct {
 
 func (x *DiffTopologyRequest) Reset() {
 	*x = DiffTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +1053,7 @@ func (x *DiffTopologyRequest) String() string {
 func (*DiffTopologyRequest) ProtoMessage() {}
 
 func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[9]
+	mi := &file_anysched_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +1066,7 @@ func (x *DiffTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyRequest.ProtoReflect.Descriptor instead.
 func (*DiffTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DiffTopologyRequest) GetFromRevision() int64 {
@@ -664,7 +1101,7 @@ type DiffTopologyResponse struct {
 
 func (x *DiffTopologyResponse) Reset() {
 	*x = DiffTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +1113,7 @@ func (x *DiffTopologyResponse) String() string {
 func (*DiffTopologyResponse) ProtoMessage() {}
 
 func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[10]
+	mi := &file_anysched_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +1126,7 @@ func (x *DiffTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTopologyResponse.ProtoReflect.Descriptor instead.
 func (*DiffTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DiffTopologyResponse) GetFromRevision() int64 {
@@ -728,7 +1165,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +1177,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[11]
+	mi := &file_anysched_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +1190,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RollbackRequest) GetRevision() int64 {
@@ -803,7 +1240,7 @@ type TopologyDiff struct {
 
 func (x *TopologyDiff) Reset() {
 	*x = TopologyDiff{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1252,7 @@ func (x *TopologyDiff) String() string {
 func (*TopologyDiff) ProtoMessage() {}
 
 func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[12]
+	mi := &file_anysched_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1265,7 @@ func (x *TopologyDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyDiff.ProtoReflect.Descriptor instead.
 func (*TopologyDiff) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopologyDiff) GetSections() []*DiffSection {
@@ -885,7 +1322,7 @@ type DiffSection struct {
 
 func (x *DiffSection) Reset() {
 	*x = DiffSection{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1334,7 @@ func (x *DiffSection) String() string {
 func (*DiffSection) ProtoMessage() {}
 
 func (x *DiffSection) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[13]
+	mi := &file_anysched_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1347,7 @@ func (x *DiffSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffSection.ProtoReflect.Descriptor instead.
 func (*DiffSection) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiffSection) GetKind() string {
@@ -952,7 +1389,7 @@ type DiffChange struct {
 
 func (x *DiffChange) Reset() {
 	*x = DiffChange{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1401,7 @@ func (x *DiffChange) String() string {
 func (*DiffChange) ProtoMessage() {}
 
 func (x *DiffChange) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[14]
+	mi := &file_anysched_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1414,7 @@ func (x *DiffChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffChange.ProtoReflect.Descriptor instead.
 func (*DiffChange) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiffChange) GetName() string {
@@ -1005,7 +1442,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1454,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[15]
+	mi := &file_anysched_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1467,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AuditRequest) GetLimit() int32 {
@@ -1070,7 +1507,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1519,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[16]
+	mi := &file_anysched_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1532,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -1177,7 +1614,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1626,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[17]
+	mi := &file_anysched_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1639,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -1227,7 +1664,7 @@ type DrillEtcdLossRequest struct {
 
 func (x *DrillEtcdLossRequest) Reset() {
 	*x = DrillEtcdLossRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1676,7 @@ func (x *DrillEtcdLossRequest) String() string {
 func (*DrillEtcdLossRequest) ProtoMessage() {}
 
 func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[18]
+	mi := &file_anysched_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1689,7 @@ func (x *DrillEtcdLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillEtcdLossRequest.ProtoReflect.Descriptor instead.
 func (*DrillEtcdLossRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DrillEtcdLossRequest) GetDurationSeconds() float64 {
@@ -1288,7 +1725,7 @@ type DrillRequest struct {
 
 func (x *DrillRequest) Reset() {
 	*x = DrillRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1737,7 @@ func (x *DrillRequest) String() string {
 func (*DrillRequest) ProtoMessage() {}
 
 func (x *DrillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[19]
+	mi := &file_anysched_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1750,7 @@ func (x *DrillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillRequest.ProtoReflect.Descriptor instead.
 func (*DrillRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DrillRequest) GetRegion() string {
@@ -1355,7 +1792,7 @@ type DrillResponse struct {
 
 func (x *DrillResponse) Reset() {
 	*x = DrillResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1804,7 @@ func (x *DrillResponse) String() string {
 func (*DrillResponse) ProtoMessage() {}
 
 func (x *DrillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[20]
+	mi := &file_anysched_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1817,7 @@ func (x *DrillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrillResponse.ProtoReflect.Descriptor instead.
 func (*DrillResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DrillResponse) GetUntil() *timestamppb.Timestamp {
@@ -1450,7 +1887,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1899,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[21]
+	mi := &file_anysched_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1912,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DrainRequest) GetKind() string {
@@ -1537,7 +1974,7 @@ type UndrainRequest struct {
 
 func (x *UndrainRequest) Reset() {
 	*x = UndrainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1986,7 @@ func (x *UndrainRequest) String() string {
 func (*UndrainRequest) ProtoMessage() {}
 
 func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[22]
+	mi := &file_anysched_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1999,7 @@ func (x *UndrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainRequest.ProtoReflect.Descriptor instead.
 func (*UndrainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UndrainRequest) GetKind() string {
@@ -1601,7 +2038,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +2050,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[23]
+	mi := &file_anysched_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +2063,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DrainResponse) GetServers() int32 {
@@ -1689,7 +2126,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2138,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[24]
+	mi := &file_anysched_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2151,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MaintenanceRequest) GetRegion() string {
@@ -1778,7 +2215,7 @@ type MaintenanceWindow struct {
 
 func (x *MaintenanceWindow) Reset() {
 	*x = MaintenanceWindow{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2227,7 @@ func (x *MaintenanceWindow) String() string {
 func (*MaintenanceWindow) ProtoMessage() {}
 
 func (x *MaintenanceWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[25]
+	mi := &file_anysched_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2240,7 @@ func (x *MaintenanceWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceWindow.ProtoReflect.Descriptor instead.
 func (*MaintenanceWindow) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MaintenanceWindow) GetRegion() string {
@@ -1877,7 +2314,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2326,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[26]
+	mi := &file_anysched_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2339,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MaintenanceResponse) GetWindow() *MaintenanceWindow {
@@ -1962,7 +2399,7 @@ type ListMaintenanceRequest struct {
 
 func (x *ListMaintenanceRequest) Reset() {
 	*x = ListMaintenanceRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2411,7 @@ func (x *ListMaintenanceRequest) String() string {
 func (*ListMaintenanceRequest) ProtoMessage() {}
 
 func (x *ListMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[27]
+	mi := &file_anysched_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2424,7 @@ func (x *ListMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*ListMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type ListMaintenanceResponse struct {
@@ -1999,7 +2436,7 @@ type ListMaintenanceResponse struct {
 
 func (x *ListMaintenanceResponse) Reset() {
 	*x = ListMaintenanceResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2448,7 @@ func (x *ListMaintenanceResponse) String() string {
 func (*ListMaintenanceResponse) ProtoMessage() {}
 
 func (x *ListMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[28]
+	mi := &file_anysched_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2461,7 @@ func (x *ListMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*ListMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListMaintenanceResponse) GetWindows() []*MaintenanceWindow {
@@ -2043,7 +2480,7 @@ type CancelMaintenanceRequest struct {
 
 func (x *CancelMaintenanceRequest) Reset() {
 	*x = CancelMaintenanceRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2492,7 @@ func (x *CancelMaintenanceRequest) String() string {
 func (*CancelMaintenanceRequest) ProtoMessage() {}
 
 func (x *CancelMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[29]
+	mi := &file_anysched_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2505,7 @@ func (x *CancelMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelMaintenanceRequest) GetRegion() string {
@@ -2100,7 +2537,7 @@ type RegionHealth struct {
 
 func (x *RegionHealth) Reset() {
 	*x = RegionHealth{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2549,7 @@ func (x *RegionHealth) String() string {
 func (*RegionHealth) ProtoMessage() {}
 
 func (x *RegionHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[30]
+	mi := &file_anysched_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2562,7 @@ func (x *RegionHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionHealth.ProtoReflect.Descriptor instead.
 func (*RegionHealth) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegionHealth) GetRegion() string {
@@ -2196,7 +2633,7 @@ type CheckerStatus struct {
 
 func (x *CheckerStatus) Reset() {
 	*x = CheckerStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2645,7 @@ func (x *CheckerStatus) String() string {
 func (*CheckerStatus) ProtoMessage() {}
 
 func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[31]
+	mi := &file_anysched_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2658,7 @@ func (x *CheckerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckerStatus.ProtoReflect.Descriptor instead.
 func (*CheckerStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CheckerStatus) GetId() string {
@@ -2270,7 +2707,7 @@ type DrainEntry struct {
 
 func (x *DrainEntry) Reset() {
 	*x = DrainEntry{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2719,7 @@ func (x *DrainEntry) String() string {
 func (*DrainEntry) ProtoMessage() {}
 
 func (x *DrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[32]
+	mi := &file_anysched_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2732,7 @@ func (x *DrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEntry.ProtoReflect.Descriptor instead.
 func (*DrainEntry) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DrainEntry) GetKind() string {
@@ -2371,7 +2808,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2820,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[33]
+	mi := &file_anysched_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2833,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExplainRequest) GetClientIp() string {
@@ -2451,7 +2888,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2900,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[34]
+	mi := &file_anysched_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2913,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExplainResponse) GetRevision() int64 {
@@ -2597,7 +3034,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +3046,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[35]
+	mi := &file_anysched_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +3059,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Candidate) GetServer() string {
@@ -2715,7 +3152,7 @@ type ApplyTopologyRequest struct {
 
 func (x *ApplyTopologyRequest) Reset() {
 	*x = ApplyTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +3164,7 @@ func (x *ApplyTopologyRequest) String() string {
 func (*ApplyTopologyRequest) ProtoMessage() {}
 
 func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[36]
+	mi := &file_anysched_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +3177,7 @@ func (x *ApplyTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ApplyTopologyRequest) GetDocument() []byte {
@@ -2789,7 +3226,7 @@ type ApplyTopologyResponse struct {
 
 func (x *ApplyTopologyResponse) Reset() {
 	*x = ApplyTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +3238,7 @@ func (x *ApplyTopologyResponse) String() string {
 func (*ApplyTopologyResponse) ProtoMessage() {}
 
 func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[37]
+	mi := &file_anysched_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +3251,7 @@ func (x *ApplyTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyTopologyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ApplyTopologyResponse) GetRevision() int64 {
@@ -2875,7 +3312,7 @@ type TopologySummary struct {
 
 func (x *TopologySummary) Reset() {
 	*x = TopologySummary{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +3324,7 @@ func (x *TopologySummary) String() string {
 func (*TopologySummary) ProtoMessage() {}
 
 func (x *TopologySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[38]
+	mi := &file_anysched_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +3337,7 @@ func (x *TopologySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySummary.ProtoReflect.Descriptor instead.
 func (*TopologySummary) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TopologySummary) GetRegions() int32 {
@@ -2960,7 +3397,7 @@ type GetTopologyRequest struct {
 
 func (x *GetTopologyRequest) Reset() {
 	*x = GetTopologyRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3409,7 @@ func (x *GetTopologyRequest) String() string {
 func (*GetTopologyRequest) ProtoMessage() {}
 
 func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[39]
+	mi := &file_anysched_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3422,7 @@ func (x *GetTopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyRequest.ProtoReflect.Descriptor instead.
 func (*GetTopologyRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 type GetTopologyResponse struct {
@@ -3001,7 +3438,7 @@ type GetTopologyResponse struct {
 
 func (x *GetTopologyResponse) Reset() {
 	*x = GetTopologyResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3450,7 @@ func (x *GetTopologyResponse) String() string {
 func (*GetTopologyResponse) ProtoMessage() {}
 
 func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[40]
+	mi := &file_anysched_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3463,7 @@ func (x *GetTopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopologyResponse.ProtoReflect.Descriptor instead.
 func (*GetTopologyResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetTopologyResponse) GetRevision() int64 {
@@ -3065,7 +3502,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3514,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[41]
+	mi := &file_anysched_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3527,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type StatusResponse struct {
@@ -3116,7 +3553,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[42]
+	mi := &file_anysched_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3565,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[42]
+	mi := &file_anysched_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3578,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatusResponse) GetRevision() int64 {
@@ -3225,7 +3662,7 @@ type EtcdStatus struct {
 
 func (x *EtcdStatus) Reset() {
 	*x = EtcdStatus{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[43]
+	mi := &file_anysched_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3674,7 @@ func (x *EtcdStatus) String() string {
 func (*EtcdStatus) ProtoMessage() {}
 
 func (x *EtcdStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[43]
+	mi := &file_anysched_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3687,7 @@ func (x *EtcdStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdStatus.ProtoReflect.Descriptor instead.
 func (*EtcdStatus) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EtcdStatus) GetObservedAt() *timestamppb.Timestamp {
@@ -3334,7 +3771,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[44]
+	mi := &file_anysched_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3346,7 +3783,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[44]
+	mi := &file_anysched_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3359,7 +3796,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EtcdMember) GetName() string {
@@ -3421,7 +3858,7 @@ type EtcdAlarm struct {
 
 func (x *EtcdAlarm) Reset() {
 	*x = EtcdAlarm{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[45]
+	mi := &file_anysched_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3870,7 @@ func (x *EtcdAlarm) String() string {
 func (*EtcdAlarm) ProtoMessage() {}
 
 func (x *EtcdAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[45]
+	mi := &file_anysched_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3883,7 @@ func (x *EtcdAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdAlarm.ProtoReflect.Descriptor instead.
 func (*EtcdAlarm) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EtcdAlarm) GetMember() string {
@@ -3481,7 +3918,7 @@ type RegionTraffic struct {
 
 func (x *RegionTraffic) Reset() {
 	*x = RegionTraffic{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[46]
+	mi := &file_anysched_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3930,7 @@ func (x *RegionTraffic) String() string {
 func (*RegionTraffic) ProtoMessage() {}
 
 func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[46]
+	mi := &file_anysched_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3943,7 @@ func (x *RegionTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTraffic.ProtoReflect.Descriptor instead.
 func (*RegionTraffic) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RegionTraffic) GetClientRegion() string {
@@ -3582,7 +4019,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[47]
+	mi := &file_anysched_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +4031,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[47]
+	mi := &file_anysched_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +4044,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Instance) GetId() string {
@@ -3775,7 +4212,7 @@ type QoEPlan struct {
 
 func (x *QoEPlan) Reset() {
 	*x = QoEPlan{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[48]
+	mi := &file_anysched_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +4224,7 @@ func (x *QoEPlan) String() string {
 func (*QoEPlan) ProtoMessage() {}
 
 func (x *QoEPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[48]
+	mi := &file_anysched_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +4237,7 @@ func (x *QoEPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QoEPlan.ProtoReflect.Descriptor instead.
 func (*QoEPlan) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QoEPlan) GetSessions() int64 {
@@ -3939,7 +4376,7 @@ type DrainForecast struct {
 
 func (x *DrainForecast) Reset() {
 	*x = DrainForecast{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[49]
+	mi := &file_anysched_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4388,7 @@ func (x *DrainForecast) String() string {
 func (*DrainForecast) ProtoMessage() {}
 
 func (x *DrainForecast) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[49]
+	mi := &file_anysched_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4401,7 @@ func (x *DrainForecast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainForecast.ProtoReflect.Descriptor instead.
 func (*DrainForecast) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DrainForecast) GetRegion() string {
@@ -4042,7 +4479,7 @@ type BGPPeer struct {
 
 func (x *BGPPeer) Reset() {
 	*x = BGPPeer{}
-	mi := &file_anysched_v1_admin_proto_msgTypes[50]
+	mi := &file_anysched_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4054,7 +4491,7 @@ func (x *BGPPeer) String() string {
 func (*BGPPeer) ProtoMessage() {}
 
 func (x *BGPPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_anysched_v1_admin_proto_msgTypes[50]
+	mi := &file_anysched_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4067,7 +4504,7 @@ func (x *BGPPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPPeer.ProtoReflect.Descriptor instead.
 func (*BGPPeer) Descriptor() ([]byte, []int) {
-	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_anysched_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BGPPeer) GetAddress() string {
@@ -4095,7 +4532,45 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"L\n" +
+	"\x13PlanFailuresRequest\x12\x18\n" +
+	"\aregions\x18\x01 \x03(\tR\aregions\x12\x1b\n" +
+	"\tbudget_ms\x18\x02 \x01(\x05R\bbudgetMs\"\xaa\x01\n" +
+	"\x14PlanFailuresResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12.\n" +
+	"\x04made\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04made\x120\n" +
+	"\x06cities\x18\x03 \x03(\v2\x18.anysched.v1.FailurePlanR\x06cities\x12\x14\n" +
+	"\x05stale\x18\x04 \x03(\tR\x05stale\"\xce\x02\n" +
+	"\vFailurePlan\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
+	"\aviewers\x18\x02 \x01(\x03R\aviewers\x12\x14\n" +
+	"\x05order\x18\x03 \x03(\tR\x05order\x12;\n" +
+	"\n" +
+	"configured\x18\x04 \x01(\v2\x1b.anysched.v1.FailureOutcomeR\n" +
+	"configured\x12\x1a\n" +
+	"\bproposed\x18\x05 \x03(\tR\bproposed\x12F\n" +
+	"\x10proposed_outcome\x18\x06 \x01(\v2\x1b.anysched.v1.FailureOutcomeR\x0fproposedOutcome\x127\n" +
+	"\breserves\x18\a \x03(\v2\x1b.anysched.v1.FailureReserveR\breserves\x12\x1d\n" +
+	"\n" +
+	"short_kbps\x18\b \x01(\x01R\tshortKbps\"\xf0\x01\n" +
+	"\x0eFailureOutcome\x12\x18\n" +
+	"\aplanned\x18\x01 \x01(\x03R\aplanned\x12\x1c\n" +
+	"\tunplanned\x18\x02 \x01(\x03R\tunplanned\x12\x1d\n" +
+	"\n" +
+	"at_desired\x18\x03 \x01(\x03R\tatDesired\x12\x1b\n" +
+	"\tmean_kbps\x18\x04 \x01(\x01R\bmeanKbps\x12(\n" +
+	"\x10hosts_at_desired\x18\x05 \x01(\x01R\x0ehostsAtDesired\x12.\n" +
+	"\x05taken\x18\x06 \x03(\v2\x18.anysched.v1.FailureTakeR\x05taken\x12\x10\n" +
+	"\x03gap\x18\a \x01(\x01R\x03gap\"S\n" +
+	"\vFailureTake\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
+	"\aviewers\x18\x02 \x01(\x03R\aviewers\x12\x12\n" +
+	"\x04kbps\x18\x03 \x01(\x01R\x04kbps\"j\n" +
+	"\x0eFailureReserve\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"spare_kbps\x18\x02 \x01(\x01R\tspareKbps\x12!\n" +
+	"\freserve_kbps\x18\x03 \x01(\x01R\vreserveKbps\"\x13\n" +
 	"\x11GetBalanceRequest\"\x83\x01\n" +
 	"\x11SetBalanceRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
@@ -4433,8 +4908,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xe0\n" +
-	"\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xb5\v\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -4455,7 +4929,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"GetBalance\x12\x1e.anysched.v1.GetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12J\n" +
 	"\n" +
-	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12S\n" +
+	"\fPlanFailures\x12 .anysched.v1.PlanFailuresRequest\x1a!.anysched.v1.PlanFailuresResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -4469,154 +4944,168 @@ func file_anysched_v1_admin_proto_rawDescGZIP() []byte {
 	return file_anysched_v1_admin_proto_rawDescData
 }
 
-var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_anysched_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_anysched_v1_admin_proto_goTypes = []any{
-	(*GetBalanceRequest)(nil),        // 0: anysched.v1.GetBalanceRequest
-	(*SetBalanceRequest)(nil),        // 1: anysched.v1.SetBalanceRequest
-	(*BalanceResponse)(nil),          // 2: anysched.v1.BalanceResponse
-	(*ServerWeight)(nil),             // 3: anysched.v1.ServerWeight
-	(*WhoAmIRequest)(nil),            // 4: anysched.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 5: anysched.v1.WhoAmIResponse
-	(*HistoryRequest)(nil),           // 6: anysched.v1.HistoryRequest
-	(*HistoryEntry)(nil),             // 7: anysched.v1.HistoryEntry
-	(*HistoryResponse)(nil),          // 8: anysched.v1.HistoryResponse
-	(*DiffTopologyRequest)(nil),      // 9: anysched.v1.DiffTopologyRequest
-	(*DiffTopologyResponse)(nil),     // 10: anysched.v1.DiffTopologyResponse
-	(*RollbackRequest)(nil),          // 11: anysched.v1.RollbackRequest
-	(*TopologyDiff)(nil),             // 12: anysched.v1.TopologyDiff
-	(*DiffSection)(nil),              // 13: anysched.v1.DiffSection
-	(*DiffChange)(nil),               // 14: anysched.v1.DiffChange
-	(*AuditRequest)(nil),             // 15: anysched.v1.AuditRequest
-	(*AuditEntry)(nil),               // 16: anysched.v1.AuditEntry
-	(*AuditResponse)(nil),            // 17: anysched.v1.AuditResponse
-	(*DrillEtcdLossRequest)(nil),     // 18: anysched.v1.DrillEtcdLossRequest
-	(*DrillRequest)(nil),             // 19: anysched.v1.DrillRequest
-	(*DrillResponse)(nil),            // 20: anysched.v1.DrillResponse
-	(*DrainRequest)(nil),             // 21: anysched.v1.DrainRequest
-	(*UndrainRequest)(nil),           // 22: anysched.v1.UndrainRequest
-	(*DrainResponse)(nil),            // 23: anysched.v1.DrainResponse
-	(*MaintenanceRequest)(nil),       // 24: anysched.v1.MaintenanceRequest
-	(*MaintenanceWindow)(nil),        // 25: anysched.v1.MaintenanceWindow
-	(*MaintenanceResponse)(nil),      // 26: anysched.v1.MaintenanceResponse
-	(*ListMaintenanceRequest)(nil),   // 27: anysched.v1.ListMaintenanceRequest
-	(*ListMaintenanceResponse)(nil),  // 28: anysched.v1.ListMaintenanceResponse
-	(*CancelMaintenanceRequest)(nil), // 29: anysched.v1.CancelMaintenanceRequest
-	(*RegionHealth)(nil),             // 30: anysched.v1.RegionHealth
-	(*CheckerStatus)(nil),            // 31: anysched.v1.CheckerStatus
-	(*DrainEntry)(nil),               // 32: anysched.v1.DrainEntry
-	(*ExplainRequest)(nil),           // 33: anysched.v1.ExplainRequest
-	(*ExplainResponse)(nil),          // 34: anysched.v1.ExplainResponse
-	(*Candidate)(nil),                // 35: anysched.v1.Candidate
-	(*ApplyTopologyRequest)(nil),     // 36: anysched.v1.ApplyTopologyRequest
-	(*ApplyTopologyResponse)(nil),    // 37: anysched.v1.ApplyTopologyResponse
-	(*TopologySummary)(nil),          // 38: anysched.v1.TopologySummary
-	(*GetTopologyRequest)(nil),       // 39: anysched.v1.GetTopologyRequest
-	(*GetTopologyResponse)(nil),      // 40: anysched.v1.GetTopologyResponse
-	(*StatusRequest)(nil),            // 41: anysched.v1.StatusRequest
-	(*StatusResponse)(nil),           // 42: anysched.v1.StatusResponse
-	(*EtcdStatus)(nil),               // 43: anysched.v1.EtcdStatus
-	(*EtcdMember)(nil),               // 44: anysched.v1.EtcdMember
-	(*EtcdAlarm)(nil),                // 45: anysched.v1.EtcdAlarm
-	(*RegionTraffic)(nil),            // 46: anysched.v1.RegionTraffic
-	(*Instance)(nil),                 // 47: anysched.v1.Instance
-	(*QoEPlan)(nil),                  // 48: anysched.v1.QoEPlan
-	(*DrainForecast)(nil),            // 49: anysched.v1.DrainForecast
-	(*BGPPeer)(nil),                  // 50: anysched.v1.BGPPeer
-	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
+	(*PlanFailuresRequest)(nil),      // 0: anysched.v1.PlanFailuresRequest
+	(*PlanFailuresResponse)(nil),     // 1: anysched.v1.PlanFailuresResponse
+	(*FailurePlan)(nil),              // 2: anysched.v1.FailurePlan
+	(*FailureOutcome)(nil),           // 3: anysched.v1.FailureOutcome
+	(*FailureTake)(nil),              // 4: anysched.v1.FailureTake
+	(*FailureReserve)(nil),           // 5: anysched.v1.FailureReserve
+	(*GetBalanceRequest)(nil),        // 6: anysched.v1.GetBalanceRequest
+	(*SetBalanceRequest)(nil),        // 7: anysched.v1.SetBalanceRequest
+	(*BalanceResponse)(nil),          // 8: anysched.v1.BalanceResponse
+	(*ServerWeight)(nil),             // 9: anysched.v1.ServerWeight
+	(*WhoAmIRequest)(nil),            // 10: anysched.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 11: anysched.v1.WhoAmIResponse
+	(*HistoryRequest)(nil),           // 12: anysched.v1.HistoryRequest
+	(*HistoryEntry)(nil),             // 13: anysched.v1.HistoryEntry
+	(*HistoryResponse)(nil),          // 14: anysched.v1.HistoryResponse
+	(*DiffTopologyRequest)(nil),      // 15: anysched.v1.DiffTopologyRequest
+	(*DiffTopologyResponse)(nil),     // 16: anysched.v1.DiffTopologyResponse
+	(*RollbackRequest)(nil),          // 17: anysched.v1.RollbackRequest
+	(*TopologyDiff)(nil),             // 18: anysched.v1.TopologyDiff
+	(*DiffSection)(nil),              // 19: anysched.v1.DiffSection
+	(*DiffChange)(nil),               // 20: anysched.v1.DiffChange
+	(*AuditRequest)(nil),             // 21: anysched.v1.AuditRequest
+	(*AuditEntry)(nil),               // 22: anysched.v1.AuditEntry
+	(*AuditResponse)(nil),            // 23: anysched.v1.AuditResponse
+	(*DrillEtcdLossRequest)(nil),     // 24: anysched.v1.DrillEtcdLossRequest
+	(*DrillRequest)(nil),             // 25: anysched.v1.DrillRequest
+	(*DrillResponse)(nil),            // 26: anysched.v1.DrillResponse
+	(*DrainRequest)(nil),             // 27: anysched.v1.DrainRequest
+	(*UndrainRequest)(nil),           // 28: anysched.v1.UndrainRequest
+	(*DrainResponse)(nil),            // 29: anysched.v1.DrainResponse
+	(*MaintenanceRequest)(nil),       // 30: anysched.v1.MaintenanceRequest
+	(*MaintenanceWindow)(nil),        // 31: anysched.v1.MaintenanceWindow
+	(*MaintenanceResponse)(nil),      // 32: anysched.v1.MaintenanceResponse
+	(*ListMaintenanceRequest)(nil),   // 33: anysched.v1.ListMaintenanceRequest
+	(*ListMaintenanceResponse)(nil),  // 34: anysched.v1.ListMaintenanceResponse
+	(*CancelMaintenanceRequest)(nil), // 35: anysched.v1.CancelMaintenanceRequest
+	(*RegionHealth)(nil),             // 36: anysched.v1.RegionHealth
+	(*CheckerStatus)(nil),            // 37: anysched.v1.CheckerStatus
+	(*DrainEntry)(nil),               // 38: anysched.v1.DrainEntry
+	(*ExplainRequest)(nil),           // 39: anysched.v1.ExplainRequest
+	(*ExplainResponse)(nil),          // 40: anysched.v1.ExplainResponse
+	(*Candidate)(nil),                // 41: anysched.v1.Candidate
+	(*ApplyTopologyRequest)(nil),     // 42: anysched.v1.ApplyTopologyRequest
+	(*ApplyTopologyResponse)(nil),    // 43: anysched.v1.ApplyTopologyResponse
+	(*TopologySummary)(nil),          // 44: anysched.v1.TopologySummary
+	(*GetTopologyRequest)(nil),       // 45: anysched.v1.GetTopologyRequest
+	(*GetTopologyResponse)(nil),      // 46: anysched.v1.GetTopologyResponse
+	(*StatusRequest)(nil),            // 47: anysched.v1.StatusRequest
+	(*StatusResponse)(nil),           // 48: anysched.v1.StatusResponse
+	(*EtcdStatus)(nil),               // 49: anysched.v1.EtcdStatus
+	(*EtcdMember)(nil),               // 50: anysched.v1.EtcdMember
+	(*EtcdAlarm)(nil),                // 51: anysched.v1.EtcdAlarm
+	(*RegionTraffic)(nil),            // 52: anysched.v1.RegionTraffic
+	(*Instance)(nil),                 // 53: anysched.v1.Instance
+	(*QoEPlan)(nil),                  // 54: anysched.v1.QoEPlan
+	(*DrainForecast)(nil),            // 55: anysched.v1.DrainForecast
+	(*BGPPeer)(nil),                  // 56: anysched.v1.BGPPeer
+	(*timestamppb.Timestamp)(nil),    // 57: google.protobuf.Timestamp
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
-	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
-	51, // 1: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
-	38, // 2: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
-	7,  // 3: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
-	12, // 4: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	13, // 5: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
-	14, // 6: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
-	51, // 7: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
-	51, // 8: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	16, // 9: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
-	51, // 10: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
-	51, // 11: anysched.v1.DrainRequest.from:type_name -> google.protobuf.Timestamp
-	51, // 12: anysched.v1.DrainRequest.until:type_name -> google.protobuf.Timestamp
-	49, // 13: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
-	51, // 14: anysched.v1.DrainResponse.from:type_name -> google.protobuf.Timestamp
-	51, // 15: anysched.v1.DrainResponse.until:type_name -> google.protobuf.Timestamp
-	51, // 16: anysched.v1.MaintenanceRequest.from:type_name -> google.protobuf.Timestamp
-	51, // 17: anysched.v1.MaintenanceRequest.until:type_name -> google.protobuf.Timestamp
-	51, // 18: anysched.v1.MaintenanceWindow.from:type_name -> google.protobuf.Timestamp
-	51, // 19: anysched.v1.MaintenanceWindow.until:type_name -> google.protobuf.Timestamp
-	25, // 20: anysched.v1.MaintenanceResponse.window:type_name -> anysched.v1.MaintenanceWindow
-	49, // 21: anysched.v1.MaintenanceResponse.forecast:type_name -> anysched.v1.DrainForecast
-	25, // 22: anysched.v1.ListMaintenanceResponse.windows:type_name -> anysched.v1.MaintenanceWindow
-	51, // 23: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
-	51, // 24: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
-	51, // 25: anysched.v1.DrainEntry.from:type_name -> google.protobuf.Timestamp
-	51, // 26: anysched.v1.DrainEntry.until:type_name -> google.protobuf.Timestamp
-	35, // 27: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
-	38, // 28: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	12, // 29: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
-	38, // 30: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
-	51, // 31: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
-	47, // 32: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
-	30, // 33: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
-	31, // 34: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
-	32, // 35: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
-	46, // 36: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
-	43, // 37: anysched.v1.StatusResponse.etcd:type_name -> anysched.v1.EtcdStatus
-	51, // 38: anysched.v1.EtcdStatus.observed_at:type_name -> google.protobuf.Timestamp
-	44, // 39: anysched.v1.EtcdStatus.members:type_name -> anysched.v1.EtcdMember
-	45, // 40: anysched.v1.EtcdStatus.alarms:type_name -> anysched.v1.EtcdAlarm
-	51, // 41: anysched.v1.EtcdStatus.last_compaction:type_name -> google.protobuf.Timestamp
-	51, // 42: anysched.v1.EtcdStatus.last_defrag:type_name -> google.protobuf.Timestamp
-	51, // 43: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
-	51, // 44: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
-	51, // 45: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	51, // 46: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	50, // 47: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
-	48, // 48: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
-	46, // 49: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
-	48, // 50: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
-	36, // 51: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
-	39, // 52: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
-	41, // 53: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
-	33, // 54: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
-	21, // 55: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
-	22, // 56: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
-	19, // 57: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
-	18, // 58: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
-	24, // 59: anysched.v1.Admin.Maintenance:input_type -> anysched.v1.MaintenanceRequest
-	27, // 60: anysched.v1.Admin.ListMaintenance:input_type -> anysched.v1.ListMaintenanceRequest
-	29, // 61: anysched.v1.Admin.CancelMaintenance:input_type -> anysched.v1.CancelMaintenanceRequest
-	6,  // 62: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
-	9,  // 63: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
-	11, // 64: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
-	15, // 65: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
-	4,  // 66: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
-	0,  // 67: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
-	1,  // 68: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	37, // 69: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	40, // 70: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	42, // 71: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	34, // 72: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	23, // 73: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	23, // 74: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	20, // 75: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	20, // 76: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	26, // 77: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
-	28, // 78: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
-	26, // 79: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
-	8,  // 80: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	10, // 81: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	37, // 82: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	17, // 83: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	5,  // 84: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 85: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 86: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	69, // [69:87] is the sub-list for method output_type
-	51, // [51:69] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	57, // 0: anysched.v1.PlanFailuresResponse.made:type_name -> google.protobuf.Timestamp
+	2,  // 1: anysched.v1.PlanFailuresResponse.cities:type_name -> anysched.v1.FailurePlan
+	3,  // 2: anysched.v1.FailurePlan.configured:type_name -> anysched.v1.FailureOutcome
+	3,  // 3: anysched.v1.FailurePlan.proposed_outcome:type_name -> anysched.v1.FailureOutcome
+	5,  // 4: anysched.v1.FailurePlan.reserves:type_name -> anysched.v1.FailureReserve
+	4,  // 5: anysched.v1.FailureOutcome.taken:type_name -> anysched.v1.FailureTake
+	9,  // 6: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
+	57, // 7: anysched.v1.HistoryEntry.applied_at:type_name -> google.protobuf.Timestamp
+	44, // 8: anysched.v1.HistoryEntry.summary:type_name -> anysched.v1.TopologySummary
+	13, // 9: anysched.v1.HistoryResponse.entries:type_name -> anysched.v1.HistoryEntry
+	18, // 10: anysched.v1.DiffTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	19, // 11: anysched.v1.TopologyDiff.sections:type_name -> anysched.v1.DiffSection
+	20, // 12: anysched.v1.DiffSection.changed:type_name -> anysched.v1.DiffChange
+	57, // 13: anysched.v1.AuditRequest.since:type_name -> google.protobuf.Timestamp
+	57, // 14: anysched.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	22, // 15: anysched.v1.AuditResponse.entries:type_name -> anysched.v1.AuditEntry
+	57, // 16: anysched.v1.DrillResponse.until:type_name -> google.protobuf.Timestamp
+	57, // 17: anysched.v1.DrainRequest.from:type_name -> google.protobuf.Timestamp
+	57, // 18: anysched.v1.DrainRequest.until:type_name -> google.protobuf.Timestamp
+	55, // 19: anysched.v1.DrainResponse.forecast:type_name -> anysched.v1.DrainForecast
+	57, // 20: anysched.v1.DrainResponse.from:type_name -> google.protobuf.Timestamp
+	57, // 21: anysched.v1.DrainResponse.until:type_name -> google.protobuf.Timestamp
+	57, // 22: anysched.v1.MaintenanceRequest.from:type_name -> google.protobuf.Timestamp
+	57, // 23: anysched.v1.MaintenanceRequest.until:type_name -> google.protobuf.Timestamp
+	57, // 24: anysched.v1.MaintenanceWindow.from:type_name -> google.protobuf.Timestamp
+	57, // 25: anysched.v1.MaintenanceWindow.until:type_name -> google.protobuf.Timestamp
+	31, // 26: anysched.v1.MaintenanceResponse.window:type_name -> anysched.v1.MaintenanceWindow
+	55, // 27: anysched.v1.MaintenanceResponse.forecast:type_name -> anysched.v1.DrainForecast
+	31, // 28: anysched.v1.ListMaintenanceResponse.windows:type_name -> anysched.v1.MaintenanceWindow
+	57, // 29: anysched.v1.CheckerStatus.started_at:type_name -> google.protobuf.Timestamp
+	57, // 30: anysched.v1.DrainEntry.at:type_name -> google.protobuf.Timestamp
+	57, // 31: anysched.v1.DrainEntry.from:type_name -> google.protobuf.Timestamp
+	57, // 32: anysched.v1.DrainEntry.until:type_name -> google.protobuf.Timestamp
+	41, // 33: anysched.v1.ExplainResponse.candidates:type_name -> anysched.v1.Candidate
+	44, // 34: anysched.v1.ApplyTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	18, // 35: anysched.v1.ApplyTopologyResponse.diff:type_name -> anysched.v1.TopologyDiff
+	44, // 36: anysched.v1.GetTopologyResponse.summary:type_name -> anysched.v1.TopologySummary
+	57, // 37: anysched.v1.GetTopologyResponse.applied_at:type_name -> google.protobuf.Timestamp
+	53, // 38: anysched.v1.StatusResponse.instances:type_name -> anysched.v1.Instance
+	36, // 39: anysched.v1.StatusResponse.regions:type_name -> anysched.v1.RegionHealth
+	37, // 40: anysched.v1.StatusResponse.checkers:type_name -> anysched.v1.CheckerStatus
+	38, // 41: anysched.v1.StatusResponse.drains:type_name -> anysched.v1.DrainEntry
+	52, // 42: anysched.v1.StatusResponse.center_traffic:type_name -> anysched.v1.RegionTraffic
+	49, // 43: anysched.v1.StatusResponse.etcd:type_name -> anysched.v1.EtcdStatus
+	57, // 44: anysched.v1.EtcdStatus.observed_at:type_name -> google.protobuf.Timestamp
+	50, // 45: anysched.v1.EtcdStatus.members:type_name -> anysched.v1.EtcdMember
+	51, // 46: anysched.v1.EtcdStatus.alarms:type_name -> anysched.v1.EtcdAlarm
+	57, // 47: anysched.v1.EtcdStatus.last_compaction:type_name -> google.protobuf.Timestamp
+	57, // 48: anysched.v1.EtcdStatus.last_defrag:type_name -> google.protobuf.Timestamp
+	57, // 49: anysched.v1.RegionTraffic.run_start:type_name -> google.protobuf.Timestamp
+	57, // 50: anysched.v1.RegionTraffic.last:type_name -> google.protobuf.Timestamp
+	57, // 51: anysched.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	57, // 52: anysched.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 53: anysched.v1.Instance.bgp_peers:type_name -> anysched.v1.BGPPeer
+	54, // 54: anysched.v1.Instance.qoe:type_name -> anysched.v1.QoEPlan
+	52, // 55: anysched.v1.Instance.traffic:type_name -> anysched.v1.RegionTraffic
+	54, // 56: anysched.v1.Instance.planning:type_name -> anysched.v1.QoEPlan
+	42, // 57: anysched.v1.Admin.ApplyTopology:input_type -> anysched.v1.ApplyTopologyRequest
+	45, // 58: anysched.v1.Admin.GetTopology:input_type -> anysched.v1.GetTopologyRequest
+	47, // 59: anysched.v1.Admin.Status:input_type -> anysched.v1.StatusRequest
+	39, // 60: anysched.v1.Admin.Explain:input_type -> anysched.v1.ExplainRequest
+	27, // 61: anysched.v1.Admin.Drain:input_type -> anysched.v1.DrainRequest
+	28, // 62: anysched.v1.Admin.Undrain:input_type -> anysched.v1.UndrainRequest
+	25, // 63: anysched.v1.Admin.Drill:input_type -> anysched.v1.DrillRequest
+	24, // 64: anysched.v1.Admin.DrillEtcdLoss:input_type -> anysched.v1.DrillEtcdLossRequest
+	30, // 65: anysched.v1.Admin.Maintenance:input_type -> anysched.v1.MaintenanceRequest
+	33, // 66: anysched.v1.Admin.ListMaintenance:input_type -> anysched.v1.ListMaintenanceRequest
+	35, // 67: anysched.v1.Admin.CancelMaintenance:input_type -> anysched.v1.CancelMaintenanceRequest
+	12, // 68: anysched.v1.Admin.History:input_type -> anysched.v1.HistoryRequest
+	15, // 69: anysched.v1.Admin.DiffTopology:input_type -> anysched.v1.DiffTopologyRequest
+	17, // 70: anysched.v1.Admin.Rollback:input_type -> anysched.v1.RollbackRequest
+	21, // 71: anysched.v1.Admin.Audit:input_type -> anysched.v1.AuditRequest
+	10, // 72: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
+	6,  // 73: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
+	7,  // 74: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
+	0,  // 75: anysched.v1.Admin.PlanFailures:input_type -> anysched.v1.PlanFailuresRequest
+	43, // 76: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	46, // 77: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	48, // 78: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	40, // 79: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	29, // 80: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	29, // 81: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	26, // 82: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	26, // 83: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	32, // 84: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
+	34, // 85: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
+	32, // 86: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
+	14, // 87: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	16, // 88: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	43, // 89: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	23, // 90: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	11, // 91: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	8,  // 92: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	8,  // 93: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	1,  // 94: anysched.v1.Admin.PlanFailures:output_type -> anysched.v1.PlanFailuresResponse
+	76, // [76:95] is the sub-list for method output_type
+	57, // [57:76] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_anysched_v1_admin_proto_init() }
@@ -4630,7 +5119,7 @@ func file_anysched_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_anysched_v1_admin_proto_rawDesc), len(file_anysched_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	Admin_WhoAmI_FullMethodName            = "/anysched.v1.Admin/WhoAmI"
 	Admin_GetBalance_FullMethodName        = "/anysched.v1.Admin/GetBalance"
 	Admin_SetBalance_FullMethodName        = "/anysched.v1.Admin/SetBalance"
+	Admin_PlanFailures_FullMethodName      = "/anysched.v1.Admin/PlanFailures"
 )
 
 // AdminClient is the client API for Admin service.
@@ -98,6 +99,12 @@ type AdminClient interface {
 	// stores it (audited like an apply); an empty document restores the
 	// defaults.
 	SetBalance(ctx context.Context, in *SetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
+	// PlanFailures plans for the loss of each city (its servers gone): whether
+	// the cities it falls back to can take its viewers and at what bitrates,
+	// solved with the QoE model on the sessions the planners last published,
+	// and a proposed fallback order with the capacity each city of it should
+	// hold in reserve. It writes nothing; one runs at a time.
+	PlanFailures(ctx context.Context, in *PlanFailuresRequest, opts ...grpc.CallOption) (*PlanFailuresResponse, error)
 }
 
 type adminClient struct {
@@ -288,6 +295,16 @@ func (c *adminClient) SetBalance(ctx context.Context, in *SetBalanceRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) PlanFailures(ctx context.Context, in *PlanFailuresRequest, opts ...grpc.CallOption) (*PlanFailuresResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanFailuresResponse)
+	err := c.cc.Invoke(ctx, Admin_PlanFailures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -344,6 +361,12 @@ type AdminServer interface {
 	// stores it (audited like an apply); an empty document restores the
 	// defaults.
 	SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error)
+	// PlanFailures plans for the loss of each city (its servers gone): whether
+	// the cities it falls back to can take its viewers and at what bitrates,
+	// solved with the QoE model on the sessions the planners last published,
+	// and a proposed fallback order with the capacity each city of it should
+	// hold in reserve. It writes nothing; one runs at a time.
+	PlanFailures(context.Context, *PlanFailuresRequest) (*PlanFailuresResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -407,6 +430,9 @@ func (UnimplementedAdminServer) GetBalance(context.Context, *GetBalanceRequest) 
 }
 func (UnimplementedAdminServer) SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetBalance not implemented")
+}
+func (UnimplementedAdminServer) PlanFailures(context.Context, *PlanFailuresRequest) (*PlanFailuresResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PlanFailures not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -753,6 +779,24 @@ func _Admin_SetBalance_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PlanFailures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanFailuresRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PlanFailures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PlanFailures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PlanFailures(ctx, req.(*PlanFailuresRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -831,6 +875,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBalance",
 			Handler:    _Admin_SetBalance_Handler,
+		},
+		{
+			MethodName: "PlanFailures",
+			Handler:    _Admin_PlanFailures_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

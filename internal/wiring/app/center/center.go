@@ -99,7 +99,8 @@ func Run(ctx context.Context, c config.Center, log *slog.Logger, opts ...daemon.
 	house := etcdhousekeep.New(cli, c.Etcd.Housekeeping, etcdhousekeep.Options{Lead: housekeepingLead(st, s.ID)}, s.Registry, log.With("component", "etcdhousekeep"))
 	guard := etcdguard.New(cli, c.Etcd.Prefix, c.Etcd.WriteGuard, etcdguard.Options{Lead: housekeepingLead(st, s.ID)}, s.Registry, log.With("component", "etcdguard"))
 	svc := &adminapi.Service{Store: st, Logger: log.With("component", "adminapi"), Engine: s.Engine, Health: s.Availability, Drains: s.Ops.Drains, Lab: c.Lab, LabEtcdMembers: c.LabEtcdMembers, ID: s.ID, Traffic: s.Traffic,
-		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits(), EtcdHousekeeping: etcdStatus(house, guard, c.Etcd.Prefix)}
+		Trail: trail, AllowProductionDrills: c.Drills.AllowProduction, Apply: applyPolicy, Limits: c.Anycast.Limits(), EtcdHousekeeping: etcdStatus(house, guard, c.Etcd.Prefix),
+		QoEModel: c.Alloc.Alloc.Config.Params}
 	if emb != nil { // not a nil *Embedded in the interface: the drill asks svc.Etcd == nil
 		svc.Etcd = emb
 	}

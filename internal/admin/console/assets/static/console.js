@@ -311,6 +311,19 @@
         filled = kept.length > 0;
       }
     });
+    $("failures-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      $("failures-go").disabled = true;
+      try {
+        const f = await api("failures");
+        const rows = f.cities.map((c) => h("tr", {}, ...[c.region, String(c.viewers), c.order, c.planned, String(c.unplanned), c.taken_by || "-",
+          c.proposed || "-", c.p_planned, c.reserve || "-", c.short_mbps].map((x) => h("td", {}, x))));
+        if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: "10", class: "muted" }, "no city's viewers are known (selection: qoe)")));
+        if ((f.stale || []).length) rows.push(h("tr", {}, h("td", { colspan: "10", class: "muted" }, "no plan state newer than a minute from " + f.stale.join(", "))));
+        $("failures").tBodies[0].replaceChildren(...rows);
+      } catch (e) { showError("failure plan: " + e.message); }
+      $("failures-go").disabled = false;
+    });
     $("diff-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       try {

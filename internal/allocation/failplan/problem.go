@@ -1,0 +1,215 @@
+package failplan
+
+import (
+	"context"
+	"math"
+
+	"github.com/anysched/anysched/internal/allocation/qoe"
+	"github.com/anysched/anysched/internal/province/store"
+	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/stb/geo"
+)
+
+// unlimited stands for a capacity the topology does not state (as the
+// planners take it).
+const unlimited = 1e15
+
+// anywhereM is the coverage radius of a server that states none, and of a
+// host's server for a lost city's viewers: in a failure the region
+// fallback sends them to the fallback region's servers whatever their
+// coverage says.
+const anywhereM = 2e7
+
+// problem is one QoE instance being built: servers by position with the
+// region they are in, and viewers grouped by what the model can tell
+// apart (place, profile, channel, previous server) into users with counts.
+type problem struct {
+	inst     *qoe.Instance
+	regionOf []int32 // by server position
+	chans    map[string]int32
+	groups   map[group]int32 // -> user index
+	room     float64
+}
+
+type group struct {
+	lat, lon, desired, danmaku, gift float64
+	channel, prev                    int32
+}
+
+// newProblem is an empty instance of service svc.
+func (in *Input) newProblem(svc int32) *problem {
+	sv := &in.Snap.Services[svc]
+	inst := &qoe.Instance{Params: in.Params, Ladder: make([]float64, len(sv.BitratesKbps))}
+	for i, b := range sv.BitratesKbps {
+		inst.Ladder[i] = float64(b)
+	}
+	if inst.Params.FallbackRung >= len(inst.Ladder) {
+		inst.Params.FallbackRung = 0
+	}
+	return &problem{inst: inst, chans: map[string]int32{}, groups: map[group]int32{}, room: in.RoomMean}
+}
+
+// addViewer adds one session, last on server position prev (-1: none).
+func (p *problem) addViewer(s *store.SessionState, prev int32) {
+	p.addViewerAt(s, prev, s.Lat, s.Lon)
+}
+
+// addViewerAt adds one session as if it were at lat, lon.
+func (p *problem) addViewerAt(s *store.SessionState, prev int32, lat, lon float64) {
+	ch, ok := p.chans[s.Channel]
+	if !ok {
+		ch = int32(len(p.chans))
+		p.chans[s.Channel] = ch
+	}
+	g := group{lat, lon, s.Desired, s.Danmaku, s.Gift, ch, prev}
+	if u, ok := p.groups[g]; ok && p.inst.Users[u].Count < qoe.MaxCount {
+		p.inst.Users[u].Count++
+		return
+	}
+	p.groups[g] = int32(len(p.inst.Users))
+	u := qoe.User{Lat: lat, Lon: lon, Profile: qoe.Profile{DesiredKbps: s.Desired, Danmaku: s.Danmaku, Gift: s.Gift},
+		RoomMean: p.room, Ingest: -1, PrevServer: int(prev), Channel: ch, Count: 1}
+	if prev >= 0 {
+		u.PrevKbps = s.Kbps
+	}
+	p.inst.Users = append(p.inst.Users, u)
+}
+
+// addServers adds what a host region's servers have left for the viewers
+// of a lost city centred at at, which reach them over the backbone: the
+// model prices a viewer's distance to a server as access network (its
+// AccessPerKm, 0.1 s a km by default, which is why a city's servers cover
+// a few kilometres), so the lost city's viewers are put at its centre and
+// each host server where its access distance costs what the backbone's
+// (BackbonePerKm) does over the real one.
+func (p *problem) addServers(h *hostPlan, at topology.Location) {
+	scale := 0.0
+	if a := p.inst.Params.AccessPerKm; a > 0 {
+		scale = p.inst.Params.BackbonePerKm / a
+	}
+	for i, srv := range h.inst.Servers {
+		d := geo.DistanceM(at.Lat, at.Lon, srv.Lat, srv.Lon) * scale
+		srv.Lat, srv.Lon = at.Lat+d/111195, at.Lon // metres of latitude a degree
+		srv.RadiusM, srv.Bandwidth, srv.Compute = anywhereM, h.leftBw[i], h.leftCPU[i]
+		p.inst.Servers = append(p.inst.Servers, srv)
+		p.regionOf = append(p.regionOf, h.region)
+	}
+}
+
+// tallied is a solve's outcome for its viewers.
+type tallied struct {
+	viewers, planned, unplanned, atDesired int
+	kbps                                   float64
+	byRegion                               map[int32]Take
+}
+
+func (p *problem) tally(res *qoe.Result) tallied {
+	t := tallied{byRegion: map[int32]Take{}}
+	top := p.inst.Ladder[len(p.inst.Ladder)-1]
+	for i, c := range res.Assign {
+		u := &p.inst.Users[i]
+		n := int(max(u.Count, 1))
+		t.viewers += n
+		if c.Server < 0 {
+			t.unplanned += n
+			continue
+		}
+		kbps := p.inst.Ladder[c.Rung]
+		t.planned += n
+		t.kbps += kbps * float64(n)
+		if want := u.Profile.DesiredKbps; want <= 0 || kbps >= min(top, want) {
+			t.atDesired += n
+		}
+		if p.regionOf != nil {
+			r := p.regionOf[c.Server]
+			tk := t.byRegion[r]
+			tk.Viewers += n
+			tk.Kbps += kbps * float64(n)
+			t.byRegion[r] = tk
+		}
+	}
+	return t
+}
+
+// hostPlan is a host region's own viewers of one service planned on its
+// own servers, and what that leaves of each server.
+type hostPlan struct {
+	region             int32
+	inst               *qoe.Instance
+	leftBw, leftCPU    []float64
+	viewers, atDesired int
+	gap                float64
+}
+
+// hostPlan plans region h's viewers of svc on h's servers, once per Plan.
+func (in *Input) hostPlan(ctx context.Context, svc, h int32) (*hostPlan, error) {
+	key := [2]int32{svc, h}
+	if hp, ok := in.hostPlans[key]; ok {
+		return hp, nil
+	}
+	snap := in.Snap
+	p := in.newProblem(svc)
+	pos := map[string]int32{}
+	for _, si := range snap.Regions[h].Servers {
+		s := &snap.Servers[si]
+		if !in.Up(si) || s.Weight <= 0 {
+			continue
+		}
+		r := s.CoverageRadiusM
+		if r <= 0 {
+			r = anywhereM
+		}
+		bw, cpu := unlimited, unlimited
+		if c := s.Capacity.BandwidthMbps; c > 0 {
+			bw = c * 1000
+		}
+		if c := s.Capacity.TranscodeUnits; c > 0 {
+			cpu = c
+		}
+		pos[s.Name] = int32(len(p.inst.Servers))
+		p.inst.Servers = append(p.inst.Servers, qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: bw, Compute: cpu, Excluded: !snap.InPool(svc, si)})
+	}
+	in.eachSession(h, func(s int32, ss *store.SessionState, st *store.AllocState) {
+		if s != svc {
+			return
+		}
+		prev := int32(-1)
+		if ss.Server >= 0 && int(ss.Server) < len(st.Servers) {
+			if at, ok := pos[st.Servers[ss.Server]]; ok {
+				prev = at
+			}
+		}
+		p.addViewer(ss, prev)
+	})
+	hp := &hostPlan{region: h, inst: p.inst, gap: math.NaN(),
+		leftBw: make([]float64, len(p.inst.Servers)), leftCPU: make([]float64, len(p.inst.Servers))}
+	for i, s := range p.inst.Servers {
+		hp.leftBw[i], hp.leftCPU[i] = s.Bandwidth, s.Compute
+	}
+	if len(p.inst.Users) > 0 && len(p.inst.Servers) > 0 {
+		res, err := in.solveOne(ctx, p.inst)
+		if err != nil {
+			return nil, err
+		}
+		hp.gap = res.Gap()
+		t := p.tally(res)
+		hp.viewers, hp.atDesired = t.viewers, t.atDesired
+		for i, c := range res.Assign {
+			if c.Server < 0 {
+				continue
+			}
+			bw, cpu := p.inst.Uses(c.Rung)
+			n := float64(max(p.inst.Users[i].Count, 1))
+			hp.leftBw[c.Server] = math.Max(0, hp.leftBw[c.Server]-bw*n)
+			hp.leftCPU[c.Server] = math.Max(0, hp.leftCPU[c.Server]-cpu*n)
+		}
+	} else {
+		in.eachSession(h, func(s int32, _ *store.SessionState, _ *store.AllocState) {
+			if s == svc {
+				hp.viewers++ // no server to plan them on: none at desired
+			}
+		})
+	}
+	in.hostPlans[key] = hp
+	return hp, nil
+}
