@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/lab"
 	"github.com/anysched/anysched/internal/testbed/stbload"
+	pb "github.com/anysched/anysched/proto/anysched/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // qoeRow is one phase of a drill report's QoE table.
@@ -89,8 +92,12 @@ func TestPrivilegedQoEDrill(t *testing.T) {
 			MaxRequests: 100_000,
 		})
 	}()
-	// Plans settle for a few periods, then the drill.
-	time.Sleep(10 * time.Second)
+	// Plans settle for a few periods, then the drill. Meanwhile the loss
+	// of each city is planned from the plans the cities publish.
+	settled := time.Now().Add(10 * time.Second)
+	time.Sleep(6 * time.Second)
+	checkPlanFailures(t, l, cities)
+	time.Sleep(time.Until(settled))
 	start := time.Now()
 	var out bytesBuf
 	if err := runCtl(l, &out, "drill", "failover", "--region", "hefei", "--duration", "12s"); err != nil {
@@ -140,5 +147,41 @@ func TestPrivilegedQoEDrill(t *testing.T) {
 		perPlan(before), perPlan(during), perPlan(after), before.sessions, during.sessions, after.sessions, before.atDesired, during.atDesired, after.atDesired)
 	if perPlan(during) > normal || perPlan(after) > normal {
 		t.Errorf("the handovers moved more viewers than a normal period: per plan %.1f during, %.1f after, normal %.1f", perPlan(during), perPlan(after), normal)
+	}
+}
+
+// checkPlanFailures: schedctl plan failures over the lab's published plans:
+// every city with viewers has its viewers accounted for (planned or not)
+// on its configured order (the other city or none: the lab's capital falls
+// back to the center alone, which has no servers), and the proposal, which
+// adds the other city, plans at least as many of them.
+func checkPlanFailures(t *testing.T, l *lab.Lab, cities []string) {
+	t.Helper()
+	var out bytesBuf
+	if err := runCtl(l, &out, "plan", "failures", "--budget", "500ms", "-o", "json"); err != nil {
+		t.Fatalf("plan failures: %v\n%s", err, out.String())
+	}
+	var resp pb.PlanFailuresResponse
+	if err := protojson.Unmarshal([]byte(out.String()), &resp); err != nil {
+		t.Fatalf("plan failures: %v\n%s", err, out.String())
+	}
+	seen := 0
+	for _, c := range resp.GetCities() {
+		t.Logf("the loss of %s: %d viewers; on %v: %d planned (%d at desired), %d not; proposed %v: %d planned; reserves %v, short %.0f kbps",
+			c.GetRegion(), c.GetViewers(), c.GetOrder(), c.GetConfigured().GetPlanned(), c.GetConfigured().GetAtDesired(), c.GetConfigured().GetUnplanned(),
+			c.GetProposed(), c.GetProposedOutcome().GetPlanned(), c.GetReserves(), c.GetShortKbps())
+		if c.GetViewers() == 0 {
+			continue
+		}
+		seen++
+		i := slices.Index(cities, c.GetRegion())
+		k, p := c.GetConfigured(), c.GetProposedOutcome()
+		if i < 0 || len(c.GetOrder()) > 1 || len(c.GetOrder()) == 1 && c.GetOrder()[0] != cities[1-i] || k.GetPlanned()+k.GetUnplanned() != c.GetViewers() ||
+			p.GetPlanned()+p.GetUnplanned() != c.GetViewers() || p.GetPlanned() < k.GetPlanned() {
+			t.Errorf("the loss of %s: %v", c.GetRegion(), c)
+		}
+	}
+	if seen == 0 {
+		t.Errorf("plan failures: no city with viewers (stale: %v)", resp.GetStale())
 	}
 }
