@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/allocation/failplan"
-	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/grpc/codes"
@@ -50,7 +49,7 @@ func (s *Service) PlanFailures(ctx context.Context, req *pb.PlanFailuresRequest)
 		return nil, status.Error(codes.ResourceExhausted, "a failure plan is already being made: try again when it is done")
 	}
 	defer s.failPlanning.Unlock()
-	in := failplan.Input{Snap: snap, States: map[string]*store.AllocState{}, Params: s.QoEModel, Budget: budget, Up: eng.Available, Regions: req.GetRegions()}
+	in := failplan.Input{Snap: snap, Viewers: map[string]*failplan.Viewers{}, Params: s.QoEModel, Budget: budget, Up: eng.Available, Regions: req.GetRegions()}
 	resp := &pb.PlanFailuresResponse{Revision: snap.Revision}
 	now := time.Now()
 	for _, r := range snap.Regions {
@@ -63,8 +62,8 @@ func (s *Service) PlanFailures(ctx context.Context, req *pb.PlanFailuresRequest)
 				resp.Stale = append(resp.Stale, r.Name)
 			}
 		}
-		if st != nil {
-			in.States[r.Name] = st
+		if st != nil { // grouped at once: a province's sessions are millions
+			in.Viewers[r.Name] = failplan.Summarize(snap, st)
 		}
 	}
 	rep, err := failplan.Plan(ctx, in)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/anysched/anysched/internal/allocation/allocator"
 	"github.com/anysched/anysched/internal/allocation/qoe"
-	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/stb/geo"
 )
@@ -27,10 +26,10 @@ import (
 // Input is what a failure plan is made from.
 type Input struct {
 	Snap *topology.Snapshot
-	// States are the regions' freshest plan states by region name (the
-	// sessions their planners publish for a successor); a region without
-	// one has no viewers the plan knows of.
-	States map[string]*store.AllocState
+	// Viewers are the regions' viewers by region name, from the freshest
+	// plan states their planners publish for a successor (Summarize); a
+	// region without any has no viewers the plan knows of.
+	Viewers map[string]*Viewers
 	// Params is the QoE model (zero: qoe.DefaultParams); RoomMean its
 	// room mean for every channel (zero: 0.05, the planners' default).
 	Params   qoe.Params
@@ -182,30 +181,20 @@ func (in *Input) city(ctx context.Context, lost int32) (City, error) {
 
 // viewers counts region r's sessions of QoE services.
 func (in *Input) viewers(r int32) int {
-	n := 0
-	in.eachSession(r, func(int32, *store.SessionState, *store.AllocState) { n++ })
-	return n
+	if v := in.Viewers[in.Snap.Regions[r].Name]; v != nil {
+		return v.Count
+	}
+	return 0
 }
 
-// eachSession calls f with each of region r's sessions of a QoE service
-// the snapshot knows, and that service's index.
-func (in *Input) eachSession(r int32, f func(svc int32, s *store.SessionState, st *store.AllocState)) {
-	st := in.States[in.Snap.Regions[r].Name]
-	if st == nil {
+// eachGroup calls f with each of region r's viewer groups.
+func (in *Input) eachGroup(r int32, f func(g *viewerGroup, v *Viewers)) {
+	v := in.Viewers[in.Snap.Regions[r].Name]
+	if v == nil {
 		return
 	}
-	svcOf := make([]int32, len(st.Services))
-	for i, ss := range st.Services {
-		svcOf[i] = -1
-		if v, ok := in.Snap.Service(ss.Name); ok && in.Snap.Services[v].Selection.OrDefault() == topology.SelectQoE {
-			svcOf[i] = v
-		}
-	}
-	for i := range st.Sessions {
-		s := &st.Sessions[i]
-		if s.Service >= 0 && int(s.Service) < len(svcOf) && svcOf[s.Service] >= 0 {
-			f(svcOf[s.Service], s, st)
-		}
+	for i := range v.groups {
+		f(&v.groups[i], v)
 	}
 }
 
@@ -255,9 +244,9 @@ func (in *Input) solve(ctx context.Context, lost int32, hosts []int32) (Outcome,
 			out.Gap = worse(out.Gap, own.gap)
 			p.addServers(own, at)
 		}
-		in.eachSession(lost, func(s int32, ss *store.SessionState, _ *store.AllocState) {
-			if s == svc {
-				p.addViewerAt(ss, -1, at.Lat, at.Lon)
+		in.eachGroup(lost, func(g *viewerGroup, v *Viewers) {
+			if g.svc == svc {
+				p.addViewers(g, v, -1, at.Lat, at.Lon)
 			}
 		})
 		if len(p.inst.Users) == 0 {
@@ -306,9 +295,9 @@ func (in *Input) solveOne(ctx context.Context, inst *qoe.Instance) (*qoe.Result,
 // regions in order, each up to what its own viewers leave of its servers.
 func (in *Input) reserves(lost int32, order []string) ([]Reserve, float64) {
 	demand := 0.0
-	in.eachSession(lost, func(svc int32, s *store.SessionState, _ *store.AllocState) {
+	in.eachGroup(lost, func(g *viewerGroup, _ *Viewers) {
 		// at their desired bitrate: the rung an unplanned answer gives
-		demand += float64(allocator.Rung(in.Snap.Services[svc].BitratesKbps, s.Desired))
+		demand += float64(allocator.Rung(in.Snap.Services[g.svc].BitratesKbps, g.desired)) * float64(g.count)
 	})
 	var out []Reserve
 	for _, name := range order {
@@ -319,9 +308,9 @@ func (in *Input) reserves(lost int32, order []string) ([]Reserve, float64) {
 				spare += in.Snap.Servers[si].Capacity.BandwidthMbps * 1000
 			}
 		}
-		in.eachSession(r, func(_ int32, s *store.SessionState, _ *store.AllocState) {
-			if s.Server >= 0 {
-				spare -= s.Kbps
+		in.eachGroup(r, func(g *viewerGroup, _ *Viewers) {
+			if g.server >= 0 {
+				spare -= g.kbps * float64(g.count)
 			}
 		})
 		spare = math.Max(0, spare)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anysched/anysched/internal/allocation/failplan"
 	"github.com/anysched/anysched/internal/province/store"
+	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/testbed/fixture"
 )
 
@@ -80,14 +81,34 @@ func state(region string, lat, lon float64, n int, desired float64, server strin
 	return st
 }
 
+func viewers(snap *topology.Snapshot, states map[string]*store.AllocState) map[string]*failplan.Viewers {
+	out := map[string]*failplan.Viewers{}
+	for r, st := range states {
+		out[r] = failplan.Summarize(snap, st)
+	}
+	return out
+}
+
+// TestSummarize: sessions the model cannot tell apart are one group; the
+// services not planned by QoE are left out.
+func TestSummarize(t *testing.T) {
+	snap := fixture.CompileYAML(t, province, 1)
+	st := state("hefei", 31.82, 117.23, 40, 5000, "h1", 5000, 7) // 3 channels
+	st.Sessions[0].Kbps = 2500                                   // a fourth group
+	v := failplan.Summarize(snap, st)
+	if v.Count != 40 || v.Groups() != 4 {
+		t.Errorf("%d sessions in %d groups, want 40 in 4", v.Count, v.Groups())
+	}
+}
+
 func TestLossOfACity(t *testing.T) {
 	snap := fixture.CompileYAML(t, province, 7)
-	in := failplan.Input{Snap: snap, Nearest: 1, Budget: time.Second, States: map[string]*store.AllocState{
+	in := failplan.Input{Snap: snap, Nearest: 1, Budget: time.Second, Viewers: viewers(snap, map[string]*store.AllocState{
 		// 40 viewers wanting 5000 kbps: 200 Mbps at their desired bitrate.
 		"hefei": state("hefei", 31.82, 117.23, 40, 5000, "h1", 5000, 7),
 		// wuhu's own 5 at 2500 kbps leave its 50 Mbps server 37.5 Mbps.
 		"wuhu": state("wuhu", 31.33, 118.38, 5, 2500, "w1", 2500, 0),
-	}}
+	})}
 	rep, err := failplan.Plan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +159,9 @@ func TestLossOfACity(t *testing.T) {
 func TestShortfall(t *testing.T) {
 	snap := fixture.CompileYAML(t, province, 1)
 	w1, _ := snap.Server("w1")
-	in := failplan.Input{Snap: snap, Nearest: 0, Budget: time.Second, States: map[string]*store.AllocState{
+	in := failplan.Input{Snap: snap, Nearest: 0, Budget: time.Second, Viewers: viewers(snap, map[string]*store.AllocState{
 		"wuhu": state("wuhu", 31.33, 118.38, 10, 5000, "w1", 5000, 0),
-	}}
+	})}
 	in.Up = func(s int32) bool { return s != w1 }
 	rep, err := failplan.Plan(context.Background(), in)
 	if err != nil {
@@ -157,7 +178,7 @@ func TestShortfall(t *testing.T) {
 	}
 	// hefei's loss with wuhu's only server down: wuhu takes nobody, and the
 	// proposal (feixi, the nearest) everyone.
-	in.States = map[string]*store.AllocState{"hefei": state("hefei", 31.82, 117.23, 10, 5000, "h1", 5000, 0)}
+	in.Viewers = viewers(snap, map[string]*store.AllocState{"hefei": state("hefei", 31.82, 117.23, 10, 5000, "h1", 5000, 0)})
 	in.Nearest = 1
 	if rep, err = failplan.Plan(context.Background(), in); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/anysched/anysched/internal/allocation/qoe"
-	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/stb/geo"
 )
@@ -49,30 +48,32 @@ func (in *Input) newProblem(svc int32) *problem {
 	return &problem{inst: inst, chans: map[string]int32{}, groups: map[group]int32{}, room: in.RoomMean}
 }
 
-// addViewer adds one session, last on server position prev (-1: none).
-func (p *problem) addViewer(s *store.SessionState, prev int32) {
-	p.addViewerAt(s, prev, s.Lat, s.Lon)
-}
-
-// addViewerAt adds one session as if it were at lat, lon.
-func (p *problem) addViewerAt(s *store.SessionState, prev int32, lat, lon float64) {
-	ch, ok := p.chans[s.Channel]
+// addViewers adds g's viewers as if they were at lat, lon, last on server
+// position prev (-1: none).
+func (p *problem) addViewers(g *viewerGroup, v *Viewers, prev int32, lat, lon float64) {
+	name := v.chans[g.channel]
+	ch, ok := p.chans[name]
 	if !ok {
 		ch = int32(len(p.chans))
-		p.chans[s.Channel] = ch
+		p.chans[name] = ch
 	}
-	g := group{lat, lon, s.Desired, s.Danmaku, s.Gift, ch, prev}
-	if u, ok := p.groups[g]; ok && p.inst.Users[u].Count < qoe.MaxCount {
-		p.inst.Users[u].Count++
-		return
+	k := group{lat, lon, g.desired, g.danmaku, g.gift, ch, prev}
+	for n := g.count; n > 0; {
+		u, ok := p.groups[k]
+		if !ok || p.inst.Users[u].Count >= qoe.MaxCount {
+			u = int32(len(p.inst.Users))
+			p.groups[k] = u
+			user := qoe.User{Lat: lat, Lon: lon, Profile: qoe.Profile{DesiredKbps: g.desired, Danmaku: g.danmaku, Gift: g.gift},
+				RoomMean: p.room, Ingest: -1, PrevServer: int(prev), Channel: ch}
+			if prev >= 0 {
+				user.PrevKbps = g.kbps
+			}
+			p.inst.Users = append(p.inst.Users, user)
+		}
+		add := min(n, qoe.MaxCount-int(p.inst.Users[u].Count))
+		p.inst.Users[u].Count += int32(add)
+		n -= add
 	}
-	p.groups[g] = int32(len(p.inst.Users))
-	u := qoe.User{Lat: lat, Lon: lon, Profile: qoe.Profile{DesiredKbps: s.Desired, Danmaku: s.Danmaku, Gift: s.Gift},
-		RoomMean: p.room, Ingest: -1, PrevServer: int(prev), Channel: ch, Count: 1}
-	if prev >= 0 {
-		u.PrevKbps = s.Kbps
-	}
-	p.inst.Users = append(p.inst.Users, u)
 }
 
 // addServers adds what a host region's servers have left for the viewers
@@ -169,17 +170,17 @@ func (in *Input) hostPlan(ctx context.Context, svc, h int32) (*hostPlan, error) 
 		pos[s.Name] = int32(len(p.inst.Servers))
 		p.inst.Servers = append(p.inst.Servers, qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: bw, Compute: cpu, Excluded: !snap.InPool(svc, si)})
 	}
-	in.eachSession(h, func(s int32, ss *store.SessionState, st *store.AllocState) {
-		if s != svc {
+	in.eachGroup(h, func(g *viewerGroup, v *Viewers) {
+		if g.svc != svc {
 			return
 		}
 		prev := int32(-1)
-		if ss.Server >= 0 && int(ss.Server) < len(st.Servers) {
-			if at, ok := pos[st.Servers[ss.Server]]; ok {
+		if g.server >= 0 {
+			if at, ok := pos[v.servers[g.server]]; ok {
 				prev = at
 			}
 		}
-		p.addViewer(ss, prev)
+		p.addViewers(g, v, prev, g.lat, g.lon)
 	})
 	hp := &hostPlan{region: h, inst: p.inst, gap: math.NaN(),
 		leftBw: make([]float64, len(p.inst.Servers)), leftCPU: make([]float64, len(p.inst.Servers))}
@@ -204,9 +205,9 @@ func (in *Input) hostPlan(ctx context.Context, svc, h int32) (*hostPlan, error) 
 			hp.leftCPU[c.Server] = math.Max(0, hp.leftCPU[c.Server]-cpu*n)
 		}
 	} else {
-		in.eachSession(h, func(s int32, _ *store.SessionState, _ *store.AllocState) {
-			if s == svc {
-				hp.viewers++ // no server to plan them on: none at desired
+		in.eachGroup(h, func(g *viewerGroup, _ *Viewers) {
+			if g.svc == svc {
+				hp.viewers += g.count // no server to plan them on: none at desired
 			}
 		})
 	}
