@@ -125,6 +125,10 @@ func (c *Changes) Summary() string {
 			parts = append(parts, count(n, s.Kind)+" changed")
 		}
 	}
+	if r := c.rightsChanged(); len(r) > 0 {
+		// Rights decide who may watch what: the audit line names them.
+		parts = append(parts, "rights changed in "+strings.Join(r, ", "))
+	}
 	if len(parts) == 0 {
 		return "no change"
 	}

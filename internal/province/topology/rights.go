@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,6 +117,8 @@ type SlateView struct {
 	URL      string
 	Template Template
 	A, AAAA  netip.Addr // invalid: none
+	// AText and AAAAText are A and AAAA formatted once, for the access log.
+	AText, AAAAText string
 }
 
 // Active reports whether now (Unix ns) is within the rule's window.
@@ -191,6 +194,27 @@ func (rt *Rights) Match(region, zone int32, addr netip.Addr, channel string, now
 		return int32(i)
 	}
 	return -1
+}
+
+// Networks lists the networks the rules name (each once).
+func (rt *Rights) Networks() []netip.Prefix {
+	if rt.networks == nil {
+		return nil
+	}
+	out := make([]netip.Prefix, 0, rt.networks.Size())
+	for p := range rt.networks.All() {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Rule returns the rights rule d's service matched (rule, an index into
+// its Rules), nil for -1.
+func (s *Snapshot) Rule(service, rule int32) *RuleView {
+	if service < 0 || rule < 0 {
+		return nil
+	}
+	return &s.Services[service].Rights.Rules[rule]
 }
 
 // Has reports whether the set holds rule i.
@@ -409,7 +433,7 @@ func (v *SlateView) or(def *SlateView) *SlateView {
 		v.URL, v.Template = def.URL, def.Template
 	}
 	if !v.A.IsValid() && !v.AAAA.IsValid() {
-		v.A, v.AAAA = def.A, def.AAAA
+		v.A, v.AAAA, v.AText, v.AAAAText = def.A, def.AAAA, def.AText, def.AAAAText
 	}
 	return v
 }
@@ -435,9 +459,9 @@ func (c *compiler) slate(path string, s *Slate) *SlateView {
 		case ip.Is4() && v.A.IsValid(), ip.Is6() && v.AAAA.IsValid():
 			c.add(ap, "a second address of the same family (%s)", a)
 		case ip.Is4():
-			v.A = ip
+			v.A, v.AText = ip, ip.String()
 		default:
-			v.AAAA = ip
+			v.AAAA, v.AAAAText = ip, ip.String()
 		}
 	}
 	if s.URL == "" && len(s.Addresses) == 0 {
@@ -542,4 +566,32 @@ func bypassString(b *Bypass) string {
 		return "(none)"
 	}
 	return strings.TrimSpace(b.URLTemplate + " " + b.CNAME)
+}
+
+// ActiveAt reports whether the rule's window (as written) holds t; a
+// bound that does not parse counts as none (a valid document has none).
+func (r *Rule) ActiveAt(t time.Time) bool {
+	if f, err := time.Parse(time.RFC3339, r.From); err == nil && t.Before(f) {
+		return false
+	}
+	if u, err := time.Parse(time.RFC3339, r.Until); err == nil && !t.Before(u) {
+		return false
+	}
+	return true
+}
+
+// rightsChanged lists the changed services whose rights, slate or bypass
+// changed.
+func (c *Changes) rightsChanged() []string {
+	var out []string
+	if s := c.Section(KindServices); s != nil {
+		for _, ch := range s.Changed {
+			if slices.ContainsFunc(ch.Fields, func(f string) bool {
+				return strings.HasPrefix(f, "rights[") || strings.HasPrefix(f, "slate:") || strings.HasPrefix(f, "bypass:")
+			}) {
+				out = append(out, ch.Name)
+			}
+		}
+	}
+	return out
 }

@@ -111,7 +111,11 @@ func TestRightsDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := topology.Diff(a, b).Section(topology.KindServices)
+	d := topology.Diff(a, b)
+	if got := d.Summary(); got != "1 service changed, rights changed in live" {
+		t.Errorf("summary %q", got)
+	}
+	sec := d.Section(topology.KindServices)
 	want := "rights[1]: blackout derby,sport* in regions=[hefei] zones=[wuhu-all] 2026-12-06T18:00:00Z..2026-12-06T21:00:00Z (derby) -> " +
 		"blackout derby,sport* in regions=[hefei, wuhu] zones=[wuhu-all] 2026-12-06T18:00:00Z..2026-12-06T21:00:00Z (derby)"
 	if sec == nil || len(sec.Changed) != 1 || len(sec.Changed[0].Fields) != 1 || sec.Changed[0].Fields[0] != want {

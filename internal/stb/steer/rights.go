@@ -28,6 +28,19 @@ func toBypass(d *Decision) {
 	d.Result, d.Region, d.Node, d.Server = ResultBypass, -1, -1, -1
 }
 
+// canBypass reports whether service svc has a bypass for req's protocol:
+// a URL template for HTTP, a CNAME for DNS (a request without a path).
+func (e *Engine) canBypass(svc int32, req *Request) bool {
+	b := e.snap.Services[svc].Bypass
+	if !e.hasOver[svc] || b == nil {
+		return false
+	}
+	if req.Path == "" {
+		return b.CNAME != ""
+	}
+	return b.Template != nil
+}
+
 // anyAvail reports whether any server of the pool is available.
 func anyAvail(pl *pool) bool {
 	for _, n := range pl.regionAvail {
@@ -39,9 +52,4 @@ func anyAvail(pl *pool) bool {
 }
 
 // Rule returns the rights rule d matched, nil when none did.
-func (e *Engine) Rule(d *Decision) *topology.RuleView {
-	if d.Rule < 0 || d.Service < 0 {
-		return nil
-	}
-	return &e.snap.Services[d.Service].Rights.Rules[d.Rule]
-}
+func (e *Engine) Rule(d *Decision) *topology.RuleView { return e.snap.Rule(d.Service, d.Rule) }

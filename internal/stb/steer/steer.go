@@ -167,7 +167,6 @@ type Engine struct {
 	over    Overflow
 	count   Counter
 	hasOver []bool // by service: overflow thresholds set
-	bypass  []bool // by service: overflow thresholds and a bypass set
 	// ramp is slow start's share of each server's weight (nil: none);
 	// rampUntil when the last ramp ends.
 	ramp      []float64
@@ -240,11 +239,9 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 	}
 	e.svcPool = make([]int32, len(snap.Services))
 	e.hasOver = make([]bool, len(snap.Services))
-	e.bypass = make([]bool, len(snap.Services))
 	for i, sv := range snap.Services {
 		e.svcPool[i] = sv.Pool + 1
 		e.hasOver[i] = sv.Overflow != nil && o.Overflow != nil
-		e.bypass[i] = e.hasOver[i] && sv.Bypass != nil
 	}
 	e.locate, e.over, e.count = o.Locate, o.Overflow, o.Count
 	e.weight = make([]float64, len(snap.Servers))
@@ -408,7 +405,7 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 		}
 		// The whole province is over: the bypass takes the STB out of
 		// it, when the service has one.
-		if e.bypass[svc] {
+		if e.canBypass(svc, &req) {
 			toBypass(&d)
 			return d
 		}
@@ -421,7 +418,7 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 		d.Result = ResultFallback
 		return d
 	}
-	if e.bypass[svc] && anyAvail(pl) {
+	if e.canBypass(svc, &req) && anyAvail(pl) {
 		toBypass(&d)
 		return d
 	}
