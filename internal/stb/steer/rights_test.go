@@ -147,7 +147,13 @@ func TestBypass(t *testing.T) {
 			if loc := string(eng.AppendLocation(nil, &d, req.Path, req.Query)); loc != "https://cdn.example/hefei/cctv1/i.m3u8?b=1" {
 				t.Errorf("location %q", loc)
 			}
-			if tc.avail == nil && cnt.n[[2]int32{live, h1}] != 1 {
+			// Demand counts where the STB would have gone: hefei-1, or
+			// with hefei down the fallback's wuhu-1.
+			want := h1
+			if tc.avail != nil {
+				want = w1
+			}
+			if cnt.n[[2]int32{live, want}] != 1 {
 				t.Errorf("demand not counted at the preferred node: %v", cnt.n)
 			}
 			x := eng.Explain(req)

@@ -387,7 +387,7 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 		// that a node over its request budget does not look idle (and flap
 		// back) because its STBs went elsewhere.
 		defer func() {
-			if n := e.preferred(&d, pl, order, loc); n >= 0 {
+			if n := e.preferred(&d, pl, order, loc, &req); n >= 0 {
 				e.count.Add(svc, n)
 			}
 		}()
@@ -432,10 +432,18 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 
 // preferred is the node d's STB would have gone to with no node over the
 // overflow thresholds: the first of its region with an available server of
-// the pool (d's own node when the region had none).
-func (e *Engine) preferred(d *Decision, pl *pool, order []int32, loc topology.Location) int32 {
+// the pool (d's own node when the region had none; for a BYPASS from such
+// a region, the node its fallback would have reached).
+func (e *Engine) preferred(d *Decision, pl *pool, order []int32, loc topology.Location, req *Request) int32 {
 	if d.Result != ResultOverflow && d.Result != ResultBypass {
 		return d.Node
+	}
+	if d.Result == ResultBypass && pl.regionAvail[d.ClientRegion] == 0 {
+		c := *d
+		if e.elsewhere(&c, pl, loc, req, true, false) {
+			return c.Node
+		}
+		return -1
 	}
 	if order != nil {
 		for _, n := range order {
