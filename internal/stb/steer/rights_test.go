@@ -169,8 +169,9 @@ func TestBypass(t *testing.T) {
 }
 
 // BenchmarkDecideRights: Decide for a service with rights rules (a window,
-// networks, zones, a channel prefix), a quarter of the clients blacked
-// out. Target: within 1.2x of BenchmarkDecide, 0 allocations.
+// networks, zones, a channel) and a request path to take the channel from,
+// the clients of two regions and a zone blacked out. Target: within 1.5x
+// of BenchmarkDecide, 0 allocations.
 func BenchmarkDecideRights(b *testing.B) {
 	doc := scaleDoc(b)
 	doc.Services[0].Slate = &topology.Slate{URL: "http://slate.example/{channel}"}
