@@ -79,6 +79,7 @@ type Console struct {
 	regionsMu  sync.Mutex
 	regionsRev int64
 	regions    []regionPlace
+	rights     []serviceRules // read with regions
 }
 
 // New builds a console.

@@ -62,6 +62,8 @@ type Province struct {
 	// minutes (api/province?qoe=history, the QoE page): every region with
 	// a plan now or lately.
 	QoE []RegionQoE `json:"qoe,omitempty"`
+	// Rights are the services' content-rights rules, in order.
+	Rights []RightsRule `json:"rights,omitempty"`
 }
 
 // City is one region.
@@ -203,7 +205,8 @@ func (con *Console) places(ctx context.Context, c authz.Caller, rev int64) []reg
 		return con.regions // the last known, or none before a topology
 	}
 	var doc struct {
-		Regions []topology.Region `yaml:"regions"`
+		Regions  []topology.Region  `yaml:"regions"`
+		Services []topology.Service `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(resp.GetDocument(), &doc); err != nil {
 		return con.regions
@@ -215,6 +218,12 @@ func (con *Console) places(ctx context.Context, c authz.Caller, rev int64) []reg
 			p.Loc = *r.Location
 		}
 		out = append(out, p)
+	}
+	con.rights = con.rights[:0]
+	for _, sv := range doc.Services {
+		if len(sv.Rights) > 0 {
+			con.rights = append(con.rights, serviceRules{Service: sv.Name, Rules: sv.Rights})
+		}
 	}
 	con.regions, con.regionsRev = out, resp.GetRevision()
 	return out
@@ -307,6 +316,7 @@ func (con *Console) province(ctx context.Context, c authz.Caller, withQoE bool) 
 		p.Drains = append(p.Drains, drainOf(d))
 	}
 	p.Results = con.results()
+	p.Rights = con.rightsAt(now)
 	con.qoe.observe(st, now, con.knownRegion)
 	if withQoE {
 		p.QoE = con.qoe.view(st, now, p.Cities)

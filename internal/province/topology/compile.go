@@ -493,6 +493,7 @@ func (c *compiler) services() {
 		view.Channel = c.channel(p+".channel", sv.Channel)
 		view.Pool = c.servicePool(p, i, &sv)
 		c.serviceExtras(p, &sv, &view)
+		c.rights(p, &sv, &view)
 		if len(sv.BitratesKbps) == 0 {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}
@@ -509,6 +510,13 @@ func (c *compiler) services() {
 			view.Selection = sel
 		}
 		s.Services[i] = view
+	}
+	for i, sv := range s.Services {
+		if b := sv.Bypass; b != nil && b.CNAME != "" {
+			if k, own := s.hostIdx[b.CNAME]; own {
+				c.add(at("services", i, sv.Name)+".bypass.cname", "%q is a hostname of service %q: the bypass would come back here", b.CNAME, c.t.Services[k].Name)
+			}
+		}
 	}
 	s.defaultService = -1
 	if len(s.Services) > 0 {

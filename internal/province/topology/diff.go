@@ -125,6 +125,10 @@ func (c *Changes) Summary() string {
 			parts = append(parts, count(n, s.Kind)+" changed")
 		}
 	}
+	if r := c.rightsChanged(); len(r) > 0 {
+		// Rights decide who may watch what: the audit line names them.
+		parts = append(parts, "rights changed in "+strings.Join(r, ", "))
+	}
 	if len(parts) == 0 {
 		return "no change"
 	}
@@ -406,7 +410,8 @@ func serviceFields(a, b *Service) []string {
 	out = field(out, "match", labelString(a.Match), labelString(b.Match))
 	out = field(out, "answers", strconv.Itoa(max(a.Answers, 1)), strconv.Itoa(max(b.Answers, 1)))
 	out = field(out, "alternates_header", strconv.FormatBool(a.AlternatesHeader), strconv.FormatBool(b.AlternatesHeader))
-	return field(out, "overflow", overflowString(a.Overflow), overflowString(b.Overflow))
+	out = field(out, "overflow", overflowString(a.Overflow), overflowString(b.Overflow))
+	return rightsFields(out, a, b)
 }
 
 // settings are the document's scalar settings by their path.

@@ -23,6 +23,7 @@ import (
 func FuzzDecodeTopology(f *testing.F) {
 	f.Add([]byte(validDoc))
 	f.Add([]byte(lookupDoc))
+	f.Add([]byte(validDoc + rightsTail))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		top, err := topology.Decode(data)
 		if err != nil {

@@ -152,6 +152,15 @@ type Service struct {
 	// Overflow sends new STBs past a node (then a region) whose load is
 	// over these thresholds; nil: never.
 	Overflow *Overflow `yaml:"overflow,omitempty" json:"overflow,omitempty"`
+	// Bypass takes new STBs out of the province (a national CDN) when
+	// every node that could serve them is over the overflow thresholds;
+	// nil: the client's region serves anyway.
+	Bypass *Bypass `yaml:"bypass,omitempty" json:"bypass,omitempty"`
+	// Rights allow or black out channels by place and time, first match
+	// wins; none matching: allowed. Slate answers the blackouts of rules
+	// without their own.
+	Rights []Rule `yaml:"rights,omitempty" json:"rights,omitempty"`
+	Slate  *Slate `yaml:"slate,omitempty" json:"slate,omitempty"`
 }
 
 // Overflow thresholds apply to each node, for the service's servers in it.

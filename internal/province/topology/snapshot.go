@@ -91,6 +91,8 @@ type ServiceView struct {
 	Answers          int
 	AlternatesHeader bool
 	Overflow         *Overflow // thresholds with Resume defaulted; nil: none
+	Bypass           *BypassView
+	Rights           Rights
 }
 
 // Counts summarises a snapshot's size.

@@ -55,6 +55,8 @@ type Entry struct {
 	Target       string // host:port or IP given to the STB
 	Status       int    // HTTP status or DNS rcode
 	Latency      time.Duration
+	// Rule is the rights rule that decided ("2 (derby)"), if one did.
+	Rule string
 }
 
 // Options tune the recorder. The yaml tags are the access_log section's

@@ -49,6 +49,10 @@ func (c *encoder) appendLine(b []byte, e *Entry) []byte {
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"latency":`...)
 	b = strconv.AppendInt(b, int64(e.Latency), 10) // nanoseconds
+	if e.Rule != "" {                              // only then: lines without rights keep their shape
+		b = append(b, `,"rule":`...)
+		b = appendString(b, e.Rule)
+	}
 	return append(b, "}\n"...)
 }
 

@@ -33,6 +33,8 @@ type fastZone struct {
 	host string // the apex without the root dot, as the access log writes it
 	wire []byte // the apex in wire form (lowercase)
 	soa  []byte // the zone's SOA record for NODATA, uncompressed, owner the apex
+	// bypass is the service's bypass CNAME in wire form; nil: none.
+	bypass []byte
 }
 
 // fastZones indexes the apexes the fast path answers, by wire name. Only
@@ -58,7 +60,16 @@ func (s *Server) fastZones(ix *index) map[string]*fastZone {
 		if err != nil {
 			continue
 		}
-		fast[string(wire[:n])] = &fastZone{z: z, host: strings.TrimSuffix(apex, "."), wire: wire[:n:n], soa: soa[:m:m]}
+		fz := &fastZone{z: z, host: strings.TrimSuffix(apex, "."), wire: wire[:n:n], soa: soa[:m:m]}
+		if z.bypass != "" {
+			b := make([]byte, maxName+1)
+			k, err := dns.PackDomainName(z.bypass, b, 0, nil, false)
+			if err != nil {
+				continue
+			}
+			fz.bypass = b[:k:k]
+		}
+		fast[string(wire[:n])] = fz
 	}
 	return fast
 }
@@ -317,7 +328,7 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 		limit, optLen = max(int(q.size), dns.MinMsgSize), optFixed+ecsLen
 	}
 	limit = min(limit, int(s.cfg.MaxUDPSize))
-	record := max(len(q.qname)+rrFixed+net.IPv6len, len(fz.soa))
+	record := max(len(q.qname)+rrFixed+max(net.IPv6len, len(fz.bypass)), len(fz.soa))
 	if headerLen+len(q.qname)+4+record+optLen > limit {
 		return out, false
 	}
@@ -336,22 +347,37 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 	flags := flagQR | q.flags&(flagRD|flagCD)
 	var scope uint8
 	var addr netip.Addr
-	if a.o.d.Server < 0 {
+	var cname []byte // a BYPASS: the answer is this CNAME
+	if a.o.d.Server < 0 && !a.o.d.Result.Redirected() {
 		a.rcode = dns.RcodeServerFailure
 	} else {
 		flags |= flagAA
 		if client.IsValid() {
 			scope = ix.ecsScope(client, q.source)
 		}
-		addr = ix.snap.Servers[a.o.d.Server].Addr.Addr().Unmap()
+		switch a.o.d.Result {
+		case steer.ResultBypass:
+			cname, a.o.target = fz.bypass, fz.z.bypass[:len(fz.z.bypass)-1]
+		case steer.ResultBlackout:
+			// The slate's address of the family asked; none: NODATA.
+			if sl := eng.Rule(&a.o.d).Slate; sl != nil && q.qtype == dns.TypeA {
+				addr, a.o.target = sl.A, sl.AText
+			} else if sl != nil {
+				addr, a.o.target = sl.AAAA, sl.AAAAText
+			}
+		default:
+			addr = ix.snap.Servers[a.o.d.Server].Addr.Addr().Unmap()
+		}
 	}
 	answer := a.rcode == dns.RcodeSuccess &&
-		(addr.Is4() && q.qtype == dns.TypeA || addr.Is6() && q.qtype == dns.TypeAAAA)
+		(addr.Is4() && q.qtype == dns.TypeA || addr.Is6() && q.qtype == dns.TypeAAAA || cname != nil)
 	var an, ns, ar byte
 	switch {
 	case answer:
 		an = 1
-		a.o.target = ix.targets[a.o.d.Server]
+		if a.o.d.Server >= 0 {
+			a.o.target = ix.targets[a.o.d.Server]
+		}
 	case a.rcode == dns.RcodeSuccess:
 		ns = 1 // NODATA: the chosen server has the other family
 	}
@@ -364,6 +390,12 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 	out = append(out, q.qname...)
 	out = append(out, byte(q.qtype>>8), byte(q.qtype), 0, dns.ClassINET)
 	switch {
+	case answer && cname != nil:
+		out = append(out, q.qname...)
+		out = append(out, 0, byte(dns.TypeCNAME), 0, dns.ClassINET)
+		out = binary.BigEndian.AppendUint32(out, s.ttl)
+		out = append(out, byte(len(cname)>>8), byte(len(cname)))
+		out = append(out, cname...)
 	case answer:
 		out = append(out, q.qname...) // the question as asked: 0x20 resolvers check the case
 		out = append(out, byte(q.qtype>>8), byte(q.qtype), 0, dns.ClassINET)

@@ -185,6 +185,9 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 	}
 	o.d = eng.Decide(steer.Request{Client: o.client, Host: z.apex})
 	o.decided, o.result = true, o.d.Result
+	if o.d.Result.Redirected() {
+		return s.redirect(m, q, z, eng, ix, e, o)
+	}
 	if o.d.Server < 0 {
 		m.Authoritative = false
 		return dns.RcodeServerFailure, 0
@@ -207,6 +210,37 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 		// The chosen server has the other address family: say so
 		// (NODATA) rather than hand out a server the engine did not pick.
 		m.Ns = append(m.Ns, s.soa(z.apex, z, snap))
+	}
+	return dns.RcodeSuccess, scope
+}
+
+// redirect answers a BLACKOUT with the slate's address of the family
+// asked (NODATA without one) and a BYPASS with the bypass CNAME.
+func (s *Server) redirect(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix *index, e *edns, o *outcome) (int, uint8) {
+	var scope uint8
+	if e.client.IsValid() {
+		scope = ix.ecsScope(e.client, e.ecs.SourceNetmask)
+	}
+	if o.d.Result == steer.ResultBypass {
+		m.Answer = append(m.Answer, &dns.CNAME{Hdr: s.hdr(q.Name, dns.TypeCNAME), Target: z.bypass})
+		o.target = z.bypass[:len(z.bypass)-1]
+		return dns.RcodeSuccess, scope
+	}
+	if sl := eng.Rule(&o.d).Slate; sl != nil {
+		for _, a := range [...]struct {
+			ip   netip.Addr
+			text string
+		}{{sl.A, sl.AText}, {sl.AAAA, sl.AAAAText}} {
+			if rr := s.addrRR(q.Name, a.ip, q.Qtype); a.ip.IsValid() && rr != nil {
+				m.Answer = append(m.Answer, rr)
+				if o.target == "" {
+					o.target = a.text
+				}
+			}
+		}
+	}
+	if len(m.Answer) == 0 {
+		m.Ns = append(m.Ns, s.soa(z.apex, z, ix.snap))
 	}
 	return dns.RcodeSuccess, scope
 }
@@ -277,6 +311,9 @@ func entry(start time.Time, latency time.Duration, host, qtype string, rcode int
 		Target: o.target, Status: rcode, Latency: latency, Host: host, Path: qtype,
 	}
 	if o.decided {
+		if r := o.snap.Rule(o.d.Service, o.d.Rule); r != nil {
+			e.Rule = r.Label
+		}
 		if d := &o.d; d.Zone >= 0 {
 			e.Zone = o.snap.Zones[d.Zone].Name
 		}
@@ -317,6 +354,7 @@ type zone struct {
 	mbox     string // SOA RNAME
 	nsInZone bool   // ns is below the apex, so we must give its address
 	answers  int    // records per answer (the service's answers)
+	bypass   string // the service's bypass CNAME, an FQDN; "": none
 }
 
 func (s *Server) indexFor(snap *topology.Snapshot) *index {
@@ -328,6 +366,9 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 	for _, svc := range snap.Services {
 		for _, h := range svc.Hostnames {
 			z := &zone{apex: h + ".", ns: s.cfg.NSName, mbox: s.cfg.Hostmaster, answers: svc.Answers}
+			if b := svc.Bypass; b != nil && b.CNAME != "" {
+				z.bypass = b.CNAME + "."
+			}
 			if z.ns == "" {
 				z.ns = "ns1." + z.apex
 			}
@@ -343,6 +384,13 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 	}
 	for _, z := range snap.Zones {
 		for _, p := range z.Networks {
+			ix.networks.Insert(p)
+		}
+	}
+	// Rights rules by network make answers differ inside a zone: the ECS
+	// scope must not cover more than the rule's network.
+	for i := range snap.Services {
+		for _, p := range snap.Services[i].Rights.Networks() {
 			ix.networks.Insert(p)
 		}
 	}

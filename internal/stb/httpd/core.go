@@ -162,7 +162,7 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		return scratch
 	}
 
-	req := steer.Request{Client: client, Host: r.host, Path: path, Query: r.query}
+	req := steer.Request{Client: client, Host: r.host, Path: path, Query: r.query, Now: start}
 	d := eng.Decide(req)
 	if s.cfg.Allocator != nil {
 		// A copy the interface call may keep, so d stays on the stack
@@ -195,7 +195,7 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 	buf := scratch[:0]
 	var status int
 	switch {
-	case d.Result.Served():
+	case d.Result.Served(), d.Result.Redirected():
 		buf = eng.AppendLocation(buf, &d, path, r.query)
 		status = http.StatusFound
 		if len(buf) == 0 { // no server behind a success result: never redirect nowhere
@@ -215,6 +215,7 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 	}
 	a.entry.Latency, a.entry.Result = lat, d.Result
 	setNames(&a.entry, &names)
+	setRedirect(&a.entry, eng, &d)
 
 	switch {
 	case asJSON:
@@ -222,7 +223,7 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 			Result: d.Result.String(), Reason: d.Reason, Client: addrString(client), Host: r.host,
 			Service: names.Service, Zone: names.Zone, ClientRegion: names.ClientRegion, Region: names.Region,
 			Node: names.Node, Server: names.Server, Address: names.Address, BitrateKbps: d.BitrateKbps,
-			Instance: s.cfg.InstanceID,
+			Instance: s.cfg.InstanceID, Rule: a.entry.Rule,
 		}
 		if status == http.StatusFound {
 			an.Location, status = string(buf), http.StatusOK
@@ -266,6 +267,21 @@ func (s *Server) finish(a *answer) {
 
 func setNames(e *accesslog.Entry, n *steer.Names) {
 	e.Zone, e.ClientRegion, e.Region, e.Server, e.Target = n.Zone, n.ClientRegion, n.Region, n.Server, n.Address
+}
+
+// setRedirect names d's rights rule in e and, for a BLACKOUT or BYPASS,
+// the URL template the STB was sent to (the rendered URL would have to be
+// copied for the log).
+func setRedirect(e *accesslog.Entry, eng *steer.Engine, d *steer.Decision) {
+	if r := eng.Rule(d); r != nil {
+		e.Rule = r.Label
+		if d.Result == steer.ResultBlackout && r.Slate != nil {
+			e.Target = r.Slate.URL
+		}
+	}
+	if d.Result == steer.ResultBypass {
+		e.Target = eng.Snapshot().Services[d.Service].Bypass.URL
+	}
 }
 
 // clientAddr is the STB's address: the TCP peer, or, when the peer is a

@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/province/topology"
+	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/httpd"
 	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/anysched/anysched/internal/testbed/fixture"
+	"github.com/anysched/anysched/internal/testbed/syncbuf"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // testTopology: three cities with one single-server node each, so every
@@ -218,4 +221,17 @@ func readFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// recording is an access-log recorder writing to a buffer, its registry,
+// and a stop that returns once it has written everything.
+func recording(t testing.TB) (*accesslog.Recorder, *syncbuf.Buffer, *prometheus.Registry, func()) {
+	t.Helper()
+	var logs syncbuf.Buffer
+	reg := prometheus.NewRegistry()
+	rec := accesslog.New(reg, &logs, accesslog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = rec.Run(ctx); close(done) }()
+	return rec, &logs, reg, func() { cancel(); <-done }
 }

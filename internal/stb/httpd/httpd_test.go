@@ -17,12 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/httpd"
 	"github.com/anysched/anysched/internal/stb/steer"
-	"github.com/anysched/anysched/internal/testbed/syncbuf"
 	"github.com/anysched/anysched/internal/testbed/wait"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -257,20 +254,13 @@ func TestForwardedFor(t *testing.T) {
 
 // TestRecord: every decision reaches the access log and the metrics.
 func TestRecord(t *testing.T) {
-	var logs syncbuf.Buffer
-	reg := prometheus.NewRegistry()
-	rec := accesslog.New(reg, &logs, accesslog.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	recDone := make(chan struct{})
-	go func() { _ = rec.Run(ctx); close(recDone) }()
-
+	rec, logs, reg, stop := recording(t)
 	s := httpd.New(httpd.Config{InstanceID: instance}, testEngine(t, availAll), rec, nil)
 	base := serve(t, s)
 	do(t, base, req{from: "127.0.0.2"})
 	do(t, base, req{host: "nope.example"})
 	do(t, base, req{method: "POST"}) // not a decision: not recorded
-	cancel()
-	<-recDone
+	stop()
 
 	type line struct {
 		Proto, Client, Host, Path, Result, Zone, Region, Server, Target string
@@ -540,5 +530,70 @@ func TestAllocatorHook(t *testing.T) {
 				t.Fatalf("want %q in Location %q / body %q", tc.wantIn, resp.Header.Get("Location"), body)
 			}
 		})
+	}
+}
+
+// rightsTopology is testTopology with cctv1 blacked out in hefei and a
+// bypass for when every node is over the overflow thresholds.
+const rightsTopology = testTopology + `    slate: {url: "http://slate.example/{region}/{channel}.m3u8"}
+    overflow: {rps_per_server: 100}
+    bypass: {url_template: "https://cdn.example/{path}"}
+    rights:
+      - {name: derby, channels: [cctv1], regions: [hefei], action: blackout}
+`
+
+// overAll puts every node over the thresholds, or none.
+type overAll bool
+
+func (o overAll) Over(int32, int32) bool     { return bool(o) }
+func (o overAll) Reason(int32, int32) string { return "test" }
+
+func rightsEngine(t *testing.T, over bool) httpd.EngineFunc {
+	snap := compile(t, []byte(rightsTopology))
+	e := steer.New(snap, steer.Options{DefaultRegion: "wuhu", Overflow: overAll(over)})
+	return func() *steer.Engine { return e }
+}
+
+func TestBlackoutAndBypass(t *testing.T) {
+	rec, logs, reg, stop := recording(t)
+	base := serve(t, httpd.New(httpd.Config{InstanceID: instance}, rightsEngine(t, false), rec, nil))
+	over := serve(t, httpd.New(httpd.Config{InstanceID: instance}, rightsEngine(t, true), rec, nil))
+	for _, tc := range []struct {
+		name, base, from, path, want string
+		result                       string
+	}{
+		{"blacked out in hefei", base, "127.0.0.2", "", "http://slate.example/hefei/cctv1.m3u8", "BLACKOUT"},
+		{"another channel in hefei", base, "127.0.0.2", "/cctv2/index.m3u8", "http://10.1.1.10:8080/live/cctv2/3000/index.m3u8", "CZ"},
+		{"not blacked out in wuhu", base, "127.0.0.1", "", locWuhu, "DEFAULT"},
+		{"the province over: bypass", over, "127.0.0.1", "/cctv2/index.m3u8?x=1", "https://cdn.example/cctv2/index.m3u8", "BYPASS"},
+		{"a blackout wins over the bypass", over, "127.0.0.2", "", "http://slate.example/hefei/cctv1.m3u8", "BLACKOUT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _ := do(t, tc.base, req{from: tc.from, path: tc.path, header: map[string]string{httpd.DebugHeader: "1"}})
+			if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != tc.want || resp.Header.Get("X-Anysched-Result") != tc.result {
+				t.Errorf("%d %q %q, want 302 to %q %s", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("X-Anysched-Result"), tc.want, tc.result)
+			}
+		})
+	}
+	// The JSON answer names the rule.
+	resp, body := do(t, base, req{from: "127.0.0.2", header: map[string]string{"Accept": "application/json"}})
+	var an httpd.Answer
+	if err := json.Unmarshal([]byte(body), &an); err != nil || resp.StatusCode != http.StatusOK || an.Result != "BLACKOUT" || an.Rule != "0 (derby)" || an.Location != "http://slate.example/hefei/cctv1.m3u8" || an.Server != "" {
+		t.Errorf("JSON %d %s (%v)", resp.StatusCode, body, err)
+	}
+	stop()
+	if !strings.Contains(logs.String(), `"result":"BLACKOUT","zone":"hefei-north","client_region":"hefei","region":"","server":"","target":"http://slate.example/{region}/{channel}.m3u8","status":302`) ||
+		!strings.Contains(logs.String(), `"rule":"0 (derby)"}`) || !strings.Contains(logs.String(), `"result":"BYPASS"`) {
+		t.Errorf("access log:\n%s", logs.String())
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP anysched_requests_total STB requests answered, by protocol, region of the chosen server, and result type.
+# TYPE anysched_requests_total counter
+anysched_requests_total{proto="http",region="hefei",result="CZ"} 1
+anysched_requests_total{proto="http",region="none",result="BLACKOUT"} 3
+anysched_requests_total{proto="http",region="none",result="BYPASS"} 1
+anysched_requests_total{proto="http",region="wuhu",result="DEFAULT"} 1
+`), "anysched_requests_total"); err != nil {
+		t.Error(err)
 	}
 }

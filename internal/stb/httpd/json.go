@@ -7,7 +7,7 @@ import "encoding/json"
 // where an STB would be sent without following the redirect. Names are ""
 // when the decision has none.
 type Answer struct {
-	Result       string `json:"result"` // CZ, DEFAULT, GEO, FALLBACK, OVERFLOW, MISS, ERROR
+	Result       string `json:"result"` // CZ, DEFAULT, GEO, FALLBACK, OVERFLOW, BLACKOUT, BYPASS, MISS, ERROR
 	Reason       string `json:"reason,omitempty"`
 	Client       string `json:"client"` // the address the decision was made for
 	Host         string `json:"host"`
@@ -19,7 +19,8 @@ type Answer struct {
 	Server       string `json:"server"`
 	Address      string `json:"address"`
 	BitrateKbps  int    `json:"bitrate_kbps"`
-	Location     string `json:"location"` // the redirect URL; "" when there is none
+	Location     string `json:"location"`       // the redirect URL; "" when there is none
+	Rule         string `json:"rule,omitempty"` // the rights rule that decided
 	Instance     string `json:"instance"`
 	// Alternates are the further locations of a service with answers > 1,
 	// in the order to try them.

@@ -89,15 +89,7 @@ func BenchmarkNewEngine(b *testing.B) {
 // over them, counting requests per node as a scheduler does. Target:
 // within 1.5x of BenchmarkDecide, 0 allocations.
 func BenchmarkDecidePoolsOverflow(b *testing.B) {
-	base := fixture.ScaleSnapshot(b)
-	js, err := base.Doc.EncodeJSON()
-	if err != nil {
-		b.Fatal(err)
-	}
-	doc, err := topology.DecodeJSON(js)
-	if err != nil {
-		b.Fatal(err)
-	}
+	doc := scaleDoc(b)
 	for i := range doc.Nodes {
 		fleet := "edge"
 		if i%2 == 1 {
@@ -129,4 +121,17 @@ func BenchmarkDecidePoolsOverflow(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// scaleDoc is a copy of fixture.ScaleSnapshot's document to change.
+func scaleDoc(b *testing.B) *topology.Topology {
+	js, err := fixture.ScaleSnapshot(b).Doc.EncodeJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, err := topology.DecodeJSON(js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return doc
 }

@@ -39,8 +39,10 @@ type Explanation struct {
 	Steps     []string          `json:"steps"`
 	// Channel is where the request's channel and content key came from
 	// (nil when the hostname belongs to no service).
-	Channel    *ChannelMatch `json:"channel,omitempty"`
-	Candidates []Candidate   `json:"candidates"`
+	Channel *ChannelMatch `json:"channel,omitempty"`
+	// Rule is the rights rule that matched ("2 (derby)"), if any.
+	Rule       string      `json:"rule,omitempty"`
+	Candidates []Candidate `json:"candidates"`
 }
 
 // Explain decides req as Decide would now and says why, listing the servers
@@ -72,9 +74,15 @@ func (e *Engine) Explain(req Request) Explanation {
 	default:
 		return x
 	}
+	if x.rights(e, &d, &req) {
+		return x
+	}
 	pl := &e.pools[e.svcPool[d.Service]]
 	if p := s.Services[d.Service].Pool; p >= 0 {
 		x.Steps = append(x.Steps, fmt.Sprintf("service %s uses pool %s (labels %s): %d servers", s.Services[d.Service].Name, s.Pools[p].Name, poolLabels(s.Pools[p].Match), len(s.Pools[p].Servers)))
+	}
+	if d.Result == ResultBypass {
+		x.Steps = append(x.Steps, "every node of the province that could serve the client is over the service's overflow thresholds: the service's bypass takes the client out of the province")
 	}
 	if d.Result == ResultOverflow {
 		if d.Region == d.ClientRegion {
@@ -85,8 +93,14 @@ func (e *Engine) Explain(req Request) Explanation {
 	}
 	// Regions in the order the engine considers them.
 	considered := []int32{d.ClientRegion}
-	if d.Result == ResultFallback || d.Result == ResultError || (d.Result == ResultOverflow && d.Region != d.ClientRegion) {
-		if d.Result != ResultOverflow {
+	if d.Result == ResultFallback || d.Result == ResultError || d.Result == ResultBypass || (d.Result == ResultOverflow && d.Region != d.ClientRegion) {
+		if d.Result == ResultBypass {
+			for r := range s.Regions {
+				if !slices.Contains(considered, int32(r)) {
+					considered = append(considered, int32(r))
+				}
+			}
+		} else if d.Result != ResultOverflow {
 			x.Steps = append(x.Steps, fmt.Sprintf("region %s has no available server of the service", s.Regions[d.ClientRegion].Name))
 		}
 		for _, r := range s.Regions[d.ClientRegion].Fallback {
@@ -216,4 +230,35 @@ func poolLabels(m topology.Labels) string {
 		parts[i] = k + "=" + m[k]
 	}
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// rights adds the service's rights steps to x; true: the request is
+// blacked out and nothing else was considered.
+func (x *Explanation) rights(e *Engine, d *Decision, req *Request) bool {
+	s := e.snap
+	rt := &s.Services[d.Service].Rights
+	if len(rt.Rules) == 0 {
+		return false
+	}
+	r := e.Rule(d)
+	if r == nil {
+		x.Steps = append(x.Steps, fmt.Sprintf("rights: none of the service's %d rules matches: allowed", len(rt.Rules)))
+		return false
+	}
+	x.Rule = r.Label
+	if !r.Blackout {
+		x.Steps = append(x.Steps, fmt.Sprintf("rights: rule %s matches first: allowed", r.Label))
+		return false
+	}
+	to := "no slate"
+	if r.Slate != nil {
+		to = "slate " + string(e.AppendLocation(nil, d, req.Path, req.Query))
+		for _, a := range []netip.Addr{r.Slate.A, r.Slate.AAAA} {
+			if a.IsValid() {
+				to += ", DNS " + a.String()
+			}
+		}
+	}
+	x.Steps = append(x.Steps, fmt.Sprintf("rights: rule %s matches first: blacked out, sent to %s", r.Label, to))
+	return true
 }

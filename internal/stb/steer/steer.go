@@ -28,11 +28,13 @@ const (
 	ResultError                      // no available server anywhere
 	ResultGeo                        // client in no zone, placed by the GeoIP database
 	ResultOverflow                   // the client's node (or region) was over its service's thresholds; served by the next
+	ResultBlackout                   // a rights rule blacks the channel out where the client is: sent to the slate
+	ResultBypass                     // every node that could serve the client is over the thresholds: sent to the service's bypass
 )
 
 // The zero Result is NONE: an answer that needed no decision (a DNS SOA or
 // NS query, a refused or malformed query).
-var resultNames = [...]string{"NONE", "CZ", "DEFAULT", "FALLBACK", "MISS", "ERROR", "GEO", "OVERFLOW"}
+var resultNames = [...]string{"NONE", "CZ", "DEFAULT", "FALLBACK", "MISS", "ERROR", "GEO", "OVERFLOW", "BLACKOUT", "BYPASS"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -42,7 +44,11 @@ func (r Result) String() string {
 }
 
 // Results lists every result type, for pre-creating metric series.
-var Results = []Result{ResultCZ, ResultDefault, ResultFallback, ResultMiss, ResultError, ResultGeo, ResultOverflow}
+var Results = []Result{ResultCZ, ResultDefault, ResultFallback, ResultMiss, ResultError, ResultGeo, ResultOverflow, ResultBlackout, ResultBypass}
+
+// Redirected reports whether the result sends the STB somewhere other than
+// an edge server: a slate (BLACKOUT) or the bypass (BYPASS).
+func (r Result) Redirected() bool { return r == ResultBlackout || r == ResultBypass }
 
 // Served reports whether the result names a server to send the STB to.
 func (r Result) Served() bool {
@@ -67,6 +73,9 @@ type Request struct {
 	// Path and Query (raw) give the content key for consistent hashing;
 	// empty for DNS.
 	Path, Query string
+	// Now is when the request arrived, for rights rules with a window;
+	// zero: the engine reads the clock when a rule needs it.
+	Now time.Time
 }
 
 // Decision is the engine's answer. Indices refer to the engine's snapshot;
@@ -81,6 +90,9 @@ type Decision struct {
 	Server       int32
 	BitrateKbps  int
 	Reason       string // why there is no server, for MISS and ERROR
+	// Rule is the service's rights rule that matched (an index into its
+	// Rights.Rules): the one that blacked the request out, or allowed it.
+	Rule int32
 }
 
 // Options configure an Engine.
@@ -324,14 +336,7 @@ func (e *Engine) Snapshot() *topology.Snapshot { return e.snap }
 // AnyAvailable reports whether any server anywhere may take STBs: a
 // scheduler with none has nowhere to send its region's boxes, not even by
 // fallback, and should stop attracting them.
-func (e *Engine) AnyAvailable() bool {
-	for _, n := range e.regionAvail {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (e *Engine) AnyAvailable() bool { return anyAvail(&e.pools[0]) }
 
 // Available reports whether the engine may send STBs to server.
 func (e *Engine) Available(server int32) bool { return e.avail[server] }
@@ -344,7 +349,7 @@ func (e *Engine) Decide(req Request) Decision { return e.decide(req, false) }
 // in-flight counts) or in the overflow counters, so that explaining a
 // decision does not change the next STB's.
 func (e *Engine) decide(req Request, dry bool) Decision {
-	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1}
+	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1, Rule: -1}
 	svc, ok := e.snap.ServiceByHost(req.Host)
 	if !ok {
 		d.Result, d.Reason = ResultMiss, ReasonUnknownHost
@@ -369,6 +374,12 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 		d.Result, d.Reason = ResultError, ReasonNoClientPlace
 		return d
 	}
+	if rt := &e.snap.Services[svc].Rights; len(rt.Rules) > 0 {
+		if d.Rule = e.rule(rt, &d, &req); d.Rule >= 0 && rt.Rules[d.Rule].Blackout {
+			d.Result = ResultBlackout
+			return d
+		}
+	}
 	pl := &e.pools[e.svcPool[svc]]
 	over := e.hasOver[svc]
 	if over && !dry && e.count != nil {
@@ -376,8 +387,8 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 		// that a node over its request budget does not look idle (and flap
 		// back) because its STBs went elsewhere.
 		defer func() {
-			if d.Node >= 0 {
-				e.count.Add(svc, e.preferred(&d, pl, order, loc))
+			if n := e.preferred(&d, pl, order, loc, &req); n >= 0 {
+				e.count.Add(svc, n)
 			}
 		}()
 	}
@@ -392,12 +403,26 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 			d.Result = ResultOverflow
 			return d
 		}
+		// The whole province is over: the bypass takes the STB out of
+		// it, when the service has one.
+		if e.canBypass(svc, &req) {
+			toBypass(&d)
+			return d
+		}
 		e.pickInRegion(&d, pl, d.ClientRegion, order, loc, &req, dry, false)
 		return d
 	}
 	// The client's region has nothing: its fallbacks in order, then every
 	// region nearest first (regions not over the thresholds first).
-	if (over && e.elsewhere(&d, pl, loc, &req, dry, true)) || e.elsewhere(&d, pl, loc, &req, dry, false) {
+	if over && e.elsewhere(&d, pl, loc, &req, dry, true) {
+		d.Result = ResultFallback
+		return d
+	}
+	if e.canBypass(svc, &req) && anyAvail(pl) {
+		toBypass(&d)
+		return d
+	}
+	if e.elsewhere(&d, pl, loc, &req, dry, false) {
 		d.Result = ResultFallback
 		return d
 	}
@@ -407,10 +432,18 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 
 // preferred is the node d's STB would have gone to with no node over the
 // overflow thresholds: the first of its region with an available server of
-// the pool (d's own node when the region had none).
-func (e *Engine) preferred(d *Decision, pl *pool, order []int32, loc topology.Location) int32 {
-	if d.Result != ResultOverflow {
+// the pool (d's own node when the region had none; for a BYPASS from such
+// a region, the node its fallback would have reached).
+func (e *Engine) preferred(d *Decision, pl *pool, order []int32, loc topology.Location, req *Request) int32 {
+	if d.Result != ResultOverflow && d.Result != ResultBypass {
 		return d.Node
+	}
+	if d.Result == ResultBypass && pl.regionAvail[d.ClientRegion] == 0 {
+		c := *d
+		if e.elsewhere(&c, pl, loc, req, true, false) {
+			return c.Node
+		}
+		return -1
 	}
 	if order != nil {
 		for _, n := range order {

@@ -80,15 +80,20 @@ func unhex(c byte) int {
 func queryParts(snap *topology.Snapshot) []int {
 	out := make([]int, len(snap.Services))
 	for i, sv := range snap.Services {
-		out[i] = len(sv.Template)
-		for k, part := range sv.Template {
-			if part.Field == topology.Literal && strings.IndexByte(part.Text, '?') >= 0 {
-				out[i] = k + 1
-				break
-			}
-		}
+		out[i] = queryPart(sv.Template)
 	}
 	return out
+}
+
+// queryPart is the first part of tpl after the literal holding its '?'
+// (len(tpl) when none does).
+func queryPart(tpl topology.Template) int {
+	for k, part := range tpl {
+		if part.Field == topology.Literal && strings.IndexByte(part.Text, '?') >= 0 {
+			return k + 1
+		}
+	}
+	return len(tpl)
 }
 
 // stripList is the parameters {query} leaves out: TokenParam and extra.
@@ -111,15 +116,39 @@ func stripList(extra []string) []string {
 // {query} leaves out the viewer token and the configured parameters (the
 // edge checks its own tokens, and a credential for the scheduler must not
 // reach edge logs).
+//
+// A BLACKOUT is sent to its rule's slate URL and a BYPASS to the service's
+// bypass URL, rendered the same way ({region}: the client's region).
 func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []byte {
-	if d.Server < 0 || d.Service < 0 {
+	if d.Service < 0 {
 		return dst
 	}
-	srv := &e.snap.Servers[d.Server]
+	sv := &e.snap.Services[d.Service]
+	switch {
+	case d.Result == ResultBlackout:
+		if r := e.Rule(d); r != nil && r.Slate != nil {
+			return e.appendTemplate(dst, r.Slate.Template, queryPart(r.Slate.Template), d, nil, path, query)
+		}
+		return dst
+	case d.Result == ResultBypass:
+		if sv.Bypass != nil {
+			return e.appendTemplate(dst, sv.Bypass.Template, queryPart(sv.Bypass.Template), d, nil, path, query)
+		}
+		return dst
+	case d.Server < 0:
+		return dst
+	}
+	return e.appendTemplate(dst, sv.Template, e.queryPart[d.Service], d, &e.snap.Servers[d.Server], path, query)
+}
+
+// appendTemplate renders tpl for d (qp: its first part after the '?');
+// srv is nil for a template without server placeholders, whose {region}
+// is then the client's.
+func (e *Engine) appendTemplate(dst []byte, tpl topology.Template, qp int, d *Decision, srv *topology.ServerView, path, query string) []byte {
 	// After the template's '?', {channel} and {path} are query values: there
 	// '&', '=', '+' and '?' are escaped too, so a path cannot add parameters.
-	class, qp := uint8(pathSafe), e.queryPart[d.Service]
-	for k, part := range e.snap.Services[d.Service].Template {
+	class := uint8(pathSafe)
+	for k, part := range tpl {
 		if k == qp {
 			class = valueSafe
 		}
@@ -149,7 +178,11 @@ func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []b
 		case topology.PlaceService:
 			dst = append(dst, e.snap.Services[d.Service].Name...)
 		case topology.PlaceRegion:
-			dst = append(dst, e.snap.Regions[srv.Region].Name...)
+			if srv != nil {
+				dst = append(dst, e.snap.Regions[srv.Region].Name...)
+			} else if d.ClientRegion >= 0 {
+				dst = append(dst, e.snap.Regions[d.ClientRegion].Name...)
+			}
 		}
 	}
 	return dst
