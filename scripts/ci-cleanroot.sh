@@ -28,7 +28,8 @@
 # usage: scripts/ci-cleanroot.sh [REPO]      (root; REPO defaults to this checkout)
 # env:   CLEANROOT_MIRROR    Debian mirror (default: the host's, else deb.debian.org)
 #        CLEANROOT_SUITE     Debian suite (default: the host's codename, else bookworm)
-#        CLEANROOT_TIMEOUT   limit for the whole run inside the root (default 40m)
+#        CLEANROOT_TIMEOUT   limit for the whole run inside the root (default 60m:
+#                            a cold run on a busy machine took over 40m)
 #        CLEANROOT_RUN       what runs in the root after install-deps, instead of make test and bench/qoe
 #        CLEANROOT_KEEP=1    keep the root (unmounted) for a look afterwards
 #        CLEANROOT_CACHE     a host directory for the build caches kept between
@@ -50,7 +51,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(cd "${1:-$here}" && git rev-parse --show-toplevel)
 commit=$(git -C "$repo" rev-parse HEAD)
-timeout_=${CLEANROOT_TIMEOUT:-40m}
+timeout_=${CLEANROOT_TIMEOUT:-60m}
 run=${CLEANROOT_RUN:-}
 cache=${CLEANROOT_CACHE-/var/cache/anysched-ci}
 [ "$cache" != none ] || cache=
@@ -223,7 +224,9 @@ if [ -n "$cache" ]; then
     mkdir -p "$cache/go-build" "$cache/golangci-lint"
   fi
   cache_before=$(cache_size)
-  log "build caches kept in $cache: ${cache_before} MB at the start$( [ "$cache_before" -gt 0 ] || echo " (a cold run)")"
+  # An empty cache is a few kilobytes of directories and Go's README.
+  cache_state=warm; [ "$cache_before" -ge 64 ] || cache_state="cold: nothing kept yet"
+  log "build caches kept in $cache: ${cache_before} MB at the start ($cache_state)"
 else
   log "no kept build caches (CLEANROOT_CACHE=none): a cold run"
 fi
@@ -318,7 +321,7 @@ log "timings:"
 printf '  %s\n' "${timings[@]}"
 sed 's/^/  /' "$root/root/timings"
 if [ -n "$cache" ]; then
-  log "build caches kept in $cache: ${cache_before} MB at the start ($( [ "$cache_before" -gt 0 ] && echo warm || echo "cold: nothing kept yet")), $(cache_size) MB at the end"
+  log "build caches kept in $cache: ${cache_before} MB at the start ($cache_state), $(cache_size) MB at the end"
 else
   log "build caches: none kept (a cold run)"
 fi
