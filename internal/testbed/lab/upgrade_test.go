@@ -129,11 +129,14 @@ func TestPrivilegedRollingUpgrade(t *testing.T) {
 	stopLoad()
 	reqs := loadDone()
 
-	perCity := map[int][2]int{}
+	perCity := map[int][3]int{} // requests, failed, needed the STB's retry
 	var failed []string
 	for _, r := range reqs {
 		c := perCity[r.City]
 		c[0]++
+		if r.Tries > 1 {
+			c[2]++
+		}
 		if !r.OK() {
 			c[1]++
 			if len(failed) < 10 {
@@ -143,7 +146,7 @@ func TestPrivilegedRollingUpgrade(t *testing.T) {
 		perCity[r.City] = c
 	}
 	for i, c := range cities {
-		t.Logf("%s: %d STB requests, %d failed", c, perCity[i][0], perCity[i][1])
+		t.Logf("%s: %d STB requests, %d failed, %d needed the STB's retry", c, perCity[i][0], perCity[i][1], perCity[i][2])
 		if perCity[i][0] == 0 || perCity[i][1] != 0 {
 			t.Errorf("%s: %d of %d STB requests failed: %v", c, perCity[i][1], perCity[i][0], failed)
 		}
