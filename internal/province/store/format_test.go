@@ -1,13 +1,21 @@
 package store_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/testbed/etcdtest"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/anysched/anysched/internal/testbed/wait"
 )
 
@@ -148,4 +156,57 @@ func TestPlanStateOfANewerFormatRefused(t *testing.T) {
 	if got, err := s.AllocState(ctx, "hefei", ""); err != nil || got == nil || got.Instance != "hefei-1" {
 		t.Fatalf("after the newer states went: %v %v", got, err)
 	}
+}
+
+// A stored topology with a field this build does not know (a newer
+// release's) is refused whole, as corrupt, and the error says it may be
+// a newer release's field.
+func TestStoredTopologyWithUnknownFieldRefused(t *testing.T) {
+	e := etcdtest.Start(t)
+	ctx := context.Background()
+	cli, s := e.Client(), e.Store()
+	if _, err := s.Apply(ctx, fixture.Weighted(t, 100), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The document as a newer release's apply might store it.
+	var doc map[string]any
+	if err := json.Unmarshal(cur.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["admission_control"] = map[string]any{"enabled": true}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(data)
+	_ = zw.Close()
+	if _, err := cli.Put(ctx, fmt.Sprintf("%stopology/blobs/%s/%06d", s.Prefix(), digest, 0), gz.String()); err != nil {
+		t.Fatal(err)
+	}
+	ptr, err := cli.Get(ctx, s.CurrentKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(ptr.Kvs[0].Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["digest"], p["chunks"], p["size"] = digest, 1, len(data)
+	pv, _ := json.Marshal(p)
+	if _, err := cli.Put(ctx, s.CurrentKey(), string(pv)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Current(ctx)
+	if got != nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `unknown field "admission_control"`) || !strings.Contains(err.Error(), "newer release") {
+		t.Fatalf("a topology with a newer release's field: %v, %v", got, err)
+	}
+	t.Log(err)
 }
