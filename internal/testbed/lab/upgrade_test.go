@@ -217,9 +217,11 @@ func previousRelease(t *testing.T) (top, tag, commit string) {
 
 // buildRelease builds the schedulers of commit (the only binaries of it
 // the test runs), with the version stamped as tag. Its tree is extracted
-// once into a directory named by the commit (the build cache keys the
-// module's packages by their directory: the same one each run reuses
-// them, and the dependencies are shared with this tree's build).
+// once into a directory named by the commit, under the temporary
+// directory, and left there for the next run (about 10 MB): the build
+// cache keys the module's packages by their directory, so the same one
+// each run reuses them, and the dependencies are shared with this tree's
+// build.
 func buildRelease(t *testing.T, top, tag, commit string) string {
 	t.Helper()
 	src := filepath.Join(os.TempDir(), "anysched-release-"+commit)
