@@ -33,7 +33,8 @@ import (
 // release it should; no STB request fails; and a city's plan survives its
 // primary's restart: the stand-in (the standby, or the center for a city
 // without one) plans from the plan the primary published, and the
-// restarted primary from the stand-in's.
+// restarted primary from the stand-in's (or either from the center's, if
+// it stood in for a moment).
 func TestPrivilegedRollingUpgrade(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces)")
@@ -103,7 +104,7 @@ func TestPrivilegedRollingUpgrade(t *testing.T) {
 		}
 		handed := ""
 		if stand != "" {
-			handed = fmt.Sprintf("; %s planned from %s's plan (%s sessions)", stand, name, adopted(t, l, stand, standFrom, name))
+			handed = fmt.Sprintf("; %s planned from %s", stand, adopted(t, l, stand, standFrom, name))
 		}
 		if err := l.RestartWith(name, dir); err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func TestPrivilegedRollingUpgrade(t *testing.T) {
 		want[name] = release
 		readyOn(t, l, want)
 		if stand != "" {
-			handed += fmt.Sprintf(", %s from %s's (%s)", name, stand, adopted(t, l, name, ownFrom, stand))
+			handed += fmt.Sprintf(", %s from %s", name, adopted(t, l, name, ownFrom, stand))
 		}
 		for _, c := range cities {
 			planning(t, l, lab.PrimaryID(c))
@@ -276,12 +277,19 @@ func extractRelease(t *testing.T, top, tag, commit, src string) {
 // upInstance is what the upgrade test reads of an instance in schedctl
 // status -o json.
 type upInstance struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Version string `json:"version"`
-	QoE     *struct {
+	ID        string `json:"id"`
+	Region    string `json:"region"`
+	State     string `json:"state"`
+	Version   string `json:"version"`
+	Announced bool   `json:"announced"`
+	BGPPeers  []struct {
+		Address string `json:"address"`
+		State   string `json:"state"`
+	} `json:"bgp_peers"`
+	QoE *struct {
 		Sessions int64 `json:"sessions,string"`
 		Idle     bool  `json:"idle"`
+		Peers    int   `json:"peers"`
 		SafeMode bool  `json:"safe_mode"`
 	} `json:"qoe"`
 }
@@ -305,15 +313,23 @@ func upStatus(l *lab.Lab) (map[string]upInstance, error) {
 	return m, nil
 }
 
-// readyOn waits until every scheduler of want is ready and runs the
-// release want names for it (a tag: that version; otherwise: not any
-// tag's of want).
+// readyOn waits until every scheduler of want is ready, announced with
+// its BGP peers established (the checks of docs/operations.md's upgrade
+// steps: a standby whose route the router does not have yet would leave
+// its primary's STBs to the center), and runs the release want names for
+// it (a tag: that version; otherwise: not any tag's of want); a city's
+// planners have each read the others' claims (a standby that has not
+// would take its primary's STBs without the plan it published).
 func readyOn(t *testing.T, l *lab.Lab, want map[string]string) {
 	t.Helper()
 	wait.ForErr(t, "every scheduler ready on its release", 60*time.Second, func() error {
 		st, err := upStatus(l)
 		if err != nil {
 			return err
+		}
+		peers := map[string]int{} // by region: its schedulers in want
+		for id := range want {
+			peers[st[id].Region]++
 		}
 		for id, rel := range want {
 			in, ok := st[id]
@@ -322,10 +338,20 @@ func readyOn(t *testing.T, l *lab.Lab, want map[string]string) {
 				return fmt.Errorf("%s not registered", id)
 			case in.State != "ready":
 				return fmt.Errorf("%s is %s", id, in.State)
+			case !in.Announced:
+				return fmt.Errorf("%s does not announce", id)
 			case strings.HasPrefix(rel, "v") && in.Version != rel:
 				return fmt.Errorf("%s runs %s, want %s", id, in.Version, rel)
 			case !strings.HasPrefix(rel, "v") && strings.HasPrefix(in.Version, "v0."):
 				return fmt.Errorf("%s still runs %s", id, in.Version)
+			}
+			if in.Region != "center" && peers[in.Region] > 1 && (in.QoE == nil || in.QoE.Peers < peers[in.Region]-1) {
+				return fmt.Errorf("%s's planner has not read its city's other planners' claims yet", id)
+			}
+			for _, p := range in.BGPPeers {
+				if p.State != "established" {
+					return fmt.Errorf("%s's BGP peer %s is %s", id, p.Address, p.State)
+				}
 			}
 		}
 		return nil
@@ -353,7 +379,11 @@ var adoptLine = regexp.MustCompile(`msg="planning from the region's last publish
 
 // adopted waits until inst's log, after its first `from` bytes, says it
 // planned from the plan of prev, with sessions in it: the plan handed over
-// rather than started cold. It returns the line's "sessions of all".
+// rather than started cold. The center's plan will do too: it stands in
+// for a city whose STBs reach neither of its schedulers for a moment (the
+// routers between a withdrawal and the other's route), planning from the
+// plan before, and the next planner then takes the freshest, its. It
+// returns whose plan and how many of its sessions.
 func adopted(t *testing.T, l *lab.Lab, inst string, from int, prev string) string {
 	t.Helper()
 	var took string
@@ -365,8 +395,8 @@ func adopted(t *testing.T, l *lab.Lab, inst string, from int, prev string) strin
 		var seen []string
 		for _, m := range adoptLine.FindAllStringSubmatch(log[from:], -1) {
 			n, _ := strconv.Atoi(m[2])
-			if m[1] == prev && n > 0 {
-				took = m[2] + " of " + m[3]
+			if (m[1] == prev || m[1] == lab.CenterID) && n > 0 {
+				took = fmt.Sprintf("%s's plan (%s of %s sessions)", m[1], m[2], m[3])
 				return nil
 			}
 			seen = append(seen, m[0])
