@@ -109,6 +109,9 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	var resp any
 	err := g.authorize(info.FullMethod, c)
 	if err == nil {
+		err = newerRequest(req)
+	}
+	if err == nil {
 		resp, err = h(ctx, req)
 	}
 	g.record(ctx, info.FullMethod, c, note, err, start)

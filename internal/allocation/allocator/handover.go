@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -102,6 +103,9 @@ func (a *Allocator) adoptState(ctx context.Context, snap *topology.Snapshot, now
 	cancel()
 	if err != nil {
 		a.met.stateErrors.Inc()
+		if newerFormat(err) {
+			a.met.newerState.Inc()
+		}
 		a.log.Warn("cannot read the region's last published plan; planning from this instance's own sessions", "err", err)
 		return
 	}
@@ -205,4 +209,11 @@ func (a *Allocator) stateInterval(peers map[string]store.Claims) time.Duration {
 		}
 	}
 	return a.cfg.StateInterval
+}
+
+// newerFormat reports whether err refuses a document a newer release
+// wrote (store.NewerFormatError).
+func newerFormat(err error) bool {
+	var nf *store.NewerFormatError
+	return errors.As(err, &nf)
 }

@@ -26,6 +26,7 @@ type metrics struct {
 	decisions                                              [kinds]prometheus.Counter
 	conflicts, claimErrors                                 prometheus.Counter
 	uncertified, overruns                                  prometheus.Counter
+	newerClaims, newerState                                prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -82,9 +83,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for k := range m.decisions {
 		m.decisions[k] = dec.WithLabelValues(kindNames[k])
 	}
+	newer := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anysched_alloc_newer_format_refusals_total", Help: "Reads of the region's documents refused whole because a newer release wrote them in a format this build does not read, by document: claims (a peer's capacity claims: planned as without etcd), plan_state (the region's last published plan: planned from this instance's own sessions).",
+	}, []string{"document"})
+	m.newerClaims, m.newerState = newer.WithLabelValues("claims"), newer.WithLabelValues("plan_state")
 	if reg != nil {
 		reg.MustRegister(m.objective, m.gap, m.planned, m.fallback, m.sessions, m.lastSolve, m.solve, m.serverUsers, dec, m.conflicts, m.claimErrors,
-			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors, m.originPulls, m.originKbps, m.uncertified, m.overruns)
+			m.starved, m.held, m.idle, m.safe, m.atDesired, m.switches, m.drops, m.statePublished, m.stateErrors, m.originPulls, m.originKbps, m.uncertified, m.overruns, newer)
 	}
 	return m
 }

@@ -87,6 +87,9 @@ func (a *Allocator) Solve(ctx context.Context) {
 		safe := err != nil
 		if safe {
 			a.met.claimErrors.Inc()
+			if newerFormat(err) {
+				a.met.newerClaims.Inc()
+			}
 			m.safe = true
 			// Routers send the region's STBs to the most preferred instance
 			// that announces: the one ranked before every peer it knows of

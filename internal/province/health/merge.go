@@ -74,12 +74,13 @@ type Merger struct {
 	checkers map[checkerRef]*checkerSlot // registrations, and checkers seen in verdicts only
 	lost     map[string]lostVerdict      // server -> last verdict after its checkers vanished
 	failOpen map[string]bool             // servers already reported as failed open
-	legacy   map[string]bool             // old-layout keys already warned about
+	legacy   map[string]bool             // old-layout keys, and checkers of newer verdicts, already warned about
 
 	synced atomic.Bool // the first full list of verdicts is in
 
 	failOpenGauge prometheus.Gauge
 	checkerGauge  *prometheus.GaugeVec
+	newerCount    prometheus.Counter
 }
 
 // checkerRef is a checker as its keys name it: the region its etcd
@@ -128,7 +129,8 @@ type lostVerdict struct {
 func (m *Merger) Register(reg prometheus.Registerer) {
 	m.failOpenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_health_failopen_servers", Help: "Servers with no live checker past the grace period, counted as available."})
 	m.checkerGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anysched_health_checkers", Help: "Live health checkers (holding their lease), by the region they check."}, []string{"region"})
-	reg.MustRegister(m.failOpenGauge, m.checkerGauge)
+	m.newerCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "anysched_health_newer_format_refusals_total", Help: "Verdicts refused because a newer checker wrote them in a format this build does not read (each counts as no verdict of that checker)."})
+	reg.MustRegister(m.failOpenGauge, m.checkerGauge, m.newerCount)
 }
 
 func (m *Merger) reset() {
@@ -209,6 +211,17 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 			return false
 		}
 		ref := checkerRef{region, checker}
+		var r Report
+		if !kv.Deleted {
+			if json.Unmarshal(kv.Value, &r) != nil {
+				return false
+			}
+			if r.Format > ReportFormat {
+				// Refused whole: as if this checker had no verdict on it.
+				m.newerReport(ref, r.Format)
+				kv.Deleted = true
+			}
+		}
 		if kv.Deleted {
 			if st := m.servers[server]; st != nil {
 				st.verdicts = slices.DeleteFunc(st.verdicts, func(l *leased) bool {
@@ -223,10 +236,6 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 				}
 			}
 			return true
-		}
-		var r Report
-		if json.Unmarshal(kv.Value, &r) != nil {
-			return false
 		}
 		// The key, which etcd's permissions vouch for, names the checker
 		// and the server; the value's claims are not believed.
@@ -267,6 +276,21 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 // warnLegacy says once per key that a checker of the layout before
 // regions (identity anysched-checker.<checker-id>) is ignored: an
 // operator upgrading sees why its servers went unchecked.
+// newerReport logs (once per checker) and counts a report refused for
+// its format.
+func (m *Merger) newerReport(ref checkerRef, format int) {
+	if m.newerCount != nil {
+		m.newerCount.Inc()
+	}
+	key := keyspace.Verdicts(ref.region, ref.id)
+	if m.legacy[key] {
+		return
+	}
+	m.legacy[key] = true
+	m.Logger.Warn("a checker publishes verdicts in a newer format than this build reads; they are refused, as if it had none: upgrade this scheduler, or roll the checker back",
+		"component", "health-merger", "checker", ref.id, "region", ref.region, "format", format, "reads", ReportFormat)
+}
+
 func (m *Merger) warnLegacy(kv etcdfeed.KV) {
 	if kv.Deleted || m.legacy[kv.Key] || !strings.HasPrefix(kv.Key, keyspace.PrefixCheckers) {
 		return // one warning per checker: its registration, not each verdict

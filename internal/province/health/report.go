@@ -21,4 +21,12 @@ type Report struct {
 	Load    avail.Load    `json:"load"`
 	Since   time.Time     `json:"since"` // when the verdict last changed
 	At      time.Time     `json:"at"`    // when this report was made
+	// Format is the report's format version (ReportFormat; absent is 1).
+	// A merger refuses a report of a later one: a newer checker's verdict
+	// may mean what this build cannot tell.
+	Format int `json:"format,omitempty"`
 }
+
+// ReportFormat is the format of the reports this build writes and the
+// newest it reads (docs/design.md, "Compatibility across releases").
+const ReportFormat = 1

@@ -46,6 +46,8 @@ type Drain struct {
 	Forced bool      `json:"forced,omitempty"`
 	From   time.Time `json:"from,omitzero"`
 	Until  time.Time `json:"until,omitzero"`
+	// Format is the document's format version (Format; absent is 1).
+	Format int `json:"format,omitempty"`
 }
 
 // DrainState is where now falls in a drain's window.

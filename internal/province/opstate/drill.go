@@ -70,6 +70,8 @@ type Drill struct {
 	Until       time.Time   `json:"until"`
 	Started     time.Time   `json:"started"`
 	Maintenance bool        `json:"maintenance,omitempty"`
+	// Format is the document's format version (Format; absent is 1).
+	Format int `json:"format,omitempty"`
 }
 
 // drillLeaseSlack keeps a drill's key a little past its end, so every

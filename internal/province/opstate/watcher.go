@@ -78,7 +78,7 @@ func (w *Watcher) Register(reg prometheus.Registerer) {
 	w.drainGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains", Help: "Operator drains in force (servers, nodes and regions): stored, and inside their window if scheduled."})
 	w.pendingGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains_pending", Help: "Scheduled drains stored whose window has not begun."})
 	w.invalidGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_balance_config_invalid_bool", Help: "1 when the stored balance policy document is invalid and the defaults are in use."})
-	w.refusedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_refused_total", Help: "Operator state values (drains, drills, the balance policy) not used because their signature is missing or does not verify, by kind and reason."}, []string{"kind", "reason"})
+	w.refusedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_refused_total", Help: "Operator state values (drains, drills, the balance policy) not used because their signature is missing or does not verify, or (newer_format) a newer release wrote them in a format this build does not read, by kind and reason."}, []string{"kind", "reason"})
 	w.unsignedCount = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_opstate_unsigned_accepted_total", Help: "Unsigned operator state values used despite snapshot.trusted_keys, before the center signed any (the upgrade), by kind."}, []string{"kind"})
 	w.overriddenGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_opstate_drains_overridden", Help: "Drains in etcd not applied because they would leave a region with no undrained server and were not forced by an admin."})
 	reg.MustRegister(w.drainGauge, w.invalidGauge, w.refusedCount, w.unsignedCount, w.overriddenGauge, w.pendingGauge)
@@ -294,6 +294,9 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 			if err := json.Unmarshal(kv.Value, &d); err != nil {
 				log.Error("ignoring an unreadable drain", "key", kv.Key, "err", err)
 				delete(w.drains, k)
+			} else if d.Format > Format {
+				w.newer(kv.Key, signing.OpDrain, d.Format)
+				delete(w.drains, k)
 			} else if kv.Key != keyspace.Drain(string(d.Kind), d.Name) {
 				// The key is what DrainReasons looks up and what an
 				// undrain deletes: a value naming another target is not
@@ -316,6 +319,13 @@ func (w *Watcher) applyLocked(kv etcdfeed.KV) (Drill, bool) {
 		var d Drill
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			log.Error("ignoring an unreadable drill", "key", kv.Key, "err", err)
+			return Drill{}, false
+		}
+		if d.Format > Format {
+			w.newer(kv.Key, signing.OpDrill, d.Format)
+			if t, err := ParseDrillTarget(strings.TrimPrefix(kv.Key, keyspace.PrefixDrill)); err == nil {
+				delete(w.drills, t) // as if absent
+			}
 			return Drill{}, false
 		}
 		// The key names the drill's target (and its deletion ends that
@@ -564,6 +574,22 @@ func (w *Watcher) Balance() (c balance.Config, err error) {
 		return balance.DefaultConfig(), nil
 	}
 	return w.balance, w.balanceErr
+}
+
+// Format is the format version of the drain and drill documents this
+// build reads and writes (their "format" field; absent is 1). A value of
+// a later one, which a newer release wrote, is refused whole, as if
+// absent: read in part, a drain or drill could mean something else than
+// its writer meant (docs/design.md, "Compatibility across releases").
+const Format = 1
+
+// newer logs and counts the refusal of a value of key in format f.
+func (w *Watcher) newer(key string, kind signing.OpKind, f int) {
+	if w.refusedCount != nil {
+		w.refusedCount.WithLabelValues(string(kind), "newer_format").Inc()
+	}
+	w.Logger.Error("refusing operator state in a newer format than this build reads: ignored as if absent (upgrade this scheduler, or roll the center back)",
+		"component", "opstate", "key", key, "format", f, "reads", Format)
 }
 
 // checkLocked returns what of kv's value to decode, or why it is refused.

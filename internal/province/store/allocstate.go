@@ -450,6 +450,9 @@ func legacyState(kvs []*mvccpb.KeyValue, budget *int) (*AllocState, error) {
 const legacyPartRaw = 16 << 20
 
 func decodePart(val []byte, budget *int) (*statePart, error) {
+	if err := newerState(val); err != nil { // under a key this build does not know
+		return nil, err
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(val))
 	if err != nil {
 		return nil, err

@@ -44,6 +44,23 @@ type Claims struct {
 	// Made is when the claims were computed (unix milliseconds): a peer
 	// whose claims stay old is frozen or cut off, and hands nothing out.
 	Made int64 `json:"made,omitempty"`
+	// Format is the claims' format version (ClaimsFormat); absent (0) is
+	// 1, the only one so far. A reader refuses claims of a later format
+	// (NewerFormatError): it cannot tell what they hold.
+	Format int `json:"format,omitempty"`
+}
+
+// decodeClaims reads a stored claims value, refusing one of a format
+// newer than ClaimsFormat.
+func decodeClaims(val []byte) (Claims, error) {
+	var c Claims
+	if err := json.Unmarshal(val, &c); err != nil {
+		return Claims{}, err
+	}
+	if c.Format > ClaimsFormat {
+		return Claims{}, &NewerFormatError{Document: "capacity claims", Format: c.Format, Reads: ClaimsFormat}
+	}
+	return c, nil
 }
 
 // Yielding reports whether claims c, of an instance that takes STBs,
@@ -95,10 +112,11 @@ func (b *ClaimBoard) Peers(ctx context.Context) (map[string]Claims, int64, error
 		if id == b.Instance {
 			continue
 		}
-		var c Claims
-		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			// A claim nobody can read still holds capacity: count it as
-			// everything, rather than hand its capacity out twice.
+		c, err := decodeClaims(kv.Value)
+		if err != nil {
+			// A claim nobody can read (or of a newer format) still holds
+			// capacity: count it as everything, rather than hand its
+			// capacity out twice.
 			return nil, 0, fmt.Errorf("store: claims of %q at %s: %w", id, kv.Key, err)
 		}
 		out[id] = c
@@ -174,8 +192,8 @@ func (b *ClaimBoard) Totals(ctx context.Context) (records int, total map[string]
 	}
 	total = map[string]Claim{}
 	for _, kv := range resp.Kvs {
-		var c Claims
-		if err := json.Unmarshal(kv.Value, &c); err != nil {
+		c, err := decodeClaims(kv.Value)
+		if err != nil {
 			return 0, nil, fmt.Errorf("store: claims at %s: %w", kv.Key, err)
 		}
 		for name, cl := range c.Servers {
@@ -205,8 +223,7 @@ func (b *ClaimBoard) Watch(ctx context.Context, fn func(instance string, c *Clai
 					fn(id, nil)
 					continue
 				}
-				var c Claims
-				if json.Unmarshal(ev.Kv.Value, &c) == nil {
+				if c, err := decodeClaims(ev.Kv.Value); err == nil {
 					fn(id, &c)
 				}
 			}

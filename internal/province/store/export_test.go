@@ -274,3 +274,6 @@ const StateMaxKeys = stateMaxKeys
 
 // GunzipSized decompresses a topology's parts no further than size.
 var GunzipSized = gunzipSized
+
+// StateMagic is the plan state values' magic, its last byte the format.
+const StateMagic = stateMagic

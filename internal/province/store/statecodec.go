@@ -456,9 +456,26 @@ func isBinaryState(val []byte) bool {
 	return len(val) > len(stateMagic) && string(val[:len(stateMagic)]) == stateMagic
 }
 
+// newerState is the refusal of val if it is a plan state value of a
+// later format than this build's: its magic is stateMagic's letters and a
+// higher digit.
+func newerState(val []byte) error {
+	n := len(stateMagic) - 1
+	if len(val) <= n || string(val[:n]) != stateMagic[:n] || val[n] < '0' || val[n] > '9' {
+		return nil
+	}
+	if f := int(val[n] - '0'); f > StateFormat {
+		return &NewerFormatError{Document: "plan state", Format: f, Reads: StateFormat}
+	}
+	return nil
+}
+
 // open checks a value's frame and decompresses it, at most stateMaxRaw.
 func open(val []byte, kind byte) (*decoder, error) {
 	if !isBinaryState(val) {
+		if err := newerState(val); err != nil {
+			return nil, err
+		}
 		return nil, errors.New("not a plan state value of this format")
 	}
 	if k := val[len(stateMagic)]; k != kind {

@@ -534,7 +534,12 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 	}
 	t, err := topology.DecodeJSON(data)
 	if err != nil {
-		return nil, corrupt("store: topology at revision %d: %v", rev, err)
+		hint := ""
+		if strings.Contains(err.Error(), "unknown field") {
+			// Refused whole, never applied in part.
+			hint = " (a field of a newer release? this build does not know it: upgrade this daemon, or apply without the field until every daemon knows it)"
+		}
+		return nil, corrupt("store: topology at revision %d: %v%s", rev, err, hint)
 	}
 	sig, signed := p.signature()
 	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Seq: p.Seq, Size: p.Size, Chunks: p.Chunks,

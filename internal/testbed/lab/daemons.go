@@ -126,7 +126,7 @@ access_log:
 	if err != nil {
 		return err
 	}
-	return l.startScheduler("center", "ctr", filepath.Join(l.o.Bin, "central-scheduler"), "--config", path)
+	return l.startScheduler("center", "ctr", filepath.Join(l.schedulerBin(), "central-scheduler"), "--config", path)
 }
 
 // StartScheduler starts city i's primary (or standby) regional scheduler.
@@ -194,7 +194,7 @@ access_log:
 	if err != nil {
 		return err
 	}
-	return l.startScheduler(id, ns, filepath.Join(l.o.Bin, "regional-scheduler"), "--config", path)
+	return l.startScheduler(id, ns, filepath.Join(l.schedulerBin(), "regional-scheduler"), "--config", path)
 }
 
 // allocYAML is a scheduler's alloc section with QoE: the timings
@@ -376,7 +376,11 @@ func (p *Proc) Wait(d time.Duration) bool {
 }
 
 // Restart starts an exited daemon again with the same arguments.
-func (l *Lab) Restart(name string) error {
+func (l *Lab) Restart(name string) error { return l.restart(name, nil) }
+
+// restart starts an exited daemon again, change (if any) applied to it
+// once its last run has ended, watchdog clean-up included.
+func (l *Lab) restart(name string, change func(*Proc)) error {
 	p := l.Proc(name)
 	if p == nil {
 		return fmt.Errorf("lab: no daemon %q", name)
@@ -392,6 +396,9 @@ func (l *Lab) Restart(name string) error {
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("lab: %s: its watchdog's clean-up did not end", name)
 		}
+	}
+	if change != nil {
+		change(p)
 	}
 	if err := p.start(l); err != nil {
 		return fmt.Errorf("lab: %w", err)

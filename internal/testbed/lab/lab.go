@@ -40,6 +40,11 @@ type Options struct {
 	Delay          time.Duration
 	DistanceDelays bool
 	Bin            string // directory with central-scheduler and regional-scheduler
+	// SchedulerBin, if set, is where central-scheduler and
+	// regional-scheduler come from instead of Bin: another build's, such
+	// as the previous release's for an upgrade (upgrade.go). The tools
+	// (schedctl, lab) still come from Bin.
+	SchedulerBin string
 	// Edges: per city a namespace with three media edges (bin/lab edge),
 	// the city's two live servers and its VOD server, which the topology
 	// points at, probed by a checker embedded in each regional scheduler.

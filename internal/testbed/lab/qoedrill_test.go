@@ -2,19 +2,14 @@ package lab_test
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/anysched/anysched/internal/province/topology/topogen"
-	"github.com/anysched/anysched/internal/stb/token"
 	"github.com/anysched/anysched/internal/testbed/chaos"
 	"github.com/anysched/anysched/internal/testbed/lab"
-	"github.com/anysched/anysched/internal/testbed/stbload"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -67,31 +62,13 @@ func TestPrivilegedQoEDrill(t *testing.T) {
 	for i, c := range cities {
 		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
 	}
-	path, err := l.TokenKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := token.ReadSecret(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const runFor = 45 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), runFor+30*time.Second)
 	defer cancel()
-	var reqs []chaos.Request
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		reqs = chaos.RunLoad(ctx, chaos.LoadOptions{
-			Cities: cities, Dial: func(i int) func(context.Context, string, string) (net.Conn, error) {
-				return l.DialIn(fmt.Sprintf("c%d", i+1))
-			},
-			Target: lab.ServiceIP.String() + ":80", Host: topogen.Hostname,
-			Token:   stbload.Tokens(token.Key{ID: lab.TokenKeyID, Secret: secret}, time.Hour, 1),
-			Viewers: lab.QoEViewers, Steady: 3, Pause: 150 * time.Millisecond, Duration: runFor, Channels: 20, Seed: 1,
-			MaxRequests: 100_000,
-		})
-	}()
+	loadDone := viewerLoad(ctx, t, l, chaos.LoadOptions{
+		Cities: cities, Viewers: lab.QoEViewers, Steady: 3, Pause: 150 * time.Millisecond, Duration: runFor, Channels: 20, Seed: 1,
+		MaxRequests: 100_000,
+	})
 	// Plans settle for a few periods, then the drill. Meanwhile the loss
 	// of each city is planned from the plans the cities publish.
 	settled := time.Now().Add(10 * time.Second)
@@ -103,7 +80,7 @@ func TestPrivilegedQoEDrill(t *testing.T) {
 	if err := runCtl(l, &out, "drill", "failover", "--region", "hefei", "--duration", "12s"); err != nil {
 		t.Fatalf("drill: %v\n%s", err, out.String())
 	}
-	<-loadDone
+	reqs := loadDone()
 	t.Logf("drill report:\n%s", out.String())
 
 	rows := qoeTable(out.String())
