@@ -3109,7 +3109,13 @@ type StatusResponse struct {
 	CenterTraffic []*RegionTraffic `protobuf:"bytes,7,rep,name=center_traffic,json=centerTraffic,proto3" json:"center_traffic,omitempty"`
 	// The store's size against its quota and its alarms, as the answering
 	// center's etcd housekeeper last read them (unset: not reported).
-	Etcd          *EtcdStatus `protobuf:"bytes,8,opt,name=etcd,proto3" json:"etcd,omitempty"`
+	Etcd *EtcdStatus `protobuf:"bytes,8,opt,name=etcd,proto3" json:"etcd,omitempty"`
+	// The stored topology's digest (hex SHA-256 of its canonical form; ""
+	// when none is applied) and the store's epoch (unix nanoseconds of its
+	// founding; 0: founded before epochs): each instance's snapshot_digest
+	// equal to it serves what the store holds, whatever the revisions say.
+	Digest        string `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	Epoch         int64  `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3198,6 +3204,20 @@ func (x *StatusResponse) GetEtcd() *EtcdStatus {
 		return x.Etcd
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // EtcdStatus is the province's etcd as a center's housekeeper sees it
@@ -3575,9 +3595,12 @@ type Instance struct {
 	Traffic []*RegionTraffic `protobuf:"bytes,17,rep,name=traffic,proto3" json:"traffic,omitempty"`
 	// The plans a central scheduler makes for cities whose schedulers are
 	// gone (their STBs reach it), one per region.
-	Planning      []*QoEPlan `protobuf:"bytes,18,rep,name=planning,proto3" json:"planning,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Planning []*QoEPlan `protobuf:"bytes,18,rep,name=planning,proto3" json:"planning,omitempty"`
+	// The digest of the topology document its snapshot was compiled from
+	// ("" before it has one, or from a release before).
+	SnapshotDigest string `protobuf:"bytes,19,opt,name=snapshot_digest,json=snapshotDigest,proto3" json:"snapshot_digest,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -3734,6 +3757,13 @@ func (x *Instance) GetPlanning() []*QoEPlan {
 		return x.Planning
 	}
 	return nil
+}
+
+func (x *Instance) GetSnapshotDigest() string {
+	if x != nil {
+		return x.SnapshotDigest
+	}
+	return ""
 }
 
 // QoEPlan summarises a regional scheduler's current allocation plan.
@@ -4334,7 +4364,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x129\n" +
 	"\n" +
 	"applied_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\x0f\n" +
-	"\rStatusRequest\"\x8c\x03\n" +
+	"\rStatusRequest\"\xba\x03\n" +
 	"\x0eStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
@@ -4343,7 +4373,10 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\x12\x1b\n" +
 	"\tcenter_id\x18\x06 \x01(\tR\bcenterId\x12A\n" +
 	"\x0ecenter_traffic\x18\a \x03(\v2\x1a.anysched.v1.RegionTrafficR\rcenterTraffic\x12+\n" +
-	"\x04etcd\x18\b \x01(\v2\x17.anysched.v1.EtcdStatusR\x04etcd\"\xaf\x03\n" +
+	"\x04etcd\x18\b \x01(\v2\x17.anysched.v1.EtcdStatusR\x04etcd\x12\x16\n" +
+	"\x06digest\x18\t \x01(\tR\x06digest\x12\x14\n" +
+	"\x05epoch\x18\n" +
+	" \x01(\x03R\x05epoch\"\xaf\x03\n" +
 	"\n" +
 	"EtcdStatus\x12;\n" +
 	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -4375,7 +4408,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x127\n" +
 	"\trun_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brunStart\x12.\n" +
-	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xb4\x05\n" +
+	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xdd\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -4397,7 +4430,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\x12&\n" +
 	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\x124\n" +
 	"\atraffic\x18\x11 \x03(\v2\x1a.anysched.v1.RegionTrafficR\atraffic\x120\n" +
-	"\bplanning\x18\x12 \x03(\v2\x14.anysched.v1.QoEPlanR\bplanning\"\xb8\x03\n" +
+	"\bplanning\x18\x12 \x03(\v2\x14.anysched.v1.QoEPlanR\bplanning\x12'\n" +
+	"\x0fsnapshot_digest\x18\x13 \x01(\tR\x0esnapshotDigest\"\xb8\x03\n" +
 	"\aQoEPlan\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x03R\bsessions\x12\x18\n" +
 	"\aplanned\x18\x02 \x01(\x03R\aplanned\x12\x1a\n" +
