@@ -4125,7 +4125,7 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18anysched/v1/backup.proto\"\x13\n" +
 	"\x11GetBalanceRequest\"\x83\x01\n" +
 	"\x11SetBalanceRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\fR\bdocument\x12\x17\n" +
@@ -4467,8 +4467,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xe0\n" +
-	"\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xe9\v\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -4489,7 +4488,9 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"GetBalance\x12\x1e.anysched.v1.GetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12J\n" +
 	"\n" +
-	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12A\n" +
+	"\x06Backup\x12\x1a.anysched.v1.BackupRequest\x1a\x1b.anysched.v1.BackupResponse\x12D\n" +
+	"\aRestore\x12\x1b.anysched.v1.RestoreRequest\x1a\x1c.anysched.v1.RestoreResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -4557,6 +4558,10 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*DrainForecast)(nil),            // 49: anysched.v1.DrainForecast
 	(*BGPPeer)(nil),                  // 50: anysched.v1.BGPPeer
 	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
+	(*BackupRequest)(nil),            // 52: anysched.v1.BackupRequest
+	(*RestoreRequest)(nil),           // 53: anysched.v1.RestoreRequest
+	(*BackupResponse)(nil),           // 54: anysched.v1.BackupResponse
+	(*RestoreResponse)(nil),          // 55: anysched.v1.RestoreResponse
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: anysched.v1.BalanceResponse.weights:type_name -> anysched.v1.ServerWeight
@@ -4628,26 +4633,30 @@ var file_anysched_v1_admin_proto_depIdxs = []int32{
 	4,  // 66: anysched.v1.Admin.WhoAmI:input_type -> anysched.v1.WhoAmIRequest
 	0,  // 67: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
 	1,  // 68: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
-	37, // 69: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	40, // 70: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	42, // 71: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	34, // 72: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	23, // 73: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	23, // 74: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	20, // 75: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	20, // 76: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	26, // 77: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
-	28, // 78: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
-	26, // 79: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
-	8,  // 80: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	10, // 81: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	37, // 82: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	17, // 83: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	5,  // 84: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	2,  // 85: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	2,  // 86: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	69, // [69:87] is the sub-list for method output_type
-	51, // [51:69] is the sub-list for method input_type
+	52, // 69: anysched.v1.Admin.Backup:input_type -> anysched.v1.BackupRequest
+	53, // 70: anysched.v1.Admin.Restore:input_type -> anysched.v1.RestoreRequest
+	37, // 71: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	40, // 72: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	42, // 73: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	34, // 74: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	23, // 75: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	23, // 76: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	20, // 77: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	20, // 78: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	26, // 79: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
+	28, // 80: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
+	26, // 81: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
+	8,  // 82: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	10, // 83: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	37, // 84: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	17, // 85: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	5,  // 86: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	2,  // 87: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	2,  // 88: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	54, // 89: anysched.v1.Admin.Backup:output_type -> anysched.v1.BackupResponse
+	55, // 90: anysched.v1.Admin.Restore:output_type -> anysched.v1.RestoreResponse
+	71, // [71:91] is the sub-list for method output_type
+	51, // [51:71] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -4658,6 +4667,7 @@ func file_anysched_v1_admin_proto_init() {
 	if File_anysched_v1_admin_proto != nil {
 		return
 	}
+	file_anysched_v1_backup_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -40,6 +40,8 @@ const (
 	Admin_WhoAmI_FullMethodName            = "/anysched.v1.Admin/WhoAmI"
 	Admin_GetBalance_FullMethodName        = "/anysched.v1.Admin/GetBalance"
 	Admin_SetBalance_FullMethodName        = "/anysched.v1.Admin/SetBalance"
+	Admin_Backup_FullMethodName            = "/anysched.v1.Admin/Backup"
+	Admin_Restore_FullMethodName           = "/anysched.v1.Admin/Restore"
 )
 
 // AdminClient is the client API for Admin service.
@@ -98,6 +100,11 @@ type AdminClient interface {
 	// stores it (audited like an apply); an empty document restores the
 	// defaults.
 	SetBalance(ctx context.Context, in *SetBalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
+	// Backup reads what rebuilding the province needs (admin).
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	// Restore writes a backup into an empty store (admin), validated whole
+	// before anything is written.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 }
 
 type adminClient struct {
@@ -288,6 +295,26 @@ func (c *adminClient) SetBalance(ctx context.Context, in *SetBalanceRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Admin_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, Admin_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -344,6 +371,11 @@ type AdminServer interface {
 	// stores it (audited like an apply); an empty document restores the
 	// defaults.
 	SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error)
+	// Backup reads what rebuilding the province needs (admin).
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	// Restore writes a backup into an empty store (admin), validated whole
+	// before anything is written.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -407,6 +439,12 @@ func (UnimplementedAdminServer) GetBalance(context.Context, *GetBalanceRequest) 
 }
 func (UnimplementedAdminServer) SetBalance(context.Context, *SetBalanceRequest) (*BalanceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetBalance not implemented")
+}
+func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedAdminServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -753,6 +791,42 @@ func _Admin_SetBalance_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -831,6 +905,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBalance",
 			Handler:    _Admin_SetBalance_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Admin_Backup_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _Admin_Restore_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
