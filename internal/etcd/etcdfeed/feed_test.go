@@ -205,3 +205,39 @@ func TestFeedCarriesLeaseAndRevision(t *testing.T) {
 		t.Errorf("watched a/2: %+v, want %+v", got["a/2"], want)
 	}
 }
+
+// A store lost whole and rebuilt numbers its revisions anew: the feed
+// lists it again rather than waiting, in a watch the client resumed, for
+// revisions past the lost store's.
+func TestFeedFollowsARebuiltStore(t *testing.T) {
+	e := etcdtest.Start(t)
+	cli := e.Client()
+	ctx := context.Background()
+	put := func(k, v string) {
+		t.Helper()
+		if _, err := cli.Put(ctx, e.Prefix+k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 { // the lost store's revisions, past what the rebuild writes
+		put("a/1", "old")
+	}
+	f := &follower{}
+	feed := &etcdfeed.Feed{
+		Client: cli, Prefix: e.Prefix, Keys: []string{"a/"},
+		Listed: f.list, Updated: f.update, Changed: f.change,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Retry: 50 * time.Millisecond,
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- feed.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	wait.For(t, "the lost store listed", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/1": "old"}) })
+
+	e.Wipe()
+	put("a/2", "rebuilt")
+	wait.For(t, "the rebuilt store followed", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/2": "rebuilt"}) })
+}
