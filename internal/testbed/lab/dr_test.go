@@ -1,10 +1,12 @@
 package lab_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,14 +68,18 @@ func TestPrivilegedStoreLoss(t *testing.T) {
 	if n := drains(t, l); n != 1 {
 		t.Errorf("after the restore the store holds %d drains, want the backup's 1", n)
 	}
+	citiesDrain(t, l, cities, 1)
 	fromBackup := time.Since(t1)
 
 	// Loss 2, rebuilt from nothing: the topology and the drain applied again.
 	t2 := time.Now()
 	loseStore(t, l)
+	// The cities follow the empty store's operator state, not the lost one's.
+	citiesDrain(t, l, cities, 0)
 	ctlRetry(t, l, "apply", "--yes", "-f", newer)
 	ctlOK(t, l, "drain", "server", drained, "--reason", "store-loss drill")
 	converged(t, l, moved, len(cities)+1)
+	citiesDrain(t, l, cities, 1)
 	fromNothing := time.Since(t2)
 
 	ld.stop(t)
@@ -261,6 +267,25 @@ func converged(t *testing.T, l *lab.Lab, want string, n int) string {
 		t.Logf("schedctl status:\n%s", table.String())
 	}
 	return digest
+}
+
+// citiesDrain waits until every city's scheduler has n drains in force
+// (anysched_opstate_drains): what it follows of the store's operator state.
+func citiesDrain(t *testing.T, l *lab.Lab, cities []string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("anysched_opstate_drains %d\n", n)
+	for _, c := range cities {
+		wait.ForErr(t, fmt.Sprintf("%s following %d drain(s)", c, n), 30*time.Second, func() error {
+			m, err := l.AdminGet(context.Background(), lab.PrimaryID(c), "/metrics")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(m, want) {
+				return fmt.Errorf("no %q in its metrics", strings.TrimSpace(want))
+			}
+			return nil
+		})
+	}
 }
 
 // drains is how many drains the store holds (schedctl drains).
