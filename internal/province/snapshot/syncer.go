@@ -95,7 +95,7 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	for _, st := range []string{"fetch", "build", "cache"} {
 		s.errs.WithLabelValues(st)
 	}
-	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology revisions refused (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: a sequence not after the last verified; corrupt: a pointer or document that cannot be read as stored); the previous snapshot stays in use."}, []string{"reason"})
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology revisions refused (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: made before the last verified, an older epoch or a sequence not after it; corrupt: a pointer or document that cannot be read as stored); the previous snapshot stays in use."}, []string{"reason"})
 	for _, r := range rejectReasons {
 		s.rejected.WithLabelValues(r)
 	}
