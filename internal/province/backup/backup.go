@@ -161,16 +161,19 @@ func keyIDs(kvs []KV) []string {
 		if strings.HasPrefix(kv.Key, keyspace.PrefixTopologyBlobs) {
 			continue
 		}
+		// A pointer's "signature" is bytes, an operator state value's an
+		// object: read apart.
 		var v struct {
-			KeyID string `json:"key_id"`
-			Sig   *struct {
-				KeyID string `json:"key_id"`
-			} `json:"signature"`
+			KeyID string          `json:"key_id"`
+			Sig   json.RawMessage `json:"signature"`
 		}
 		if json.Unmarshal(kv.Value, &v) == nil {
 			ids = append(ids, v.KeyID)
-			if v.Sig != nil {
-				ids = append(ids, v.Sig.KeyID)
+			var sig struct {
+				KeyID string `json:"key_id"`
+			}
+			if json.Unmarshal(v.Sig, &sig) == nil {
+				ids = append(ids, sig.KeyID)
 			}
 		}
 		if _, sig, ok := strings.Cut(string(kv.Value), "# anysched-signature key_id="); ok {
