@@ -6,6 +6,7 @@ package adminapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -303,15 +304,24 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 
 // Status lists the registered scheduler instances.
 func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	rev, err := s.Store.CurrentRevision(ctx)
-	if err != nil {
+	resp := &pb.StatusResponse{CenterId: s.ID}
+	switch p, err := s.Store.CurrentPointer(ctx); {
+	case err == nil:
+		resp.Revision, resp.Digest, resp.Epoch = p.Revision, p.Digest, p.Epoch
+	case errors.Is(err, store.ErrNoTopology):
+	case errors.Is(err, store.ErrCorrupt):
+		// The revision alone: the digest of a pointer that cannot be read
+		// is no one's.
+		if resp.Revision, err = s.Store.CurrentRevision(ctx); err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
+		}
+	default:
 		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
 	ins, err := s.Store.Instances(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 	}
-	resp := &pb.StatusResponse{Revision: rev, CenterId: s.ID}
 	s.healthStatus(resp)
 	if s.Traffic != nil {
 		resp.CenterTraffic = trafficPB(s.Traffic())
@@ -322,7 +332,7 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 	for _, in := range ins {
 		resp.Instances = append(resp.Instances, &pb.Instance{
 			Id: in.ID, Role: in.Role.String(), Region: in.Region, Version: in.Version,
-			SnapshotRevision: in.SnapshotRevision, State: in.State.String(),
+			SnapshotRevision: in.SnapshotRevision, SnapshotDigest: in.SnapshotDigest, State: in.State.String(),
 			StartedAt: timestamppb.New(in.StartedAt), UpdatedAt: timestamppb.New(in.UpdatedAt),
 			SnapshotAgeSeconds: in.SnapshotAge, Hostname: in.Hostname, AdminAddress: in.AdminAddress,
 			Announced: in.Announced, AnnounceReason: in.AnnounceWhy, Announces: in.Announces, BgpPeers: peersPB(in.Peers),

@@ -33,7 +33,8 @@ const maxDocumentCalls = 2
 // documentMethod reports whether method's request carries a document.
 func documentMethod(method string) bool {
 	switch method {
-	case pb.Admin_ApplyTopology_FullMethodName, pb.Admin_SetBalance_FullMethodName, pb.Admin_DiffTopology_FullMethodName:
+	case pb.Admin_ApplyTopology_FullMethodName, pb.Admin_SetBalance_FullMethodName, pb.Admin_DiffTopology_FullMethodName,
+		pb.Admin_Restore_FullMethodName: // a backup: a province's documents and more
 		return true
 	}
 	return false

@@ -31,7 +31,8 @@ type rule struct {
 // least role that may call it. A method missing here is refused, so a new
 // RPC is closed until someone decides who may call it. Drill is listed at
 // operator (lab drills); the handler asks admin of a production drill.
-// Maintenance empties a region and withdraws its route: admin.
+// Maintenance empties a region and withdraws its route: admin. Backup
+// reads the whole province out and Restore writes it: admin, both audited.
 func methodRule(method string) (rule, bool) {
 	switch method {
 	case pb.Admin_GetTopology_FullMethodName, pb.Admin_Status_FullMethodName, pb.Admin_Explain_FullMethodName,
@@ -46,7 +47,7 @@ func methodRule(method string) (rule, bool) {
 		pb.Admin_Drill_FullMethodName, pb.Admin_DrillEtcdLoss_FullMethodName, pb.Admin_SetBalance_FullMethodName,
 		pb.Admin_CancelMaintenance_FullMethodName:
 		return rule{need: authz.Operator}, true
-	case pb.Admin_Rollback_FullMethodName, pb.Admin_Maintenance_FullMethodName:
+	case pb.Admin_Rollback_FullMethodName, pb.Admin_Maintenance_FullMethodName, pb.Admin_Backup_FullMethodName, pb.Admin_Restore_FullMethodName:
 		return rule{need: authz.Admin}, true
 	}
 	return rule{}, false

@@ -51,6 +51,8 @@ func commands() []command {
 		{name: "history", synopsis: []string{"history [--limit N] [-o table|json|yaml]"}, run: historyCmd},
 		{name: "diff", synopsis: []string{"diff REV [REV] | diff -f FILE   [-o table|json|yaml]   (REV alone: against the current revision)"}, run: diffCmd},
 		{name: "rollback", synopsis: []string{"rollback REV [--yes] [--dry-run] [--force] [-o table|json]"}, run: rollbackCmd},
+		{name: "backup", synopsis: []string{"backup --out FILE [-o table|json]   (topology and history, drains, balance, key ids, roles; no secret; admin)"}, run: backupCmd},
+		{name: "restore", synopsis: []string{"restore -f FILE [--force [--yes]] [-o table|json]   (into an empty store, checked whole first; admin)"}, run: restoreCmd},
 		{name: "get", synopsis: []string{"get topology|regions|nodes|servers|zones|services [-o table|yaml|json]"}, run: getCmd},
 		{name: "zones", synopsis: []string{
 			"zones import --csv FILE | --czf FILE [--region-map FILE | --region-from-name] [-f TOPOLOGY] [--replace | --merge | --move] [--zones-only] [--out FILE]",

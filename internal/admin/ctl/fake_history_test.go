@@ -18,3 +18,11 @@ func (f *fakeAdmin) DiffTopology(ctx context.Context, in *pb.DiffTopologyRequest
 func (f *fakeAdmin) Rollback(ctx context.Context, in *pb.RollbackRequest, _ ...grpc.CallOption) (*pb.ApplyTopologyResponse, error) {
 	return answer[*pb.ApplyTopologyResponse](ctx, f, "Rollback", in)
 }
+
+func (f *fakeAdmin) Backup(ctx context.Context, in *pb.BackupRequest, _ ...grpc.CallOption) (*pb.BackupResponse, error) {
+	return answer[*pb.BackupResponse](ctx, f, "Backup", in)
+}
+
+func (f *fakeAdmin) Restore(ctx context.Context, in *pb.RestoreRequest, _ ...grpc.CallOption) (*pb.RestoreResponse, error) {
+	return answer[*pb.RestoreResponse](ctx, f, "Restore", in)
+}

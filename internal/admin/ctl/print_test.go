@@ -98,6 +98,8 @@ drains:
 center_id: ""
 center_traffic: []
 etcd: null
+digest: ""
+epoch: "0"
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

@@ -56,17 +56,45 @@ func statusTables(st *pb.StatusResponse, now time.Time) []*table {
 }
 
 func instanceTable(st *pb.StatusResponse, now time.Time) *table {
-	t := newTable("INSTANCE", "ROLE", "REGION", "STATE", "REVISION", "SNAPSHOT_AGE", "ROUTE", "BGP", "UPTIME", "VERSION")
-	t.title = fmt.Sprintf("topology revision %d, %d scheduler instance(s)", st.GetRevision(), len(st.GetInstances()))
+	t := newTable("INSTANCE", "ROLE", "REGION", "STATE", "REVISION", "DIGEST", "SNAPSHOT_AGE", "ROUTE", "BGP", "UPTIME", "VERSION")
+	t.title = fmt.Sprintf("topology revision %d, digest %s%s, %d scheduler instance(s)", st.GetRevision(), shortDigest(st.GetDigest()), founded(st.GetEpoch()), len(st.GetInstances()))
 	for _, in := range st.GetInstances() {
 		rev := strconv.FormatInt(in.GetSnapshotRevision(), 10)
 		if in.GetSnapshotRevision() != st.GetRevision() {
 			rev += " (behind)"
 		}
-		t.add(in.GetId(), in.GetRole(), orDash(in.GetRegion()), in.GetState(), rev, seconds(in.GetSnapshotAgeSeconds()),
+		t.add(in.GetId(), in.GetRole(), orDash(in.GetRegion()), in.GetState(), rev, servedDigest(in.GetSnapshotDigest(), st.GetDigest()), seconds(in.GetSnapshotAgeSeconds()),
 			route(in), orDash(peerList(in.GetBgpPeers())), uptime(now, in.GetStartedAt().AsTime()), in.GetVersion())
 	}
 	return t
+}
+
+// shortDigest is a digest's first 12 hex digits, as `history` prints it.
+func shortDigest(d string) string {
+	if d == "" {
+		return "-"
+	}
+	return d[:min(len(d), 12)]
+}
+
+// servedDigest is what an instance serves, marked when it is not what
+// the store holds: the revisions of a rebuilt store say nothing of that.
+func servedDigest(served, stored string) string {
+	switch {
+	case served == "":
+		return "-"
+	case served != stored:
+		return shortDigest(served) + " (differs)"
+	}
+	return shortDigest(served)
+}
+
+// founded names the store's epoch (0: founded before epochs).
+func founded(epoch int64) string {
+	if epoch == 0 {
+		return ""
+	}
+	return ", store founded " + time.Unix(0, epoch).UTC().Format(time.RFC3339)
 }
 
 // etcdTable is the store's size against its quota, member by member,

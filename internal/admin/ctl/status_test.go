@@ -23,17 +23,17 @@ import (
 func province() *pb.StatusResponse {
 	ago := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(t0.Add(-d)) }
 	return &pb.StatusResponse{
-		Revision: 7, CenterId: "center-1",
+		Revision: 7, CenterId: "center-1", Digest: "5f3a9c0d1e2b4a6f8c7d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d", Epoch: t0.Add(-24 * time.Hour).UnixNano(),
 		CenterTraffic: []*pb.RegionTraffic{{ClientRegion: "wuhu", Answered: 12, Failed: 1, RunStart: ago(time.Minute), Last: ago(1500 * time.Millisecond)}},
 		Instances: []*pb.Instance{
-			{Id: "center-1", Role: "central", Version: "v1.2.3", SnapshotRevision: 7, State: "ready", StartedAt: ago(90 * time.Second), SnapshotAgeSeconds: 0.25,
+			{Id: "center-1", Role: "central", Version: "v1.2.3", SnapshotRevision: 7, SnapshotDigest: "5f3a9c0d1e2b4a6f8c7d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d", State: "ready", StartedAt: ago(90 * time.Second), SnapshotAgeSeconds: 0.25,
 				Announced: true, Announces: "198.18.0.0/26",
 				BgpPeers: []*pb.BGPPeer{{Address: "10.0.0.1", Asn: 64512, State: "established"}, {Address: "10.0.0.2", Asn: 64513, State: "active"}},
 				Traffic:  []*pb.RegionTraffic{{ClientRegion: "wuhu", Answered: 1, Last: ago(time.Hour)}}}, // stale: the live count wins
 			{Id: "center-2", Role: "central", Version: "v1.2.3", SnapshotRevision: 7, State: "ready", StartedAt: ago(2 * time.Hour), AnnounceReason: "announce.mode none",
 				Traffic:  []*pb.RegionTraffic{{ClientRegion: "hefei", Answered: 3, Last: ago(10 * time.Second)}},
 				Planning: []*pb.QoEPlan{{Region: "wuhu", Sessions: 12, Planned: 12, Objective: 40.5, Gap: 0.004, AgeSeconds: 0.5, AtDesired: 1, CapacityKbps: 20000, HeldKbps: 18000}}},
-			{Id: "hefei-1", Role: "regional", Region: "hefei", Version: "v1.2.2", SnapshotRevision: 6, State: "stale", StartedAt: ago(3 * time.Minute), SnapshotAgeSeconds: 12.34,
+			{Id: "hefei-1", Role: "regional", Region: "hefei", Version: "v1.2.2", SnapshotRevision: 6, SnapshotDigest: "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e", State: "stale", StartedAt: ago(3 * time.Minute), SnapshotAgeSeconds: 12.34,
 				AnnounceReason: "snapshot stale",
 				Qoe: &pb.QoEPlan{Sessions: 40, Planned: 38, Fallback: 2, Objective: 123.456, Gap: 0.0123, AgeSeconds: 1.5, Peers: 1,
 					Starved: 2, AtDesired: 0.75, HeldKbps: 4250, CapacityKbps: 90000, SafeMode: true}},
@@ -62,9 +62,9 @@ func TestStatus(t *testing.T) {
 		{name: "json", args: []string{"status", "-o", "json"}, rpc: full, golden: "status-json.golden", sent: asked},
 		{name: "yaml", args: []string{"status", "-o", "yaml"}, rpc: full, golden: "status-yaml.golden", sent: asked},
 		{name: "nothing registered", args: []string{"status"}, rpc: map[string]handler{"Status": reply(&pb.StatusResponse{Revision: 3})},
-			want: "topology revision 3, 0 scheduler instance(s)\nINSTANCE  ROLE  REGION  STATE  REVISION  SNAPSHOT_AGE  ROUTE  BGP  UPTIME  VERSION\n", sent: asked},
+			want: "topology revision 3, digest -, 0 scheduler instance(s)\nINSTANCE  ROLE  REGION  STATE  REVISION  DIGEST  SNAPSHOT_AGE  ROUTE  BGP  UPTIME  VERSION\n", sent: asked},
 		{name: "nothing registered, json", args: []string{"status", "-o", "json"}, rpc: map[string]handler{"Status": reply(&pb.StatusResponse{})},
-			want: "{\n  \"revision\": \"0\",\n  \"instances\": [],\n  \"regions\": [],\n  \"checkers\": [],\n  \"drains\": [],\n  \"center_id\": \"\",\n  \"center_traffic\": [],\n  \"etcd\": null\n}\n", sent: asked},
+			want: "{\n  \"revision\": \"0\",\n  \"instances\": [],\n  \"regions\": [],\n  \"checkers\": [],\n  \"drains\": [],\n  \"center_id\": \"\",\n  \"center_traffic\": [],\n  \"etcd\": null,\n  \"digest\": \"\",\n  \"epoch\": \"0\"\n}\n", sent: asked},
 		{name: "store unreachable", args: []string{"status"}, rpc: map[string]handler{"Status": fail(codes.Unavailable, "etcdserver: request timed out")},
 			wantErr: "schedctl status: etcdserver: request timed out\n(is the central scheduler running and reachable? see --server)", sent: asked},
 		{name: "unknown format", args: []string{"status", "-o", "wide"}, wantErr: `schedctl status: invalid value "wide" for flag -o: want table, yaml or json`, usage: true},

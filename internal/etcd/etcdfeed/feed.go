@@ -7,10 +7,12 @@ package etcdfeed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -47,6 +49,48 @@ type Feed struct {
 	Logger  *slog.Logger  // already With the component
 	// Retry is the pause after a failure (default 500ms).
 	Retry time.Duration
+	// Recheck is how often the store is asked whether it is still the
+	// one listed (default 2s; see rebuilt).
+	Recheck time.Duration
+}
+
+// errRebuilt: the store answering is not the one the feed listed.
+var errRebuilt = errors.New("the store was rebuilt")
+
+// storeMark is what tells one store from another as seen from a client:
+// its cluster id, its raft term and the highest revision seen of it.
+type storeMark struct {
+	cluster, term uint64
+	rev           int64
+}
+
+func markOf(h *etcdserverpb.ResponseHeader) storeMark {
+	return storeMark{cluster: h.GetClusterId(), term: h.GetRaftTerm(), rev: h.GetRevision()}
+}
+
+// rebuilt says why now, a header of the store answering, is of another
+// store than seen, the listing's and the watch's so far ("" when it is
+// the same). A store lost whole and rebuilt numbers its revisions (and
+// its raft terms) anew, and clientv3 resumes a watch on it silently from
+// the revision after the last it delivered: nothing would come until the
+// new store's revisions passed the lost one's, which for a store that
+// lived is never. A store whose revision or term went back, or whose
+// cluster id changed, is listed again. What this misses: a rebuilt store
+// that wrote more revisions than the lost one had, and with the same
+// cluster id, within one Recheck.
+func rebuilt(seen storeMark, now *etcdserverpb.ResponseHeader) string {
+	if now == nil || now.ClusterId == 0 {
+		return "" // no word from the store
+	}
+	switch n := markOf(now); {
+	case n.cluster != seen.cluster:
+		return fmt.Sprintf("cluster id %x, was %x", n.cluster, seen.cluster)
+	case n.rev < seen.rev:
+		return fmt.Sprintf("revision %d, was %d", n.rev, seen.rev)
+	case n.term < seen.term:
+		return fmt.Sprintf("raft term %d, was %d", n.term, seen.term)
+	}
+	return ""
 }
 
 // Run follows etcd until ctx ends.
@@ -119,6 +163,13 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 	f.Listed(kvs)
 	listed()
 	f.Changed()
+	seen := markOf(resp.Header)
+	recheck := f.Recheck
+	if recheck <= 0 {
+		recheck = 2 * time.Second
+	}
+	checks := time.NewTicker(recheck)
+	defer checks.Stop()
 	// A watch on each key or prefix, not on the whole province: a
 	// follower receives what it follows, not every plan state and claim
 	// written (megabytes a second at a province's size), and needs read
@@ -162,6 +213,10 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 			if err := b.wr.Err(); err != nil {
 				return err
 			}
+			if why := rebuilt(seen, b.wr.Header); why != "" {
+				return fmt.Errorf("%w: %s", errRebuilt, why)
+			}
+			seen.rev, seen.term = max(seen.rev, b.wr.Header.GetRevision()), max(seen.term, b.wr.Header.GetRaftTerm())
 			kvs = kvs[:0]
 			for _, ev := range b.wr.Events {
 				if rel := strings.TrimPrefix(string(ev.Kv.Key), f.Prefix); f.matches(rel) {
@@ -173,6 +228,18 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 			}
 		case <-tick:
 			f.Changed()
+		case <-checks.C:
+			// A serializable read: the member's own header, no quorum
+			// round trip, as often as this runs in every daemon.
+			cctx, cancel := context.WithTimeout(ctx, recheck)
+			r, err := f.Client.Get(cctx, f.Prefix+f.Keys[0], clientv3.WithCountOnly(), clientv3.WithSerializable())
+			cancel()
+			if err != nil {
+				continue // an outage: the watch says so, or resumes
+			}
+			if why := rebuilt(seen, r.Header); why != "" {
+				return fmt.Errorf("%w: %s", errRebuilt, why)
+			}
 		}
 	}
 }

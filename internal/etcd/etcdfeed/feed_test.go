@@ -66,32 +66,13 @@ func TestFeedListsWatchesAndFollowsAfterAnOutage(t *testing.T) {
 	e := etcdtest.Start(t)
 	cli := e.Client()
 	ctx := context.Background()
-	put := func(k, v string) {
-		t.Helper()
-		if _, err := cli.Put(ctx, e.Prefix+k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := putter(t, e)
 	put("a/1", "one")
 	put("b", "bee")
 	put("bb", "not b") // a key, not a prefix: its neighbours stay out
 	put("c/1", "not followed")
 
-	f := &follower{}
-	feed := &etcdfeed.Feed{
-		Client: cli, Prefix: e.Prefix, Keys: []string{"a/", "b"},
-		Listed: f.list, Updated: f.update, Changed: f.change,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Retry: 50 * time.Millisecond,
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- feed.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	f := follow(t, e, "a/", "b")
 
 	wait.For(t, "the listing, then Changed", wait.DefaultTimeout, func() bool {
 		f.mu.Lock()
@@ -204,4 +185,52 @@ func TestFeedCarriesLeaseAndRevision(t *testing.T) {
 	if want := (seen{int64(g.ID), watched.Header.Revision}); got["a/2"] != want {
 		t.Errorf("watched a/2: %+v, want %+v", got["a/2"], want)
 	}
+}
+
+// A store lost whole and rebuilt numbers its revisions anew: the feed
+// lists it again rather than waiting, in a watch the client resumed, for
+// revisions past the lost store's.
+func TestFeedFollowsARebuiltStore(t *testing.T) {
+	e := etcdtest.Start(t)
+	put := putter(t, e)
+	for range 50 { // the lost store's revisions, past what the rebuild writes
+		put("a/1", "old")
+	}
+	f := follow(t, e, "a/")
+	wait.For(t, "the lost store listed", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/1": "old"}) })
+
+	e.Wipe()
+	put("a/2", "rebuilt")
+	wait.For(t, "the rebuilt store followed", wait.DefaultTimeout, func() bool { return f.is(map[string]string{"a/2": "rebuilt"}) })
+}
+
+// putter writes a key under e's prefix.
+func putter(t *testing.T, e *etcdtest.Etcd) func(k, v string) {
+	cli := e.Client()
+	return func(k, v string) {
+		t.Helper()
+		if _, err := cli.Put(context.Background(), e.Prefix+k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// follow runs a Feed of keys into a follower until the test ends.
+func follow(t *testing.T, e *etcdtest.Etcd, keys ...string) *follower {
+	f := &follower{}
+	feed := &etcdfeed.Feed{
+		Client: e.Client(), Prefix: e.Prefix, Keys: keys,
+		Listed: f.list, Updated: f.update, Changed: f.change,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Retry: 50 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- feed.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return f
 }

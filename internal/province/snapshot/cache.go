@@ -34,6 +34,7 @@ type cacheFile struct {
 	KeyID         string    `json:"key_id,omitempty"`
 	SignedPointer bool      `json:"signed_pointer,omitempty"`
 	Province      string    `json:"province,omitempty"`
+	Epoch         int64     `json:"epoch,omitempty"`
 	Seq           int64     `json:"seq,omitempty"`
 	AppliedAt     time.Time `json:"applied_at,omitzero"`
 	Size          int64     `json:"size,omitempty"`
@@ -68,7 +69,7 @@ func writeCache(path, province string, st *store.Stored) error {
 	bw := bufio.NewWriter(tmp)
 	zw := gzip.NewWriter(bw)
 	err = json.NewEncoder(zw).Encode(cacheFile{Version: cacheVersion, Revision: st.Revision, Digest: st.Digest, Topology: st.JSON, Signature: st.Signature, KeyID: st.KeyID,
-		SignedPointer: st.SignedPointer, Province: province, Seq: st.Seq, AppliedAt: st.AppliedAt, Size: int64(st.Size), Parts: st.Chunks})
+		SignedPointer: st.SignedPointer, Province: province, Epoch: st.Epoch, Seq: st.Seq, AppliedAt: st.AppliedAt, Size: int64(st.Size), Parts: st.Chunks})
 	if err == nil {
 		err = zw.Close()
 	}
@@ -142,7 +143,7 @@ func readCache(path string) (*cached, error) {
 		return nil, fmt.Errorf("snapshot cache %s: %w", path, err)
 	}
 	return &cached{version: c.Version, Revision: c.Revision, Digest: c.Digest, Signature: c.Signature, KeyID: c.KeyID, signedPointer: c.SignedPointer,
-		pointer:     signing.Pointer{Province: c.Province, Seq: c.Seq, AppliedAt: c.AppliedAt, Digest: c.Digest, Size: c.Size, Parts: c.Parts},
+		pointer:     signing.Pointer{Province: c.Province, Epoch: c.Epoch, Seq: c.Seq, AppliedAt: c.AppliedAt, Digest: c.Digest, Size: c.Size, Parts: c.Parts},
 		confirmedAt: info.ModTime(), topology: t}, nil
 }
 

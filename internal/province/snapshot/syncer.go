@@ -60,13 +60,18 @@ type Syncer struct {
 	Shared func(context.Context) (string, error)
 
 	cur       atomic.Pointer[topology.Snapshot]
+	curDigest atomic.Value // string: the digest of the document cur was compiled from
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
-	badRev    int64        // a stored revision that failed to compile or verify; not retried
 	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
-	// seq and digest are the verified snapshot's apply: a pointer numbered
-	// below it, or as it with another document, is an old one put back.
-	seq       int64
-	digest    string
+	// held is the pointer the snapshot in use came from, bad one that
+	// failed to load, compile or verify (not retried): the store is
+	// compared with them by content and place, not by revision alone,
+	// since a rebuilt store numbers its revisions anew.
+	held, bad pointerID
+	// last is the verified snapshot's pointer: one made before it
+	// (signing.Pointer.Before), or at its place with another document,
+	// is an old one put back.
+	last      signing.Pointer
 	lastTouch time.Time
 
 	// The current outage, for Run's goroutine: when it began and how many
@@ -90,7 +95,7 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	for _, st := range []string{"fetch", "build", "cache"} {
 		s.errs.WithLabelValues(st)
 	}
-	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology revisions refused (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: a sequence not after the last verified; corrupt: a pointer or document that cannot be read as stored); the previous snapshot stays in use."}, []string{"reason"})
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_snapshot_rejected_total", Help: "Topology revisions refused (snapshot.trusted_keys), by reason (unsigned, unknown_key, bad_signature, old_format: the digest alone signed, replayed: made before the last verified, an older epoch or a sequence not after it; corrupt: a pointer or document that cannot be read as stored); the previous snapshot stays in use."}, []string{"reason"})
 	for _, r := range rejectReasons {
 		s.rejected.WithLabelValues(r)
 	}
@@ -119,6 +124,14 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 
 // Snapshot returns the current snapshot, or nil before the first one.
 func (s *Syncer) Snapshot() *topology.Snapshot { return s.cur.Load() }
+
+// Digest is the digest of the document the current snapshot was compiled
+// from ("" before the first): what `schedctl status` compares with the
+// store's, whatever the revision numbers say.
+func (s *Syncer) Digest() string {
+	d, _ := s.curDigest.Load().(string)
+	return d
+}
 
 // Age is the time since the snapshot was last confirmed current.
 func (s *Syncer) Age() time.Duration {
@@ -162,14 +175,15 @@ func (s *Syncer) LoadCache() error {
 		return fmt.Errorf("snapshot cache %s: revision %d refused: %w", s.CacheFile, c.Revision, err)
 	}
 	if verified {
-		s.seq, s.digest = c.pointer.Seq, c.Digest
+		s.last = c.pointer
 	}
 	snap, err := s.Limits.Compile(c.topology, c.Revision)
 	if err != nil {
 		s.count("cache")
 		return fmt.Errorf("snapshot cache %s: %w", s.CacheFile, err)
 	}
-	s.swap(snap, verified)
+	s.held = pointerID{rev: c.Revision, epoch: c.pointer.Epoch, seq: c.pointer.Seq, digest: c.Digest}
+	s.swap(snap, verified, c.Digest)
 	s.confirmed.Store(c.confirmedAt.UnixNano())
 	s.Logger.Info("serving the cached snapshot until the store answers", "revision", c.Revision, "age", time.Since(c.confirmedAt).Round(time.Second).String(), "file", s.CacheFile)
 	return nil
@@ -308,31 +322,54 @@ func (s *Syncer) revision() int64 {
 	return 0
 }
 
-// refresh confirms the held revision against the store and loads a new one
-// when it differs.
+// pointerID is what tells one stored pointer from another: its revision,
+// and its place and document, which a store rebuilt from nothing or from
+// a backup may hold at a revision the one before used for another.
+type pointerID struct {
+	rev, epoch, seq int64
+	digest          string
+}
+
+func idOf(p *store.Pointer) pointerID {
+	return pointerID{rev: p.Revision, epoch: p.Epoch, seq: p.Seq, digest: p.Digest}
+}
+
+// refresh confirms the held pointer against the store and loads the
+// document when the store's differs.
 func (s *Syncer) refresh(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, max(s.ConfirmInterval, time.Second))
-	rev, err := s.Source.CurrentRevision(cctx)
+	ptr, err := s.Source.CurrentPointer(cctx)
 	cancel()
-	if err != nil {
-		return fmt.Errorf("%w: %w", errUnreachable, err) // "store: read topology revision: ..."
+	switch {
+	case errors.Is(err, store.ErrNoTopology):
+		s.reachable()
+		s.confirm()
+		return nil
+	case errors.Is(err, store.ErrCorrupt):
+		s.reachable()
+		cctx, cancel := context.WithTimeout(ctx, max(s.ConfirmInterval, time.Second))
+		rev, rerr := s.Source.CurrentRevision(cctx)
+		cancel()
+		if rerr != nil {
+			return fmt.Errorf("%w: %w", errUnreachable, rerr)
+		}
+		if id := (pointerID{rev: rev}); id != s.bad {
+			return s.failedLoad(id, err)
+		}
+		s.confirm()
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %w", errUnreachable, err) // "store: read topology pointer: ..."
 	}
 	s.reachable()
-	if rev == 0 || rev == s.revision() || rev == s.badRev {
+	id := idOf(ptr)
+	if id == s.held || id == s.bad {
 		s.confirm()
 		return nil
 	}
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	ptr, err := s.Source.CurrentPointer(lctx)
-	if errors.Is(err, store.ErrNoTopology) {
-		s.confirm()
-		return nil
-	}
-	if err != nil {
-		return s.failedLoad(rev, err)
-	}
 	// The pointer is verified before anything it points at is read: a
 	// pointer not signed by a trusted key, or an old one put back, costs
 	// one signature check, not a download and decompression.
@@ -341,26 +378,27 @@ func (s *Syncer) refresh(ctx context.Context) error {
 		// Someone with write access to etcd but not the center's key, or a
 		// center signing with a key not trusted here: keep the last good
 		// snapshot; logged once per revision (badRev is not fetched again).
-		s.badRev = ptr.Revision
+		s.bad = id
 		s.Logger.Error("stored topology refused: its pointer does not verify; keeping the previous snapshot", "revision", ptr.Revision, "seq", ptr.Seq, "serving", s.revision(), "err", err)
 		return nil
 	}
 	st, err := s.Source.Load(lctx, ptr)
 	if err != nil {
-		return s.failedLoad(rev, err)
+		return s.failedLoad(id, err)
 	}
 	snap, err := s.Limits.Compile(st.Topology, st.Revision)
 	if err != nil {
 		// Written by a newer version or corrupted: keep serving what we have,
 		// let staleness grow so readiness and alerts notice.
 		s.count("build")
-		s.badRev = st.Revision
+		s.bad = id
 		s.Logger.Error("stored topology does not compile; keeping the previous snapshot", "revision", st.Revision, "err", err)
 		return nil
 	}
-	s.swap(snap, verified)
+	s.swap(snap, verified, st.Digest)
+	s.held = id
 	if verified {
-		s.seq, s.digest = st.Seq, st.Digest
+		s.last = ptr.Signed
 	}
 	s.confirm()
 	if s.metricsSet {
@@ -384,13 +422,13 @@ func (s *Syncer) refresh(ctx context.Context) error {
 // signature, once, and the last good snapshot stays in use and confirmed,
 // so that one bad write does not make every daemon unready; anything else
 // (etcd unreachable, a compaction meanwhile) is retried by Run.
-func (s *Syncer) failedLoad(rev int64, err error) error {
+func (s *Syncer) failedLoad(id pointerID, err error) error {
 	if !errors.Is(err, store.ErrCorrupt) {
-		return fmt.Errorf("load topology revision %d: %w", rev, err)
+		return fmt.Errorf("load topology revision %d: %w", id.rev, err)
 	}
-	s.badRev = rev
+	s.bad = id
 	s.refused(err)
-	s.Logger.Error("stored topology refused: it cannot be read as stored; keeping the previous snapshot", "revision", rev, "serving", s.revision(), "err", err)
+	s.Logger.Error("stored topology refused: it cannot be read as stored; keeping the previous snapshot", "revision", id.rev, "serving", s.revision(), "err", err)
 	s.confirm()
 	return nil
 }
@@ -415,8 +453,8 @@ func (s *Syncer) verify(p *store.Pointer) (verified bool, err error) {
 	default:
 		err = s.Verifier.VerifyPointer(p.Signed, p.KeyID, p.Signature)
 	}
-	if err == nil && s.digest != "" && (p.Seq < s.seq || p.Seq == s.seq && p.Digest != s.digest) {
-		err = fmt.Errorf("%w: sequence %d is not after %d, the last verified here (document %.12s)", errReplayed, p.Seq, s.seq, s.digest)
+	if l := s.last; err == nil && l.Digest != "" && (p.Signed.Before(l) || !l.Before(p.Signed) && p.Digest != l.Digest) {
+		err = fmt.Errorf("%w: %s is not after %s, the last verified here (document %.12s)", errReplayed, place(p.Signed), place(l), l.Digest)
 	}
 	s.refused(err)
 	return err == nil, err
@@ -443,6 +481,15 @@ func (s *Syncer) verifyCached(c *cached) (verified bool, err error) {
 // errReplayed: a signed pointer older than the one last verified.
 var errReplayed = errors.New("an older apply's signed pointer put back")
 
+// place names where an apply stands: its sequence, and the store's
+// founding when it has one.
+func place(p signing.Pointer) string {
+	if p.Epoch == 0 {
+		return fmt.Sprintf("sequence %d", p.Seq)
+	}
+	return fmt.Sprintf("sequence %d of the store founded %s", p.Seq, time.Unix(0, p.Epoch).UTC().Format(time.RFC3339Nano))
+}
+
 // refused counts a refusal by its reason.
 func (s *Syncer) refused(err error) {
 	if err == nil || !s.metricsSet {
@@ -464,8 +511,9 @@ func (s *Syncer) refused(err error) {
 	s.rejected.WithLabelValues(reason).Inc()
 }
 
-func (s *Syncer) swap(snap *topology.Snapshot, verified bool) {
+func (s *Syncer) swap(snap *topology.Snapshot, verified bool, digest string) {
 	s.verified.Store(verified)
+	s.curDigest.Store(digest)
 	s.cur.Store(snap)
 	if s.metricsSet {
 		s.swaps.Inc()

@@ -27,6 +27,7 @@ type Instance struct {
 	Hostname         string         `json:"hostname,omitempty"`
 	AdminAddress     string         `json:"admin_address,omitempty"`
 	SnapshotRevision int64          `json:"snapshot_revision"`
+	SnapshotDigest   string         `json:"snapshot_digest,omitempty"`
 	SnapshotAge      float64        `json:"snapshot_age_seconds"`
 	State            instance.State `json:"state"`
 	Announced        bool           `json:"announced"`

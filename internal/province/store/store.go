@@ -112,6 +112,13 @@ type pointer struct {
 	AppliedAt time.Time `json:"applied_at"`
 	// Seq numbers applies: the history key of this one.
 	Seq int64 `json:"seq,omitempty"`
+	// Epoch is the store's founding (unix nanoseconds; 0: founded before
+	// epochs): set by the first apply into a store without a pointer and
+	// by a restore, carried by every apply after. Readers order pointers
+	// by epoch, then sequence, so a store rebuilt from nothing, whose
+	// sequence starts again at 1, is served, and no pointer of the store
+	// it replaces can be put back.
+	Epoch int64 `json:"epoch,omitempty"`
 	// Signatures by the key KeyID (internal/security/signing), empty when
 	// the center has no signing key: PointerSignature of the pointer's
 	// signed fields (signing.Pointer), which readers of this release
@@ -139,13 +146,14 @@ func (p *pointer) signature() (sig []byte, ofPointer bool) {
 
 // signed is what p's pointer signature covers in the province of prefix.
 func (p *pointer) signed(prefix string) signing.Pointer {
-	return signing.Pointer{Province: prefix, Seq: p.Seq, AppliedAt: p.AppliedAt, Digest: p.Digest, Size: int64(p.Size), Parts: p.Chunks}
+	return signing.Pointer{Province: prefix, Epoch: p.Epoch, Seq: p.Seq, AppliedAt: p.AppliedAt, Digest: p.Digest, Size: int64(p.Size), Parts: p.Chunks}
 }
 
 // Pointer is the topology pointer as a reader finds it (CurrentPointer):
 // what it verifies before it reads the document (Load).
 type Pointer struct {
 	Revision int64 // the topology revision (the pointer's etcd ModRevision)
+	Epoch    int64 // the store's founding (pointer.Epoch)
 	Seq      int64 // the apply's sequence number
 	Digest   string
 	// Signed is what the signature covers (signing.Pointer), when
@@ -167,8 +175,10 @@ type Stored struct {
 	AppliedAt time.Time
 	JSON      []byte // canonical JSON of the document (Revision field zero)
 	Topology  *topology.Topology
-	// Seq, Size and Chunks are the pointer's: with AppliedAt, Digest and
-	// the province, what its signature covers when SignedPointer.
+	// Epoch, Seq, Size and Chunks are the pointer's: with AppliedAt,
+	// Digest and the province, what its signature covers when
+	// SignedPointer.
+	Epoch         int64
 	Seq           int64
 	Size, Chunks  int
 	SignedPointer bool
@@ -187,7 +197,7 @@ type Stored struct {
 // Signed is what st's pointer signature covers in the province of
 // prefix (when SignedPointer).
 func (st *Stored) Signed(prefix string) signing.Pointer {
-	return signing.Pointer{Province: prefix, Seq: st.Seq, AppliedAt: st.AppliedAt, Digest: st.Digest, Size: int64(st.Size), Parts: st.Chunks}
+	return signing.Pointer{Province: prefix, Epoch: st.Epoch, Seq: st.Seq, AppliedAt: st.AppliedAt, Digest: st.Digest, Size: int64(st.Size), Parts: st.Chunks}
 }
 
 // ErrNoTopology means nothing has been applied yet.
@@ -220,6 +230,9 @@ type ApplyOptions struct {
 	// Keep is how many revisions' documents stay in etcd; below 2 (or 0):
 	// DefaultHistoryKeep.
 	Keep int
+	// NewEpoch founds a new epoch (a restore): the pointer is numbered
+	// after every one the store held before, whatever its sequence.
+	NewEpoch bool
 	// Source is the document as the operator wrote it (the bytes of t),
 	// kept beside the canonical form for `get topology` and rollback; nil
 	// keeps none.
@@ -264,6 +277,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	}
 	var curRev int64
 	var curPtr pointer
+	found := opts.NewEpoch || len(cur.Kvs) == 0
 	if len(cur.Kvs) > 0 {
 		curRev = cur.Kvs[0].ModRevision
 		if err := json.Unmarshal(cur.Kvs[0].Value, &curPtr); err != nil {
@@ -274,7 +288,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 				return ApplyResult{}, fmt.Errorf("store: the current topology pointer (revision %d) is unreadable: %w; delete topology/current (etcdctl, as root) and apply again: the numbering goes on from the history", curRev, err)
 			}
 			s.log.Warn("current topology pointer is unreadable; overwriting it (force)", "revision", curRev, "err", err)
-			curPtr = pointer{Seq: s.lastSeq(ctx)}
+			curPtr, found = pointer{Seq: s.lastSeq(ctx)}, true
 		}
 	}
 	if opts.Expect != nil && *opts.Expect != curRev {
@@ -286,7 +300,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	// The same document is no change, unless it is to be signed by another
 	// key or in another format than it is (a signing key rotation, or a
 	// center upgraded from digest signatures, re-signs the current one).
-	if curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && len(curPtr.PointerSignature) > 0) {
+	if !found && curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && len(curPtr.PointerSignature) > 0) {
 		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
 	}
 
@@ -297,7 +311,14 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	// After the pointer's and the history's last: a pointer put back or
 	// deleted by someone without the key must not number this apply at or
 	// below what the readers verified.
-	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: max(curPtr.Seq, s.lastSeq(ctx)) + 1}
+	p := pointer{Digest: digest, Chunks: chunks, Size: len(data), AppliedAt: time.Now().UTC(), Seq: max(curPtr.Seq, s.lastSeq(ctx)) + 1, Epoch: curPtr.Epoch}
+	if found {
+		// A store without a pointer (new, rebuilt from nothing, or its
+		// pointer deleted or unreadable), or a restore: a new epoch, after
+		// the one it replaces here; readers order by it before the
+		// sequence (signing.Pointer.Before).
+		p.Epoch = max(p.AppliedAt.UnixNano(), curPtr.Epoch+1)
+	}
 	if opts.Source != nil {
 		if sd := SourceDigest(opts.Source); sd != digest {
 			if p.SourceChunks, err = s.writeBlob(ctx, sd, opts.Source); err != nil {
@@ -477,7 +498,7 @@ func (s *Store) CurrentPointer(ctx context.Context) (*Pointer, error) {
 	// keeps minutes), and the pointer was p at the read's revision all the
 	// same.
 	sig, signed := p.signature()
-	return &Pointer{Revision: kv.ModRevision, Seq: p.Seq, Digest: p.Digest, Signed: p.signed(s.prefix), SignedPointer: signed,
+	return &Pointer{Revision: kv.ModRevision, Epoch: p.Epoch, Seq: p.Seq, Digest: p.Digest, Signed: p.signed(s.prefix), SignedPointer: signed,
 		Signature: sig, KeyID: p.KeyID, p: p, at: resp.Header.Revision}, nil
 }
 
@@ -542,7 +563,7 @@ func (s *Store) load(ctx context.Context, p pointer, rev, at int64) (*Stored, er
 		return nil, corrupt("store: topology at revision %d: %v%s", rev, err, hint)
 	}
 	sig, signed := p.signature()
-	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Seq: p.Seq, Size: p.Size, Chunks: p.Chunks,
+	return &Stored{Revision: rev, Digest: p.Digest, AppliedAt: p.AppliedAt, JSON: data, Topology: t, Epoch: p.Epoch, Seq: p.Seq, Size: p.Size, Chunks: p.Chunks,
 		SignedPointer: signed, Signature: sig, KeyID: p.KeyID, SourceDigest: p.Source, sourceChunks: p.SourceChunks, at: at}, nil
 }
 

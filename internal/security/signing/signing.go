@@ -38,9 +38,13 @@ const PointerDomain = "anysched-topology-v2\n"
 // province, which apply (its sequence, never reused: a reader refuses one
 // at or below the last it verified), when, and the document (its digest,
 // its size once decompressed and the number of its parts), so that a
-// reader verifies all it will rely on before it reads a part.
+// reader verifies all it will rely on before it reads a part. Epoch names
+// the store the apply was made in (the unix nanoseconds of its founding:
+// the first apply into an empty store, or a restore); 0 is a store founded
+// before epochs, and its message is the one signed before they were.
 type Pointer struct {
 	Province  string // the store's key prefix
+	Epoch     int64
 	Seq       int64
 	AppliedAt time.Time
 	Digest    string
@@ -49,8 +53,23 @@ type Pointer struct {
 }
 
 func (p Pointer) message() []byte {
-	return fmt.Appendf([]byte(PointerDomain), "province %q\nseq %d\napplied %d\ndigest %s\nsize %d\nparts %d\n",
+	m := fmt.Appendf([]byte(PointerDomain), "province %q\nseq %d\napplied %d\ndigest %s\nsize %d\nparts %d\n",
 		p.Province, p.Seq, p.AppliedAt.UnixNano(), p.Digest, p.Size, p.Parts)
+	if p.Epoch != 0 {
+		m = fmt.Appendf(m, "epoch %d\n", p.Epoch)
+	}
+	return m
+}
+
+// Before reports whether p was made before q: in an earlier store (a lower
+// epoch), or in the same store with a lower sequence. A reader refuses a
+// pointer made before the last it verified, and one at the same place with
+// another document.
+func (p Pointer) Before(q Pointer) bool {
+	if p.Epoch != q.Epoch {
+		return p.Epoch < q.Epoch
+	}
+	return p.Seq < q.Seq
 }
 
 // KeyID names a public key: hex of the first 8 bytes of its SHA-256.

@@ -157,3 +157,45 @@ func TestOpStateDomains(t *testing.T) {
 		t.Errorf("unsigned: %v, want ErrUnsigned", err)
 	}
 }
+
+// The epoch is signed: a pointer's signature does not verify with another
+// epoch, and one of epoch 0 is the message signed before epochs existed
+// (so that its signature verifies as it always did). Pointers order by
+// epoch, then sequence.
+func TestPointerEpoch(t *testing.T) {
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := signing.NewSigner(key)
+	v := signing.NewVerifier(s.Public())
+	at := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	p := signing.Pointer{Province: "/anysched/", Epoch: at.UnixNano(), Seq: 3, AppliedAt: at, Digest: "d", Size: 10, Parts: 1}
+	sig := s.SignPointer(p)
+	if err := v.VerifyPointer(p, s.KeyID(), sig); err != nil {
+		t.Fatalf("own signature: %v", err)
+	}
+	for name, other := range map[string]signing.Pointer{
+		"another epoch": {Province: p.Province, Epoch: p.Epoch + 1, Seq: p.Seq, AppliedAt: at, Digest: p.Digest, Size: p.Size, Parts: p.Parts},
+		"no epoch":      {Province: p.Province, Seq: p.Seq, AppliedAt: at, Digest: p.Digest, Size: p.Size, Parts: p.Parts},
+	} {
+		if err := v.VerifyPointer(other, s.KeyID(), sig); !errors.Is(err, signing.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b signing.Pointer
+		want bool
+	}{
+		{"a lower sequence, same epoch", signing.Pointer{Epoch: 5, Seq: 2}, signing.Pointer{Epoch: 5, Seq: 3}, true},
+		{"the same place", signing.Pointer{Epoch: 5, Seq: 3}, signing.Pointer{Epoch: 5, Seq: 3}, false},
+		{"a higher sequence of an older epoch", signing.Pointer{Epoch: 4, Seq: 900}, signing.Pointer{Epoch: 5, Seq: 1}, true},
+		{"a store before epochs", signing.Pointer{Seq: 900}, signing.Pointer{Epoch: 5, Seq: 1}, true},
+		{"a newer epoch from 1", signing.Pointer{Epoch: 6, Seq: 1}, signing.Pointer{Epoch: 5, Seq: 900}, false},
+	} {
+		if got := tc.a.Before(tc.b); got != tc.want {
+			t.Errorf("%s: Before = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

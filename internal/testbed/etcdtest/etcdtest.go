@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,21 @@ func (e *Etcd) Restart() {
 	if !e.Running {
 		e.startNow()
 	}
+}
+
+// Wipe loses the store whole: etcd is stopped, its data deleted, and it
+// starts again empty on the same ports, as a rebuilt store does (its
+// revisions numbered anew).
+func (e *Etcd) Wipe() {
+	e.t.Helper()
+	e.Stop()
+	if err := os.RemoveAll(e.dir); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	e.startNow()
 }
 
 // Client returns a plain client closed at the end of the test.

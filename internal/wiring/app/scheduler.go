@@ -254,10 +254,10 @@ func (s *Scheduler) instance() store.Instance {
 	case snap == nil:
 		in.State = instance.Starting
 	case s.Ready() != nil:
-		in.SnapshotRevision = snap.Revision
+		in.SnapshotRevision, in.SnapshotDigest = snap.Revision, s.Syncer.Digest()
 		in.State = instance.Stale
 	default:
-		in.SnapshotRevision = snap.Revision
+		in.SnapshotRevision, in.SnapshotDigest = snap.Revision, s.Syncer.Digest()
 		in.State = instance.Ready
 	}
 	return in

@@ -3546,7 +3546,13 @@ type StatusResponse struct {
 	CenterTraffic []*RegionTraffic `protobuf:"bytes,7,rep,name=center_traffic,json=centerTraffic,proto3" json:"center_traffic,omitempty"`
 	// The store's size against its quota and its alarms, as the answering
 	// center's etcd housekeeper last read them (unset: not reported).
-	Etcd          *EtcdStatus `protobuf:"bytes,8,opt,name=etcd,proto3" json:"etcd,omitempty"`
+	Etcd *EtcdStatus `protobuf:"bytes,8,opt,name=etcd,proto3" json:"etcd,omitempty"`
+	// The stored topology's digest (hex SHA-256 of its canonical form; ""
+	// when none is applied) and the store's epoch (unix nanoseconds of its
+	// founding; 0: founded before epochs): each instance's snapshot_digest
+	// equal to it serves what the store holds, whatever the revisions say.
+	Digest        string `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	Epoch         int64  `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3635,6 +3641,20 @@ func (x *StatusResponse) GetEtcd() *EtcdStatus {
 		return x.Etcd
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // EtcdStatus is the province's etcd as a center's housekeeper sees it
@@ -4012,9 +4032,12 @@ type Instance struct {
 	Traffic []*RegionTraffic `protobuf:"bytes,17,rep,name=traffic,proto3" json:"traffic,omitempty"`
 	// The plans a central scheduler makes for cities whose schedulers are
 	// gone (their STBs reach it), one per region.
-	Planning      []*QoEPlan `protobuf:"bytes,18,rep,name=planning,proto3" json:"planning,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Planning []*QoEPlan `protobuf:"bytes,18,rep,name=planning,proto3" json:"planning,omitempty"`
+	// The digest of the topology document its snapshot was compiled from
+	// ("" before it has one, or from a release before).
+	SnapshotDigest string `protobuf:"bytes,19,opt,name=snapshot_digest,json=snapshotDigest,proto3" json:"snapshot_digest,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -4171,6 +4194,13 @@ func (x *Instance) GetPlanning() []*QoEPlan {
 		return x.Planning
 	}
 	return nil
+}
+
+func (x *Instance) GetSnapshotDigest() string {
+	if x != nil {
+		return x.SnapshotDigest
+	}
+	return ""
 }
 
 // QoEPlan summarises a regional scheduler's current allocation plan.
@@ -4532,7 +4562,7 @@ var File_anysched_v1_admin_proto protoreflect.FileDescriptor
 
 const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"L\n" +
+	"\x17anysched/v1/admin.proto\x12\vanysched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18anysched/v1/backup.proto\"L\n" +
 	"\x13PlanFailuresRequest\x12\x18\n" +
 	"\aregions\x18\x01 \x03(\tR\aregions\x12\x1b\n" +
 	"\tbudget_ms\x18\x02 \x01(\x05R\bbudgetMs\"\xaa\x01\n" +
@@ -4809,7 +4839,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\asummary\x18\x03 \x01(\v2\x1c.anysched.v1.TopologySummaryR\asummary\x129\n" +
 	"\n" +
 	"applied_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\x0f\n" +
-	"\rStatusRequest\"\x8c\x03\n" +
+	"\rStatusRequest\"\xba\x03\n" +
 	"\x0eStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
 	"\tinstances\x18\x02 \x03(\v2\x15.anysched.v1.InstanceR\tinstances\x123\n" +
@@ -4818,7 +4848,10 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x06drains\x18\x05 \x03(\v2\x17.anysched.v1.DrainEntryR\x06drains\x12\x1b\n" +
 	"\tcenter_id\x18\x06 \x01(\tR\bcenterId\x12A\n" +
 	"\x0ecenter_traffic\x18\a \x03(\v2\x1a.anysched.v1.RegionTrafficR\rcenterTraffic\x12+\n" +
-	"\x04etcd\x18\b \x01(\v2\x17.anysched.v1.EtcdStatusR\x04etcd\"\xaf\x03\n" +
+	"\x04etcd\x18\b \x01(\v2\x17.anysched.v1.EtcdStatusR\x04etcd\x12\x16\n" +
+	"\x06digest\x18\t \x01(\tR\x06digest\x12\x14\n" +
+	"\x05epoch\x18\n" +
+	" \x01(\x03R\x05epoch\"\xaf\x03\n" +
 	"\n" +
 	"EtcdStatus\x12;\n" +
 	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -4850,7 +4883,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x127\n" +
 	"\trun_start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brunStart\x12.\n" +
-	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xb4\x05\n" +
+	"\x04last\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04last\"\xdd\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -4872,7 +4905,8 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tbgp_peers\x18\x0f \x03(\v2\x14.anysched.v1.BGPPeerR\bbgpPeers\x12&\n" +
 	"\x03qoe\x18\x10 \x01(\v2\x14.anysched.v1.QoEPlanR\x03qoe\x124\n" +
 	"\atraffic\x18\x11 \x03(\v2\x1a.anysched.v1.RegionTrafficR\atraffic\x120\n" +
-	"\bplanning\x18\x12 \x03(\v2\x14.anysched.v1.QoEPlanR\bplanning\"\xb8\x03\n" +
+	"\bplanning\x18\x12 \x03(\v2\x14.anysched.v1.QoEPlanR\bplanning\x12'\n" +
+	"\x0fsnapshot_digest\x18\x13 \x01(\tR\x0esnapshotDigest\"\xb8\x03\n" +
 	"\aQoEPlan\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x03R\bsessions\x12\x18\n" +
 	"\aplanned\x18\x02 \x01(\x03R\aplanned\x12\x1a\n" +
@@ -4908,7 +4942,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\aBGPPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xb5\v\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xbe\f\n" +
 	"\x05Admin\x12V\n" +
 	"\rApplyTopology\x12!.anysched.v1.ApplyTopologyRequest\x1a\".anysched.v1.ApplyTopologyResponse\x12P\n" +
 	"\vGetTopology\x12\x1f.anysched.v1.GetTopologyRequest\x1a .anysched.v1.GetTopologyResponse\x12A\n" +
@@ -4930,7 +4964,9 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"GetBalance\x12\x1e.anysched.v1.GetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12J\n" +
 	"\n" +
 	"SetBalance\x12\x1e.anysched.v1.SetBalanceRequest\x1a\x1c.anysched.v1.BalanceResponse\x12S\n" +
-	"\fPlanFailures\x12 .anysched.v1.PlanFailuresRequest\x1a!.anysched.v1.PlanFailuresResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
+	"\fPlanFailures\x12 .anysched.v1.PlanFailuresRequest\x1a!.anysched.v1.PlanFailuresResponse\x12A\n" +
+	"\x06Backup\x12\x1a.anysched.v1.BackupRequest\x1a\x1b.anysched.v1.BackupResponse\x12D\n" +
+	"\aRestore\x12\x1b.anysched.v1.RestoreRequest\x1a\x1c.anysched.v1.RestoreResponseB;Z9github.com/anysched/anysched/proto/anysched/v1;anyschedv1b\x06proto3"
 
 var (
 	file_anysched_v1_admin_proto_rawDescOnce sync.Once
@@ -5004,6 +5040,10 @@ var file_anysched_v1_admin_proto_goTypes = []any{
 	(*DrainForecast)(nil),            // 55: anysched.v1.DrainForecast
 	(*BGPPeer)(nil),                  // 56: anysched.v1.BGPPeer
 	(*timestamppb.Timestamp)(nil),    // 57: google.protobuf.Timestamp
+	(*BackupRequest)(nil),            // 58: anysched.v1.BackupRequest
+	(*RestoreRequest)(nil),           // 59: anysched.v1.RestoreRequest
+	(*BackupResponse)(nil),           // 60: anysched.v1.BackupResponse
+	(*RestoreResponse)(nil),          // 61: anysched.v1.RestoreResponse
 }
 var file_anysched_v1_admin_proto_depIdxs = []int32{
 	57, // 0: anysched.v1.PlanFailuresResponse.made:type_name -> google.protobuf.Timestamp
@@ -5082,27 +5122,31 @@ var file_anysched_v1_admin_proto_depIdxs = []int32{
 	6,  // 73: anysched.v1.Admin.GetBalance:input_type -> anysched.v1.GetBalanceRequest
 	7,  // 74: anysched.v1.Admin.SetBalance:input_type -> anysched.v1.SetBalanceRequest
 	0,  // 75: anysched.v1.Admin.PlanFailures:input_type -> anysched.v1.PlanFailuresRequest
-	43, // 76: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
-	46, // 77: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
-	48, // 78: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
-	40, // 79: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
-	29, // 80: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
-	29, // 81: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
-	26, // 82: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
-	26, // 83: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
-	32, // 84: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
-	34, // 85: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
-	32, // 86: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
-	14, // 87: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
-	16, // 88: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
-	43, // 89: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
-	23, // 90: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
-	11, // 91: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
-	8,  // 92: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
-	8,  // 93: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
-	1,  // 94: anysched.v1.Admin.PlanFailures:output_type -> anysched.v1.PlanFailuresResponse
-	76, // [76:95] is the sub-list for method output_type
-	57, // [57:76] is the sub-list for method input_type
+	58, // 76: anysched.v1.Admin.Backup:input_type -> anysched.v1.BackupRequest
+	59, // 77: anysched.v1.Admin.Restore:input_type -> anysched.v1.RestoreRequest
+	43, // 78: anysched.v1.Admin.ApplyTopology:output_type -> anysched.v1.ApplyTopologyResponse
+	46, // 79: anysched.v1.Admin.GetTopology:output_type -> anysched.v1.GetTopologyResponse
+	48, // 80: anysched.v1.Admin.Status:output_type -> anysched.v1.StatusResponse
+	40, // 81: anysched.v1.Admin.Explain:output_type -> anysched.v1.ExplainResponse
+	29, // 82: anysched.v1.Admin.Drain:output_type -> anysched.v1.DrainResponse
+	29, // 83: anysched.v1.Admin.Undrain:output_type -> anysched.v1.DrainResponse
+	26, // 84: anysched.v1.Admin.Drill:output_type -> anysched.v1.DrillResponse
+	26, // 85: anysched.v1.Admin.DrillEtcdLoss:output_type -> anysched.v1.DrillResponse
+	32, // 86: anysched.v1.Admin.Maintenance:output_type -> anysched.v1.MaintenanceResponse
+	34, // 87: anysched.v1.Admin.ListMaintenance:output_type -> anysched.v1.ListMaintenanceResponse
+	32, // 88: anysched.v1.Admin.CancelMaintenance:output_type -> anysched.v1.MaintenanceResponse
+	14, // 89: anysched.v1.Admin.History:output_type -> anysched.v1.HistoryResponse
+	16, // 90: anysched.v1.Admin.DiffTopology:output_type -> anysched.v1.DiffTopologyResponse
+	43, // 91: anysched.v1.Admin.Rollback:output_type -> anysched.v1.ApplyTopologyResponse
+	23, // 92: anysched.v1.Admin.Audit:output_type -> anysched.v1.AuditResponse
+	11, // 93: anysched.v1.Admin.WhoAmI:output_type -> anysched.v1.WhoAmIResponse
+	8,  // 94: anysched.v1.Admin.GetBalance:output_type -> anysched.v1.BalanceResponse
+	8,  // 95: anysched.v1.Admin.SetBalance:output_type -> anysched.v1.BalanceResponse
+	1,  // 96: anysched.v1.Admin.PlanFailures:output_type -> anysched.v1.PlanFailuresResponse
+	60, // 97: anysched.v1.Admin.Backup:output_type -> anysched.v1.BackupResponse
+	61, // 98: anysched.v1.Admin.Restore:output_type -> anysched.v1.RestoreResponse
+	78, // [78:99] is the sub-list for method output_type
+	57, // [57:78] is the sub-list for method input_type
 	57, // [57:57] is the sub-list for extension type_name
 	57, // [57:57] is the sub-list for extension extendee
 	0,  // [0:57] is the sub-list for field type_name
@@ -5113,6 +5157,7 @@ func file_anysched_v1_admin_proto_init() {
 	if File_anysched_v1_admin_proto != nil {
 		return
 	}
+	file_anysched_v1_backup_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

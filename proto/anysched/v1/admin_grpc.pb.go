@@ -41,6 +41,8 @@ const (
 	Admin_GetBalance_FullMethodName        = "/anysched.v1.Admin/GetBalance"
 	Admin_SetBalance_FullMethodName        = "/anysched.v1.Admin/SetBalance"
 	Admin_PlanFailures_FullMethodName      = "/anysched.v1.Admin/PlanFailures"
+	Admin_Backup_FullMethodName            = "/anysched.v1.Admin/Backup"
+	Admin_Restore_FullMethodName           = "/anysched.v1.Admin/Restore"
 )
 
 // AdminClient is the client API for Admin service.
@@ -105,6 +107,11 @@ type AdminClient interface {
 	// and a proposed fallback order with the capacity each city of it should
 	// hold in reserve. It writes nothing; one runs at a time.
 	PlanFailures(ctx context.Context, in *PlanFailuresRequest, opts ...grpc.CallOption) (*PlanFailuresResponse, error)
+	// Backup reads what rebuilding the province needs (admin).
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	// Restore writes a backup into an empty store (admin), validated whole
+	// before anything is written.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 }
 
 type adminClient struct {
@@ -305,6 +312,26 @@ func (c *adminClient) PlanFailures(ctx context.Context, in *PlanFailuresRequest,
 	return out, nil
 }
 
+func (c *adminClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Admin_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, Admin_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -367,6 +394,11 @@ type AdminServer interface {
 	// and a proposed fallback order with the capacity each city of it should
 	// hold in reserve. It writes nothing; one runs at a time.
 	PlanFailures(context.Context, *PlanFailuresRequest) (*PlanFailuresResponse, error)
+	// Backup reads what rebuilding the province needs (admin).
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	// Restore writes a backup into an empty store (admin), validated whole
+	// before anything is written.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -433,6 +465,12 @@ func (UnimplementedAdminServer) SetBalance(context.Context, *SetBalanceRequest) 
 }
 func (UnimplementedAdminServer) PlanFailures(context.Context, *PlanFailuresRequest) (*PlanFailuresResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PlanFailures not implemented")
+}
+func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedAdminServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -797,6 +835,42 @@ func _Admin_PlanFailures_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -879,6 +953,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PlanFailures",
 			Handler:    _Admin_PlanFailures_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Admin_Backup_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _Admin_Restore_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
