@@ -184,6 +184,11 @@ func (a *Allocator) transition(ctx context.Context, snap *topology.Snapshot, m m
 	}
 	a.log.Info("STBs of the region: planning")
 	if m.safe {
+		// etcd unreadable: the region's last published plan is read at
+		// the first solve that reads the claims again (Solve), not
+		// never: a center's planner started while a stopping city's
+		// scheduler took etcd's attention planned the city cold.
+		a.adoptNext.Store(true)
 		return live
 	}
 	a.adoptNext.Store(false)

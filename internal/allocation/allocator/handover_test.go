@@ -290,3 +290,44 @@ func TestStandInPublishesEveryPeriod(t *testing.T) {
 		t.Fatalf("the city, ranked first, published at %v within its state interval of its last at %v", made, cityMade)
 	}
 }
+
+// TestHandOnPublishesThePlanNow: a stopping scheduler hands its plan on
+// before its route is withdrawn, however recently it last published: the
+// state in etcd then holds every viewer the plan has, not the few of its
+// first plan (state_interval later).
+func TestHandOnPublishesThePlanNow(t *testing.T) {
+	h := newHandover(t, Config{StateInterval: time.Hour}, Config{})
+	city, ctx := h.city, context.Background()
+	h.ask(t, city, 0)
+	city.a.Solve(ctx) // the first active plan is published
+	viewers := []string{"100.64.1.9", "100.64.2.9"}
+	for i, ip := range viewers { // two more viewers, planned a period later
+		if code, _, body := city.get(ip, "live.iptv.example", fmt.Sprintf("/ch%d/index.m3u8?token=%s", 7+i, signed(t, fmt.Sprintf("late%d", i), 5000)), ""); code != 302 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	h.clk.Advance(time.Second)
+	city.a.Solve(ctx)
+	sessions := func() int {
+		st, err := h.etcd.Store().AllocState(ctx, "hefei", "")
+		if err != nil || st == nil {
+			t.Fatalf("state: %v %v", st, err)
+		}
+		return len(st.Sessions)
+	}
+	if n := sessions(); n != len(handoverViewers) {
+		t.Fatalf("published before the hand-on: %d sessions, want the first plan's %d (state_interval not over)", n, len(handoverViewers))
+	}
+	city.a.HandOn(ctx)
+	if n := sessions(); n != len(handoverViewers)+len(viewers) {
+		t.Errorf("handed on: %d sessions, want %d", n, len(handoverViewers)+len(viewers))
+	}
+	// Idle (the route withdrawn, the plan published): nothing more to hand on.
+	h.routed.Store(false)
+	city.a.Solve(ctx)
+	before, _ := h.etcd.Store().AllocState(ctx, "hefei", "")
+	city.a.HandOn(ctx)
+	if after, _ := h.etcd.Store().AllocState(ctx, "hefei", ""); !after.Made.Equal(before.Made) {
+		t.Errorf("an idle planner published again: %v then %v", before.Made, after.Made)
+	}
+}

@@ -22,12 +22,7 @@ func (a *Allocator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			a.solveMu.Lock()
-			if p := a.plan.Load(); p != nil && !p.idle && !p.stats.SafeMode {
-				// The next planner of the region starts from here.
-				a.publishState(rctx, p, a.sessions.sweep(a.now().Add(-a.cfg.SessionTTL).UnixNano()), a.now())
-			}
-			a.solveMu.Unlock()
+			a.HandOn(rctx)
 			if err := a.board.Release(rctx); err != nil {
 				a.log.Warn("releasing capacity claims failed; they expire with their lease", "err", err)
 			}
@@ -254,4 +249,18 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// HandOn publishes the region's plan state now, for the planner that takes
+// the region's STBs next: when the scheduler stops, before its route is
+// withdrawn (announce.Route.BeforeWithdraw), since the next planner
+// adopts the freshest state as soon as the first STB reaches it, and
+// again when the planner ends. Nothing without an active plan (idle, or in
+// safe mode: not this instance's to hand on).
+func (a *Allocator) HandOn(ctx context.Context) {
+	a.solveMu.Lock()
+	defer a.solveMu.Unlock()
+	if p := a.plan.Load(); p != nil && !p.idle && !p.stats.SafeMode {
+		a.publishState(ctx, p, a.sessions.sweep(a.now().Add(-a.cfg.SessionTTL).UnixNano()), a.now())
+	}
 }

@@ -20,6 +20,12 @@ type Route struct {
 	// nil: the host's business.
 	VIP    func() (*netconfig.VIP, error)
 	Logger *slog.Logger
+	// BeforeWithdraw, if set, runs once when ctx ends, before the
+	// controller withdraws: what must be handed on while the route still
+	// brings the STBs here (a planner's last plan, which the next planner
+	// starts from as soon as the STBs reach it). It should be bounded: the
+	// withdrawal waits for it. Not run when a component fails.
+	BeforeWithdraw func()
 }
 
 // Serve runs the scheduler's components (run) with the route until ctx
@@ -35,8 +41,19 @@ func (r *Route) Serve(ctx context.Context, run func(context.Context) error) erro
 	g.Go(func() error { return run(gctx) })
 	g.Go(func() error { return r.Speaker.Run(gctx) })
 	g.Go(func() error {
-		ctrlCtx, cancel := context.WithCancel(ctx)
+		// The controller stops when ctx ends, after BeforeWithdraw.
+		ctrlCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+				if r.BeforeWithdraw != nil {
+					r.BeforeWithdraw()
+				}
+				cancel()
+			case <-gctx.Done():
+			}
+		}()
 		go func() {
 			<-gctx.Done()
 			r.Controller.StopFast()

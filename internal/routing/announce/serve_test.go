@@ -70,6 +70,37 @@ func TestServeStopsInOrder(t *testing.T) {
 	}
 }
 
+// TestServeHandsOnBeforeWithdrawing: BeforeWithdraw runs when the stop
+// begins, while the route is still announced, and the withdrawal waits
+// for it.
+func TestServeHandsOnBeforeWithdrawing(t *testing.T) {
+	sp := &timed{}
+	r := route(sp, 10*time.Millisecond)
+	const handing = 200 * time.Millisecond
+	var ran, announcedThen bool
+	var handed time.Time
+	r.BeforeWithdraw = func() {
+		announcedThen, _ = sp.state()
+		time.Sleep(handing) // the withdrawal must wait for this
+		ran, handed = true, time.Now()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
+	wait.For(t, "announced", wait.DefaultTimeout, func() bool { a, _ := sp.state(); return a })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	_, withdrawn := sp.state()
+	if !ran || !announcedThen {
+		t.Fatalf("BeforeWithdraw ran %v, with the route announced %v", ran, announcedThen)
+	}
+	if withdrawn.Before(handed) {
+		t.Errorf("withdrawn %v before BeforeWithdraw returned", handed.Sub(withdrawn))
+	}
+}
+
 // TestServeFailingComponentWithdrawsAtOnce: a component's failure
 // withdraws the route without the drain and ends Serve with the failure.
 func TestServeFailingComponentWithdrawsAtOnce(t *testing.T) {

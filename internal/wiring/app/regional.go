@@ -57,6 +57,15 @@ func RunRegional(ctx context.Context, c config.Regional, log *slog.Logger, opts 
 		return err
 	}
 	s.swapHooks = append(s.swapHooks, s.warnUnknownRegion)
+	if s.announcer != nil {
+		// The city's last plan goes to etcd before its route is withdrawn:
+		// the planner its STBs reach next starts from it at once.
+		s.announcer.BeforeWithdraw = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			s.allocator.HandOn(ctx)
+		}
+	}
 	comps := append(s.Components(), s.allocator.Run, con.Run)
 	if agent != nil {
 		s.swapHooks = append(s.swapHooks, agent.SetSnapshot)
