@@ -49,13 +49,14 @@ func (s *Service) Restore(ctx context.Context, req *pb.RestoreRequest) (*pb.Rest
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	caller, _ := authz.FromContext(ctx)
-	res, err := backup.Restore(ctx, s.Store, c, backup.Options{Force: req.GetForce(), Signer: s.Apply.Signer, Identity: caller.Identity})
+	res, err := backup.Restore(ctx, s.Store, c, backup.Options{Force: req.GetForce(), Signer: s.Apply.Signer, Identity: caller.Identity, Keep: s.Apply.HistoryKeep})
 	if errors.Is(err, backup.ErrNotEmpty) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
+	audit.Annotate(ctx, func(n *audit.Note) { n.Revision = res.Revision })
 	out := &pb.RestoreResponse{Keys: int32(res.Keys), Revision: res.Revision, Seq: res.Seq, Epoch: res.Epoch, Digest: b.Digest, Drains: int32(c.Drains)}
 	if roles, err := backup.Roles(ctx, s.Store.Client()); err == nil {
 		out.RoleDifferences = backup.RoleDiff(b.Roles, roles)

@@ -267,6 +267,12 @@ func Check(b *Backup, prefix string, limits topology.Limits) (*Checked, error) {
 		if _, err := limits.Compile(st.Topology, 0); err != nil {
 			return nil, fmt.Errorf("backup: the current topology (%.12s) does not validate: %w", st.Digest, err)
 		}
+		// Restored, the document is applied again: refuse one this release
+		// would store as another document (another canonical encoding)
+		// before anything is written, not after.
+		if _, digest, err := store.Canonical(st.Topology); err != nil || digest != st.Digest {
+			return nil, fmt.Errorf("backup: the current topology (%.12s) would be restored as another document (%.12s, %v): restore it with the release that took the backup", st.Digest, digest, err)
+		}
 	}
 	c.topology, c.source = st, src
 	return c, nil
@@ -285,6 +291,9 @@ type Options struct {
 	Signer *signing.Signer
 	// Identity is who restores, for the history entry.
 	Identity string
+	// Keep is how many revisions' documents stay in etcd (the center's
+	// apply.history_keep; 0: the store's default).
+	Keep int
 }
 
 // Result says what Restore wrote.
@@ -312,15 +321,15 @@ func Restore(ctx context.Context, st *store.Store, c *Checked, o Options) (Resul
 	if n > 0 && !o.Force {
 		return Result{}, fmt.Errorf("%w: it holds %d key(s) a backup restores (topology, drains, balance); restore into an empty store, or force to replace them", ErrNotEmpty, n)
 	}
+	// Forced: what the scope held is replaced, not cleared first. The
+	// backup's keys are put over it and its topology made current, and only
+	// then is what the backup does not hold deleted, so that the cities
+	// never see a store without a topology or with its drains lifted, and
+	// a write that fails leaves the old state, not half of either.
+	var stale []string
 	if n > 0 {
-		for _, s := range scope {
-			opts := []clientv3.OpOption{}
-			if strings.HasSuffix(s, "/") {
-				opts = append(opts, clientv3.WithPrefix())
-			}
-			if _, err := cli.Delete(ctx, prefix+s, opts...); err != nil {
-				return Result{}, fmt.Errorf("restore: clear %s: %w", s, err)
-			}
+		if stale, err = scopeKeys(ctx, cli, prefix); err != nil {
+			return Result{}, err
 		}
 	}
 	var res Result
@@ -352,23 +361,46 @@ func Restore(ctx context.Context, st *store.Store, c *Checked, o Options) (Resul
 	if err := flush(); err != nil {
 		return res, err
 	}
-	if c.topology == nil {
-		return res, nil
+	if c.topology != nil {
+		note := fmt.Sprintf("restore of the backup taken %s (sequence %d)", c.TakenAt.Format(time.RFC3339), c.Seq)
+		ar, err := st.Apply(ctx, c.topology.Topology, store.ApplyOptions{Force: true, NewEpoch: true, EpochAfter: c.Epoch,
+			Signer: o.Signer, Identity: o.Identity, Note: note, Source: c.source, Keep: o.Keep})
+		if err != nil {
+			return res, fmt.Errorf("restore: make the backup's topology current: %w", err)
+		}
+		res.Revision, res.Epoch, res.Seq = ar.Revision, ar.Epoch, ar.Seq
 	}
-	note := fmt.Sprintf("restore of the backup taken %s (sequence %d)", c.TakenAt.Format(time.RFC3339), c.Seq)
-	ar, err := st.Apply(ctx, c.topology.Topology, store.ApplyOptions{Force: true, NewEpoch: true, Signer: o.Signer, Identity: o.Identity, Note: note, Source: c.source})
-	if err != nil {
-		return res, fmt.Errorf("restore: make the backup's topology current: %w", err)
+	// What the scope held that the backup does not (the apply above wrote
+	// its own documents and history entry after this list was read).
+	for _, k := range stale {
+		if _, ok := c.keys[k]; ok || k == keyspace.KeyTopologyCurrent {
+			continue
+		}
+		if _, err := cli.Delete(ctx, prefix+k); err != nil {
+			return res, fmt.Errorf("restore: delete %s, which the backup does not hold: %w", k, err)
+		}
 	}
-	if ar.Digest != c.Digest {
-		return res, fmt.Errorf("restore: the topology restored as %.12s, the backup's is %.12s", ar.Digest, c.Digest)
-	}
-	p, err := st.CurrentPointer(ctx)
-	if err != nil {
-		return res, fmt.Errorf("restore: read the restored pointer: %w", err)
-	}
-	res.Revision, res.Epoch, res.Seq = ar.Revision, p.Epoch, p.Seq
 	return res, nil
+}
+
+// scopeKeys lists the keys in the backup's scope the store holds, without
+// the prefix.
+func scopeKeys(ctx context.Context, cli *clientv3.Client, prefix string) ([]string, error) {
+	var out []string
+	for _, s := range scope {
+		opts := []clientv3.OpOption{clientv3.WithKeysOnly()}
+		if strings.HasSuffix(s, "/") {
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		resp, err := cli.Get(ctx, prefix+s, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("restore: read the store: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			out = append(out, strings.TrimPrefix(string(kv.Key), prefix))
+		}
+	}
+	return out, nil
 }
 
 // held counts the keys in the backup's scope the store holds.

@@ -113,8 +113,70 @@ func TestRestoreIntoAnEmptyStore(t *testing.T) {
 	if _, err := backup.Restore(ctx, st, c, backup.Options{Signer: center}); !errors.Is(err, backup.ErrNotEmpty) {
 		t.Errorf("restore into a restored store: %v, want ErrNotEmpty", err)
 	}
-	if _, err := backup.Restore(ctx, st, c, backup.Options{Signer: center, Force: true}); err != nil {
-		t.Errorf("forced restore: %v", err)
+	// Forced over a store that moved on: a drain the backup does not hold
+	// is gone, its own drain stays, its topology is current again.
+	extra := opstate.Drain{Kind: "server", Name: fixture.Weighted(t, 100).Nodes[0].Servers[1].Name, Reason: "after the backup", At: time.Now()}
+	if err := opstate.SetDrain(ctx, e.Client(), e.Prefix, center, extra); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, fixture.Weighted(t, 150), store.ApplyOptions{Signer: center}); err != nil {
+		t.Fatal(err)
+	}
+	kept := fixture.Weighted(t, 100).Nodes[0].Servers[0].Name // the backup's drain
+	// What the cities watch meanwhile: the pointer and the backup's drain
+	// are never deleted (they would see no topology, the drain lifted).
+	from, err := e.Client().Get(ctx, e.Prefix+"topology/current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch := e.Client().Watch(wctx, e.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from.Header.Revision+1))
+	forced, err := backup.Restore(ctx, st, c, backup.Options{Signer: center, Force: true})
+	if err != nil {
+		t.Fatalf("forced restore: %v", err)
+	}
+	end, err := e.Client().Get(ctx, e.Prefix+"topology/current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seen := from.Header.Revision; seen < end.Header.Revision; {
+		wr := <-watch
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			seen = max(seen, ev.Kv.ModRevision)
+			k := strings.TrimPrefix(string(ev.Kv.Key), e.Prefix)
+			if ev.Type == clientv3.EventTypeDelete && (k == "topology/current" || strings.HasSuffix(k, "/"+kept)) {
+				t.Errorf("the forced restore deleted %s while it ran", k)
+			}
+		}
+	}
+	after, err := st.CurrentPointer(ctx)
+	if err != nil || after.Digest != lostPtr.Digest || after.Epoch != forced.Epoch || after.Seq != forced.Seq {
+		t.Errorf("after the forced restore: %.12s epoch %d seq %d (%v); want %.12s, the result's epoch %d seq %d", after.Digest, after.Epoch, after.Seq, err, lostPtr.Digest, forced.Epoch, forced.Seq)
+	}
+	left, err := e.Client().Get(ctx, e.Prefix+"drain/", clientv3.WithPrefix())
+	if err != nil || len(left.Kvs) != 1 || !bytes.Contains(left.Kvs[0].Value, []byte("disk swap")) {
+		t.Errorf("drains after the forced restore: %d (%v); want the backup's one only", len(left.Kvs), err)
+	}
+}
+
+// TestRestoredEpochFollowsTheBackups: a center whose clock is behind the
+// lost store's founding still founds a later epoch (EpochAfter), not one
+// every reader would refuse as a replay.
+func TestRestoredEpochFollowsTheBackups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := etcdtest.Start(t).Store()
+	ahead := time.Now().Add(time.Hour).UnixNano() // the lost store's founding, by a clock an hour ahead
+	res, err := st.Apply(ctx, fixture.Weighted(t, 100), store.ApplyOptions{NewEpoch: true, EpochAfter: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Epoch <= ahead {
+		t.Errorf("epoch %d, want after the backup's %d", res.Epoch, ahead)
 	}
 }
 

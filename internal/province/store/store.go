@@ -233,6 +233,11 @@ type ApplyOptions struct {
 	// NewEpoch founds a new epoch (a restore): the pointer is numbered
 	// after every one the store held before, whatever its sequence.
 	NewEpoch bool
+	// EpochAfter, with a new epoch, is an epoch the new one must follow
+	// besides the store's own (a restore: the backup's, so that a center
+	// whose clock is behind the lost store's founding still founds a later
+	// one, not one every reader refuses as a replay).
+	EpochAfter int64
 	// Source is the document as the operator wrote it (the bytes of t),
 	// kept beside the canonical form for `get topology` and rollback; nil
 	// keeps none.
@@ -241,9 +246,10 @@ type ApplyOptions struct {
 
 // ApplyResult says what Apply did.
 type ApplyResult struct {
-	Revision int64
-	Digest   string
-	Changed  bool // false when the document equals the stored one
+	Revision   int64
+	Digest     string
+	Changed    bool // false when the document equals the stored one
+	Epoch, Seq int64 // of the pointer written (or kept)
 }
 
 // SourceDigest is the digest of a document as written.
@@ -301,7 +307,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	// key or in another format than it is (a signing key rotation, or a
 	// center upgraded from digest signatures, re-signs the current one).
 	if !found && curPtr.Digest == digest && (opts.Signer == nil || curPtr.KeyID == opts.Signer.KeyID() && len(curPtr.PointerSignature) > 0) {
-		return ApplyResult{Revision: curRev, Digest: digest, Changed: false}, nil
+		return ApplyResult{Revision: curRev, Digest: digest, Changed: false, Epoch: curPtr.Epoch, Seq: curPtr.Seq}, nil
 	}
 
 	chunks, err := s.writeBlob(ctx, digest, data)
@@ -317,7 +323,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 		// pointer deleted or unreadable), or a restore: a new epoch, after
 		// the one it replaces here; readers order by it before the
 		// sequence (signing.Pointer.Before).
-		p.Epoch = max(p.AppliedAt.UnixNano(), curPtr.Epoch+1)
+		p.Epoch = max(p.AppliedAt.UnixNano(), curPtr.Epoch+1, opts.EpochAfter+1)
 	}
 	if opts.Source != nil {
 		if sd := SourceDigest(opts.Source); sd != digest {
@@ -346,7 +352,7 @@ func (s *Store) Apply(ctx context.Context, t *topology.Topology, opts ApplyOptio
 	rev := resp.Header.Revision
 	s.log.Info("topology applied", "revision", rev, "previous", curRev, "digest", digest[:12], "bytes", len(data), "chunks", chunks, "signed_by", p.KeyID)
 	s.collect(ctx, opts.Keep, digest, curPtr.Digest, p.Source, curPtr.Source)
-	return ApplyResult{Revision: rev, Digest: digest, Changed: true}, nil
+	return ApplyResult{Revision: rev, Digest: digest, Changed: true, Epoch: p.Epoch, Seq: p.Seq}, nil
 }
 
 // writeBlob writes data gzip'd in chunks under digest and returns how many.
