@@ -248,7 +248,7 @@ type ApplyOptions struct {
 type ApplyResult struct {
 	Revision   int64
 	Digest     string
-	Changed    bool // false when the document equals the stored one
+	Changed    bool  // false when the document equals the stored one
 	Epoch, Seq int64 // of the pointer written (or kept)
 }
 
