@@ -229,10 +229,12 @@ func (f *Feed) follow(ctx context.Context, tick <-chan time.Time, listed func())
 		case <-tick:
 			f.Changed()
 		case <-checks.C:
-			// A serializable read: the member's own header, no quorum
-			// round trip, as often as this runs in every daemon.
+			// A linearizable read: its header is at least every revision
+			// and term the watch has seen, on whichever member answers. A
+			// serializable one gave a lagging member's own, lower
+			// revision, and the feed listed a healthy store again.
 			cctx, cancel := context.WithTimeout(ctx, recheck)
-			r, err := f.Client.Get(cctx, f.Prefix+f.Keys[0], clientv3.WithCountOnly(), clientv3.WithSerializable())
+			r, err := f.Client.Get(cctx, f.Prefix+f.Keys[0], clientv3.WithCountOnly())
 			cancel()
 			if err != nil {
 				continue // an outage: the watch says so, or resumes
