@@ -63,7 +63,7 @@ func (s *Service) PlanFailures(ctx context.Context, req *pb.PlanFailuresRequest)
 			}
 		}
 		if st != nil { // grouped at once: a province's sessions are millions
-			in.Viewers[r.Name] = failplan.Summarize(snap, st)
+			in.Viewers[r.Name] = failplan.Summarize(snap, st, s.QoEModel.OriginCost > 0)
 		}
 	}
 	rep, err := failplan.Plan(ctx, in)

@@ -84,20 +84,24 @@ func state(region string, lat, lon float64, n int, desired float64, server strin
 func viewers(snap *topology.Snapshot, states map[string]*store.AllocState) map[string]*failplan.Viewers {
 	out := map[string]*failplan.Viewers{}
 	for r, st := range states {
-		out[r] = failplan.Summarize(snap, st)
+		out[r] = failplan.Summarize(snap, st, false)
 	}
 	return out
 }
 
-// TestSummarize: sessions the model cannot tell apart are one group; the
-// services not planned by QoE are left out.
+// TestSummarize: sessions the model cannot tell apart are one group (the
+// channel counts only with an origin cost); the services not planned by
+// QoE are left out.
 func TestSummarize(t *testing.T) {
 	snap := fixture.CompileYAML(t, province, 1)
 	st := state("hefei", 31.82, 117.23, 40, 5000, "h1", 5000, 7) // 3 channels
 	st.Sessions[0].Kbps = 2500                                   // a fourth group
-	v := failplan.Summarize(snap, st)
-	if v.Count != 40 || v.Groups() != 4 {
-		t.Errorf("%d sessions in %d groups, want 40 in 4", v.Count, v.Groups())
+	if v := failplan.Summarize(snap, st, true); v.Count != 40 || v.Groups() != 4 {
+		t.Errorf("by channel: %d sessions in %d groups, want 40 in 4", v.Count, v.Groups())
+	}
+	// Without an origin cost the channel is nothing to the model.
+	if v := failplan.Summarize(snap, st, false); v.Count != 40 || v.Groups() != 2 {
+		t.Errorf("%d sessions in %d groups, want 40 in 2", v.Count, v.Groups())
 	}
 }
 

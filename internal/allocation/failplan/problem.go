@@ -24,6 +24,8 @@ const anywhereM = 2e7
 // apart (place, profile, channel, previous server) into users with counts.
 type problem struct {
 	inst     *qoe.Instance
+	chunk    int32   // the most viewers one user stands for (the planners' rule)
+	least    float64 // the smallest stated bandwidth of a host's server (0: the instance's own)
 	regionOf []int32 // by server position
 	chans    map[string]int32
 	groups   map[group]int32 // -> user index
@@ -51,16 +53,19 @@ func (in *Input) newProblem(svc int32) *problem {
 // addViewers adds g's viewers as if they were at lat, lon, last on server
 // position prev (-1: none).
 func (p *problem) addViewers(g *viewerGroup, v *Viewers, prev int32, lat, lon float64) {
-	name := v.chans[g.channel]
-	ch, ok := p.chans[name]
-	if !ok {
-		ch = int32(len(p.chans))
-		p.chans[name] = ch
+	ch := int32(-1) // no channel: no share of any origin pull
+	if g.channel >= 0 {
+		name := v.chans[g.channel]
+		var ok bool
+		if ch, ok = p.chans[name]; !ok {
+			ch = int32(len(p.chans))
+			p.chans[name] = ch
+		}
 	}
 	k := group{lat, lon, g.desired, g.danmaku, g.gift, ch, prev}
 	for n := g.count; n > 0; {
 		u, ok := p.groups[k]
-		if !ok || p.inst.Users[u].Count >= qoe.MaxCount {
+		if !ok || p.inst.Users[u].Count >= p.maxCount() {
 			u = int32(len(p.inst.Users))
 			p.groups[k] = u
 			user := qoe.User{Lat: lat, Lon: lon, Profile: qoe.Profile{DesiredKbps: g.desired, Danmaku: g.danmaku, Gift: g.gift},
@@ -70,10 +75,38 @@ func (p *problem) addViewers(g *viewerGroup, v *Viewers, prev int32, lat, lon fl
 			}
 			p.inst.Users = append(p.inst.Users, user)
 		}
-		add := min(n, qoe.MaxCount-int(p.inst.Users[u].Count))
+		add := min(n, int(p.maxCount()-p.inst.Users[u].Count))
 		p.inst.Users[u].Count += int32(add)
 		n -= add
 	}
+}
+
+// maxCount is the most viewers one user may stand for: as the live
+// planners chunk a class (allocator's maxChunk), a power of two no more
+// than a thirty-second of the smallest server's bandwidth at the top rung,
+// so that a user that does not fit whole loses little; without it a
+// city's 600,000 viewers in a few groups could not fit anywhere whole.
+// Servers come first in every problem, so it is known by the first user.
+func (p *problem) maxCount() int32 {
+	if p.chunk > 0 {
+		return p.chunk
+	}
+	top := p.inst.Ladder[len(p.inst.Ladder)-1]
+	least := p.least // stated, not what a host's viewers leave
+	if least <= 0 {
+		least = math.Inf(1)
+		for _, s := range p.inst.Servers {
+			if s.Bandwidth > 0 && s.Bandwidth < unlimited {
+				least = math.Min(least, s.Bandwidth)
+			}
+		}
+	}
+	c := int32(64)
+	for c > 1 && float64(c)*top*32 > least {
+		c /= 2
+	}
+	p.chunk = c
+	return c
 }
 
 // addServers adds what a host region's servers have left for the viewers
@@ -89,6 +122,9 @@ func (p *problem) addServers(h *hostPlan, at topology.Location) {
 		scale = p.inst.Params.BackbonePerKm / a
 	}
 	for i, srv := range h.inst.Servers {
+		if b := srv.Bandwidth; b > 0 && b < unlimited && (p.least <= 0 || b < p.least) {
+			p.least = b
+		}
 		d := geo.DistanceM(at.Lat, at.Lon, srv.Lat, srv.Lon) * scale
 		srv.Lat, srv.Lon = at.Lat+d/111195, at.Lon // metres of latitude a degree
 		srv.RadiusM, srv.Bandwidth, srv.Compute = anywhereM, h.leftBw[i], h.leftCPU[i]
@@ -150,25 +186,35 @@ func (in *Input) hostPlan(ctx context.Context, svc, h int32) (*hostPlan, error) 
 	}
 	snap := in.Snap
 	p := in.newProblem(svc)
+	// A node's servers are one server of the solve, their capacities
+	// summed: a plan of a region's loss is read a region at a time, and a
+	// province's 10,000 servers as candidates of a lost city's viewers
+	// made an option table of tens of gigabytes. Viewers last on one of
+	// its servers were last on the node.
 	pos := map[string]int32{}
-	for _, si := range snap.Regions[h].Servers {
-		s := &snap.Servers[si]
-		if !in.Up(si) || s.Weight <= 0 {
-			continue
+	for _, ni := range snap.Regions[h].Nodes {
+		node := &snap.Nodes[ni]
+		srv := qoe.Server{Lat: node.Loc.Lat, Lon: node.Loc.Lon}
+		n := 0
+		for _, si := range node.Servers {
+			sv := &snap.Servers[si]
+			if !in.Up(si) || sv.Weight <= 0 || !snap.InPool(svc, si) {
+				continue
+			}
+			r := sv.CoverageRadiusM
+			if r <= 0 {
+				r = anywhereM
+			}
+			srv.RadiusM = math.Max(srv.RadiusM, r)
+			srv.Bandwidth += capacityOr(sv.Capacity.BandwidthMbps*1000, unlimited)
+			srv.Compute += capacityOr(sv.Capacity.TranscodeUnits, unlimited)
+			pos[sv.Name] = int32(len(p.inst.Servers))
+			n++
 		}
-		r := s.CoverageRadiusM
-		if r <= 0 {
-			r = anywhereM
+		if n > 0 {
+			srv.Bandwidth, srv.Compute = math.Min(srv.Bandwidth, unlimited), math.Min(srv.Compute, unlimited)
+			p.inst.Servers = append(p.inst.Servers, srv)
 		}
-		bw, cpu := unlimited, unlimited
-		if c := s.Capacity.BandwidthMbps; c > 0 {
-			bw = c * 1000
-		}
-		if c := s.Capacity.TranscodeUnits; c > 0 {
-			cpu = c
-		}
-		pos[s.Name] = int32(len(p.inst.Servers))
-		p.inst.Servers = append(p.inst.Servers, qoe.Server{Lat: s.Loc.Lat, Lon: s.Loc.Lon, RadiusM: r, Bandwidth: bw, Compute: cpu, Excluded: !snap.InPool(svc, si)})
 	}
 	in.eachGroup(h, func(g *viewerGroup, v *Viewers) {
 		if g.svc != svc {
@@ -213,4 +259,12 @@ func (in *Input) hostPlan(ctx context.Context, svc, h int32) (*hostPlan, error) 
 	}
 	in.hostPlans[key] = hp
 	return hp, nil
+}
+
+// capacityOr is a stated capacity, or or when none is stated.
+func capacityOr(c, or float64) float64 {
+	if c > 0 {
+		return c
+	}
+	return or
 }

@@ -25,13 +25,16 @@ type Viewers struct {
 type viewerGroup struct {
 	svc                              int32
 	lat, lon, desired, danmaku, gift float64
-	channel, server                  int32 // server: -1 for none (the fallback)
+	channel, server                  int32 // -1: none (not by channel; the fallback)
 	kbps                             float64
 	count                            int
 }
 
-// Summarize groups st's sessions of the QoE services snap knows.
-func Summarize(snap *topology.Snapshot, st *store.AllocState) *Viewers {
+// Summarize groups st's sessions of the QoE services snap knows; by
+// channel only when byChannel (the model prices a channel's origin pull
+// only with an origin cost): a city's 200 channels would otherwise split
+// every group two hundred ways for nothing.
+func Summarize(snap *topology.Snapshot, st *store.AllocState, byChannel bool) *Viewers {
 	v := &Viewers{Made: st.Made}
 	svcOf := make([]int32, len(st.Services))
 	for i, ss := range st.Services {
@@ -51,11 +54,14 @@ func Summarize(snap *topology.Snapshot, st *store.AllocState) *Viewers {
 		if s.Service < 0 || int(s.Service) >= len(svcOf) || svcOf[s.Service] < 0 {
 			continue
 		}
-		ch, ok := chans[s.Channel]
-		if !ok {
-			ch = int32(len(v.chans))
-			chans[s.Channel] = ch
-			v.chans = append(v.chans, s.Channel)
+		ch := int32(-1)
+		if byChannel {
+			var ok bool
+			if ch, ok = chans[s.Channel]; !ok {
+				ch = int32(len(v.chans))
+				chans[s.Channel] = ch
+				v.chans = append(v.chans, s.Channel)
+			}
 		}
 		g := viewerGroup{svc: svcOf[s.Service], lat: s.Lat, lon: s.Lon, desired: s.Desired, danmaku: s.Danmaku, gift: s.Gift, channel: ch, server: -1}
 		if s.Server >= 0 && int(s.Server) < len(st.Servers) {
