@@ -74,7 +74,7 @@ type Merger struct {
 	checkers map[checkerRef]*checkerSlot // registrations, and checkers seen in verdicts only
 	lost     map[string]lostVerdict      // server -> last verdict after its checkers vanished
 	failOpen map[string]bool             // servers already reported as failed open
-	legacy   map[string]bool             // old-layout keys, and checkers of newer verdicts, already warned about
+	warned   map[string]bool             // old-layout keys, and checkers of newer verdicts, already warned about
 
 	synced atomic.Bool // the first full list of verdicts is in
 
@@ -137,7 +137,7 @@ func (m *Merger) reset() {
 	m.servers = map[string]*serverState{}
 	m.checkers = map[checkerRef]*checkerSlot{}
 	if m.lost == nil {
-		m.lost, m.failOpen, m.legacy = map[string]lostVerdict{}, map[string]bool{}, map[string]bool{}
+		m.lost, m.failOpen, m.warned = map[string]lostVerdict{}, map[string]bool{}, map[string]bool{}
 	}
 }
 
@@ -273,9 +273,6 @@ func (m *Merger) apply(kv etcdfeed.KV) bool {
 	return false
 }
 
-// warnLegacy says once per key that a checker of the layout before
-// regions (identity anysched-checker.<checker-id>) is ignored: an
-// operator upgrading sees why its servers went unchecked.
 // newerReport logs (once per checker) and counts a report refused for
 // its format.
 func (m *Merger) newerReport(ref checkerRef, format int) {
@@ -283,19 +280,22 @@ func (m *Merger) newerReport(ref checkerRef, format int) {
 		m.newerCount.Inc()
 	}
 	key := keyspace.Verdicts(ref.region, ref.id)
-	if m.legacy[key] {
+	if m.warned[key] {
 		return
 	}
-	m.legacy[key] = true
+	m.warned[key] = true
 	m.Logger.Warn("a checker publishes verdicts in a newer format than this build reads; they are refused, as if it had none: upgrade this scheduler, or roll the checker back",
 		"component", "health-merger", "checker", ref.id, "region", ref.region, "format", format, "reads", ReportFormat)
 }
 
+// warnLegacy says once per key that a checker of the layout before
+// regions (identity anysched-checker.<checker-id>) is ignored: an
+// operator upgrading sees why its servers went unchecked.
 func (m *Merger) warnLegacy(kv etcdfeed.KV) {
-	if kv.Deleted || m.legacy[kv.Key] || !strings.HasPrefix(kv.Key, keyspace.PrefixCheckers) {
+	if kv.Deleted || m.warned[kv.Key] || !strings.HasPrefix(kv.Key, keyspace.PrefixCheckers) {
 		return // one warning per checker: its registration, not each verdict
 	}
-	m.legacy[kv.Key] = true
+	m.warned[kv.Key] = true
 	m.Logger.Warn("a checker publishes in the layout before regions; its verdicts are ignored: give it the identity anysched-checker.<region>.<checker-id> and upgrade it (docs/operations.md, \"Naming a health checker\")",
 		"component", "health-merger", "key", kv.Key)
 }
