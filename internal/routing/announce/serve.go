@@ -47,7 +47,8 @@ func (r *Route) Serve(ctx context.Context, run func(context.Context) error) erro
 		go func() {
 			select {
 			case <-ctx.Done():
-				if r.BeforeWithdraw != nil {
+				// Both may be done: a failed component hands nothing on.
+				if r.BeforeWithdraw != nil && gctx.Err() == nil {
 					r.BeforeWithdraw()
 				}
 				cancel()
