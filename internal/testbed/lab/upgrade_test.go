@@ -326,8 +326,8 @@ func upStatus(l *lab.Lab) (map[string]upInstance, error) {
 // readyOn waits until every scheduler of want is ready, announced with
 // its BGP peers established (the checks of docs/operations.md's upgrade
 // steps: a standby whose route the router does not have yet would leave
-// its primary's STBs to the center), and runs the release want names for
-// it (a tag: that version; otherwise: not any tag's of want); a city's
+// its primary's STBs to the center), and reports exactly the version want
+// names for it (the tag, or what this tree's binaries report); a city's
 // planners have each read the others' claims (a standby that has not
 // would take its primary's STBs without the plan it published).
 func readyOn(t *testing.T, l *lab.Lab, want map[string]string) {
@@ -403,7 +403,7 @@ func adopted(t *testing.T, l *lab.Lab, inst string, from int, prev string) strin
 		var seen []string
 		for _, m := range adoptLine.FindAllStringSubmatch(log[from:], -1) {
 			n, _ := strconv.Atoi(m[2])
-			if (m[1] == prev || m[1] == lab.CenterID) && n > 0 {
+			if m[1] == prev && n > 0 {
 				took = fmt.Sprintf("%s's plan (%s of %s sessions)", m[1], m[2], m[3])
 				return nil
 			}
