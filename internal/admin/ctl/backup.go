@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anysched/anysched/internal/province/backup"
 	pb "github.com/anysched/anysched/proto/anysched/v1"
 )
 
@@ -77,7 +78,7 @@ func restoreCmd(ctx context.Context, e *env, args []string) error {
 	if *file == "" {
 		return usagef("missing -f FILE")
 	}
-	data, err := os.ReadFile(*file)
+	data, err := readAtMost(*file, backup.MaxBytes)
 	if err != nil {
 		return err
 	}

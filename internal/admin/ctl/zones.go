@@ -193,18 +193,22 @@ func zonesTopology(ctx context.Context, e *env, file string) (*topology.Topology
 }
 
 // readLimited reads a file of at most zoneimport.MaxFileBytes.
-func readLimited(name string) ([]byte, error) {
+func readLimited(name string) ([]byte, error) { return readAtMost(name, zoneimport.MaxFileBytes) }
+
+// readAtMost reads the file name, refusing one of more than max bytes
+// before reading it all.
+func readAtMost(name string, max int) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, zoneimport.MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > zoneimport.MaxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB", name, zoneimport.MaxFileBytes>>20)
+	if len(data) > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB", name, max>>20)
 	}
 	return data, nil
 }
