@@ -148,9 +148,9 @@ func (r *RuleView) Covers(channel string) bool {
 	return false
 }
 
-// Candidates is the set of rules whose places cover a client in region
+// candidates is the set of rules whose places cover a client in region
 // and zone (indices, -1 for none) at addr.
-func (rt *Rights) Candidates(region, zone int32, addr netip.Addr) RuleSet {
+func (rt *Rights) candidates(region, zone int32, addr netip.Addr) RuleSet {
 	set := rt.anywhere
 	if region >= 0 && int(region) < len(rt.byRegion) {
 		set.or(&rt.byRegion[region])
@@ -173,7 +173,7 @@ func (rt *Rights) Match(region, zone int32, addr netip.Addr, channel string, now
 	if len(rt.Rules) == 0 {
 		return -1
 	}
-	set := rt.Candidates(region, zone, addr)
+	set := rt.candidates(region, zone, addr)
 	if set.empty() {
 		return -1
 	}
@@ -208,17 +208,14 @@ func (rt *Rights) Networks() []netip.Prefix {
 	return out
 }
 
-// Rule returns the rights rule d's service matched (rule, an index into
-// its Rules), nil for -1.
+// Rule returns rule (an index into its Rules, as a Decision carries it) of
+// service's rights, nil for -1.
 func (s *Snapshot) Rule(service, rule int32) *RuleView {
 	if service < 0 || rule < 0 {
 		return nil
 	}
 	return &s.Services[service].Rights.Rules[rule]
 }
-
-// Has reports whether the set holds rule i.
-func (s *RuleSet) Has(i int) bool { return s[i>>6]&(1<<(uint(i)&63)) != 0 }
 
 // rights checks and compiles the rights, slate and bypass of service sv at
 // path p into view.
