@@ -89,6 +89,52 @@ func (c *compiler) anycast() {
 			c.s.CenterPrefix = pfx
 		}
 	}
+	c.anycast6()
+}
+
+// anycast6 checks a dual-stack province's IPv6 pair: both or neither, the
+// address IPv6 and the first pair IPv4, the aggregate covering the address.
+func (c *compiler) anycast6() {
+	a := c.t.Anycast
+	if a.ServiceIP6 == "" {
+		if a.CenterPrefix6 != "" {
+			c.add("anycast.center_prefix6", "set without anycast.service_ip6")
+		}
+		return
+	}
+	ip, err := netip.ParseAddr(a.ServiceIP6)
+	switch {
+	case err != nil || ip.Zone() != "":
+		c.add("anycast.service_ip6", "not an IP address: %q", a.ServiceIP6)
+	case !ip.Is6() || ip.Is4In6():
+		c.add("anycast.service_ip6", "%s is not an IPv6 address", a.ServiceIP6)
+	case CheckServiceIP(ip) != nil:
+		c.add("anycast.service_ip6", "%v", CheckServiceIP(ip))
+	default:
+		c.s.ServiceIP6 = ip
+		if c.s.ServiceIP.IsValid() && !c.s.ServiceIP.Is4() {
+			c.add("anycast.service_ip", "%s is IPv6: a dual-stack province writes its IPv4 service address here and the IPv6 one in service_ip6", c.s.ServiceIP)
+		}
+	}
+	if a.CenterPrefix6 == "" {
+		c.add("anycast.center_prefix6", "required with anycast.service_ip6")
+		return
+	}
+	pfx, err := netip.ParsePrefix(a.CenterPrefix6)
+	switch {
+	case err != nil:
+		c.add("anycast.center_prefix6", "not a CIDR prefix: %q", a.CenterPrefix6)
+	case !pfx.Addr().Is6() || pfx.Addr().Is4In6():
+		c.add("anycast.center_prefix6", "%s is not an IPv6 prefix", a.CenterPrefix6)
+	case pfx.Masked() != pfx:
+		c.add("anycast.center_prefix6", "host bits set: %q (did you mean %s?)", a.CenterPrefix6, pfx.Masked())
+	default:
+		if err := c.lim.CheckCenterPrefix(pfx, c.s.ServiceIP6); err != nil {
+			c.add("anycast.center_prefix6", "%v", strings.ReplaceAll(err.Error(), "anycast.service_ip ", "anycast.service_ip6 "))
+		} else {
+			c.s.CenterPrefix6 = pfx
+		}
+	}
 }
 
 func (c *compiler) location(path string, l *Location, required bool) (Location, bool) {
@@ -307,6 +353,19 @@ func (c *compiler) nodes() {
 			c.healthFields(sp+".health", sv.Health)
 			view.Addr = c.address(sp+".address", sv.Address, addrs)
 			view.AddrString = view.Addr.String()
+			if sv.Address6 != "" {
+				view.Addr6 = c.address(sp+".address6", sv.Address6, addrs)
+				switch {
+				case !view.Addr6.IsValid():
+				case !view.Addr6.Addr().Is6():
+					c.add(sp+".address6", "%s is not an IPv6 address", view.Addr6.Addr())
+					view.Addr6 = netip.AddrPort{}
+				case view.Addr.IsValid() && !view.Addr.Addr().Is4():
+					c.add(sp+".address", "%s is IPv6: a dual-stack server writes its IPv4 address here and the IPv6 one in address6", view.Addr.Addr())
+				default:
+					view.Addr6String = view.Addr6.String()
+				}
+			}
 			if sv.Health != nil && sv.Health.URL != "" {
 				u, err := url.Parse(sv.Health.URL)
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -349,7 +408,7 @@ func (c *compiler) address(path, a string, seen map[netip.AddrPort]string) netip
 		return netip.AddrPort{}
 	}
 	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if ap.Addr() == c.s.ServiceIP {
+	if c.s.IsServiceIP(ap.Addr()) {
 		c.add(path, "%s is the anycast service address; redirecting there would loop", ap.Addr())
 	}
 	if other, dup := seen[ap]; dup {

@@ -199,6 +199,16 @@ func TestBadDocuments(t *testing.T) {
 		{name: "service IP multicast", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 224.0.0.5"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
 		{name: "service IP broadcast", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 255.255.255.255"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
 		{name: "service IP link-local", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: 169.254.0.1"}}, path: "anycast.service_ip", msg: "not a unicast host address"},
+		{name: "IPv6 prefix without address", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.center_prefix6", msg: "set without anycast.service_ip6"},
+		{name: "IPv6 address without prefix", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1"}}, path: "anycast.center_prefix6", msg: "required with anycast.service_ip6"},
+		{name: "IPv4 in service_ip6", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 198.18.0.2\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.service_ip6", msg: "not an IPv6 address"},
+		{name: "IPv6 prefix outside", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:fe::/48"}}, path: "anycast.center_prefix6", msg: "does not contain anycast.service_ip6 2001:db8:ff::1"},
+		{name: "IPv6 prefix too wide", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001::/16"}}, path: "anycast.center_prefix6", msg: "shorter than /48"},
+		{name: "two IPv6 service addresses", edits: []edit{{"service_ip: 198.18.0.1\n  center_prefix: 198.18.0.0/26", "service_ip: 2001:db8:fe::1\n  center_prefix: 2001:db8:fe::/48\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.service_ip", msg: "dual-stack province writes its IPv4 service address here"},
+		{name: "IPv4 in address6", edits: []edit{{"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: 10.2.1.11:8080"}}, path: "nodes[1] (wuhu-1).servers[0] (wuhu-1-a).address6", msg: "not an IPv6 address"},
+		{name: "two IPv6 server addresses", edits: []edit{{"address: 10.2.1.10:8080", `address: "[2001:db8::10]:8080"` + "\n        address6: \"[2001:db8::11]:8080\""}}, path: "nodes[1] (wuhu-1).servers[0] (wuhu-1-a).address", msg: "dual-stack server writes its IPv4 address here"},
+		{name: "address6 is the IPv6 service address", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:ff::/48"}, {"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: \"[2001:db8:ff::1]:80\""}}, path: "nodes[1] (wuhu-1).servers[0] (wuhu-1-a).address6", msg: "anycast service address"},
+		{name: "address6 used twice", edits: []edit{{"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: \"[2001:db8::10]:8080\""}, {"address: 10.1.1.10:8080", "address: 10.1.1.10:8080\n        address6: \"[2001:db8::10]:8080\""}}, path: "nodes[1] (wuhu-1).servers[0] (wuhu-1-a).address6", msg: "already used at nodes[0] (hefei-1).servers[0] (hefei-1-a).address6"},
 		{name: "center prefix is a host route", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.1/32"}}, path: "anycast.center_prefix", msg: "host route"},
 		{name: "service IP not an IP", edits: []edit{{"service_ip: 198.18.0.1", "service_ip: anycast.example"}}, path: "anycast.service_ip", msg: "not an IP address"},
 		{name: "service IP missing", edits: []edit{{"  service_ip: 198.18.0.1\n", ""}}, path: "anycast.service_ip", msg: "required"},
@@ -265,6 +275,12 @@ func TestValidVariants(t *testing.T) {
 			{wuhuRegion, wuhuRegion + "  - name: bengbu\n    location: {lat: 32.92, lon: 117.39}\n    fallback: [wuhu, hefei]\n  - name: luan\n    location: {lat: 31.73, lon: 116.52}\n    fallback: [bengbu, wuhu, hefei]\n"},
 		}},
 		{"IPv6 server and network", []edit{{"address: 10.2.1.10:8080", `address: "[2001:db8::10]:8080"`}, {"[100.68.0.0/16]", "[100.68.0.0/16, 2001:db8:1::/48]"}}},
+		{"dual-stack province and servers", []edit{
+			{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:ff::/48"},
+			{"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: \"[2001:db8::10]:8080\""},
+			{"[100.68.0.0/16]", "[100.68.0.0/16, 2001:db8:1::/48]"},
+		}},
+		{"IPv6-only province", []edit{{"service_ip: 198.18.0.1\n  center_prefix: 198.18.0.0/26", "service_ip: 2001:db8:ff::1\n  center_prefix: 2001:db8:ff::/48"}}},
 		{"optional fields omitted", []edit{
 			{`        health: {url: "http://10.1.1.10:8080/health"}` + "\n", ""},
 			{"        weight: 100\n", ""},
@@ -518,5 +534,48 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	if _, err := topology.Parse(y); err != nil {
 		t.Errorf("YAML() output does not parse: %v\n%s", err, y)
+	}
+}
+
+// TestDualStack: a dual-stack province has both service addresses with
+// their aggregates, answers requests addressed to either, and gives each
+// family its own address of a dual-stack server (and none of a family a
+// server lacks).
+func TestDualStack(t *testing.T) {
+	s := mustCompile(t, apply(t, validDoc,
+		edit{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:ff::/48\n  default_service: live"},
+		edit{"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: \"[2001:db8::10]:8080\""},
+	))
+	want := []topology.AnycastPair{
+		{ServiceIP: netip.MustParseAddr("198.18.0.1"), CenterPrefix: netip.MustParsePrefix("198.18.0.0/26")},
+		{ServiceIP: netip.MustParseAddr("2001:db8:ff::1"), CenterPrefix: netip.MustParsePrefix("2001:db8:ff::/48")},
+	}
+	if got := s.Anycast(); !slices.Equal(got, want) {
+		t.Errorf("Anycast() = %v, want %v", got, want)
+	}
+	for _, host := range []string{"198.18.0.1", "[2001:db8:ff::1]", "[2001:db8:ff::1]:80"} {
+		if _, ok := s.ServiceByHost(host); !ok {
+			t.Errorf("ServiceByHost(%q): no service", host)
+		}
+	}
+	wuhu, hefei := s.Servers[1], s.Servers[0]
+	for _, c := range []struct {
+		v    *topology.ServerView
+		v6   bool
+		want string
+	}{
+		{&wuhu, false, "10.2.1.10:8080"},
+		{&wuhu, true, "[2001:db8::10]:8080"},
+		{&hefei, false, "10.1.1.10:8080"},
+		{&hefei, true, ""},
+	} {
+		ap, str, ok := c.v.AddrFor(c.v6)
+		if ok != (c.want != "") || str != c.want || (ok && ap.String() != c.want) {
+			t.Errorf("%s.AddrFor(v6=%v) = %v %q %v, want %q", c.v.Name, c.v6, ap, str, ok, c.want)
+		}
+	}
+	single := mustCompile(t, validDoc)
+	if got := single.Anycast(); len(got) != 1 || single.IsServiceIP(netip.MustParseAddr("2001:db8:ff::1")) {
+		t.Errorf("single-family province: Anycast() = %v", got)
 	}
 }

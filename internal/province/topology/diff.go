@@ -298,6 +298,7 @@ func servers(t *Topology) map[string]placedServer {
 func serverFields(a, b placedServer) []string {
 	out := field(nil, "node", a.node, b.node)
 	out = field(out, "address", a.s.Address, b.s.Address)
+	out = field(out, "address6", orNone(a.s.Address6), orNone(b.s.Address6))
 	out = field(out, "health", healthString(a.s.Health), healthString(b.s.Health))
 	out = field(out, "labels", labelString(a.s.Labels), labelString(b.s.Labels))
 	out = field(out, "weight", weight(a.s.Weight), weight(b.s.Weight))
@@ -419,6 +420,8 @@ func settings(t *Topology) map[string]string {
 	return map[string]string{
 		"anycast.service_ip":      orNone(t.Anycast.ServiceIP),
 		"anycast.center_prefix":   orNone(t.Anycast.CenterPrefix),
+		"anycast.service_ip6":     orNone(t.Anycast.ServiceIP6),
+		"anycast.center_prefix6":  orNone(t.Anycast.CenterPrefix6),
 		"anycast.default_service": orNone(t.Anycast.DefaultService),
 	}
 }

@@ -34,6 +34,12 @@ type Topology struct {
 type Anycast struct {
 	ServiceIP    string `yaml:"service_ip" json:"service_ip"`
 	CenterPrefix string `yaml:"center_prefix" json:"center_prefix"`
+	// ServiceIP6 and CenterPrefix6 are a dual-stack province's IPv6
+	// service address and the center's IPv6 aggregate; ServiceIP is then
+	// the IPv4 one. A single-family province (IPv4 or IPv6 only) writes
+	// its one address in ServiceIP and leaves these out.
+	ServiceIP6    string `yaml:"service_ip6,omitempty" json:"service_ip6,omitempty"`
+	CenterPrefix6 string `yaml:"center_prefix6,omitempty" json:"center_prefix6,omitempty"`
 	// DefaultService answers requests that name the service IP itself as
 	// their host (http://198.18.0.1/...); empty: the first service.
 	DefaultService string `yaml:"default_service,omitempty" json:"default_service,omitempty"`
@@ -69,9 +75,12 @@ type Node struct {
 
 // Server is one edge media server STBs are redirected to.
 type Server struct {
-	Name    string       `yaml:"name" json:"name"`
-	Address string       `yaml:"address" json:"address"` // IP:port
-	Health  *HealthCheck `yaml:"health,omitempty" json:"health,omitempty"`
+	Name    string `yaml:"name" json:"name"`
+	Address string `yaml:"address" json:"address"` // IP:port
+	// Address6 is a dual-stack server's IPv6 [IP]:port; Address is then
+	// its IPv4 one. An IPv6-only server writes its address in Address.
+	Address6 string       `yaml:"address6,omitempty" json:"address6,omitempty"`
+	Health   *HealthCheck `yaml:"health,omitempty" json:"health,omitempty"`
 	// Weight is relative within a node; left out (0), DefaultWeight. A
 	// document may not write 0 (see Weight.UnmarshalYAML).
 	Weight          Weight    `yaml:"weight,omitempty" json:"weight,omitempty"`

@@ -16,11 +16,15 @@ type Snapshot struct {
 	Doc          *Topology // the validated document; read-only
 	ServiceIP    netip.Addr
 	CenterPrefix netip.Prefix
-	Regions      []RegionView
-	Nodes        []NodeView
-	Servers      []ServerView
-	Zones        []ZoneView
-	Services     []ServiceView
+	// ServiceIP6 and CenterPrefix6: a dual-stack province's IPv6 pair
+	// (ServiceIP is then IPv4); zero otherwise.
+	ServiceIP6    netip.Addr
+	CenterPrefix6 netip.Prefix
+	Regions       []RegionView
+	Nodes         []NodeView
+	Servers       []ServerView
+	Zones         []ZoneView
+	Services      []ServiceView
 	// Pools are the named pools, then the services' distinct inline matches.
 	Pools []PoolView
 
@@ -51,11 +55,15 @@ type NodeView struct {
 
 // ServerView is an edge server with parsed address and defaults applied.
 type ServerView struct {
-	Name            string
-	Node            int32
-	Region          int32
-	Addr            netip.AddrPort
-	AddrString      string // Addr formatted once, for answers and logs
+	Name       string
+	Node       int32
+	Region     int32
+	Addr       netip.AddrPort
+	AddrString string // Addr formatted once, for answers and logs
+	// Addr6 is a dual-stack server's IPv6 address (Addr is then IPv4);
+	// invalid otherwise.
+	Addr6           netip.AddrPort
+	Addr6String     string
 	Loc             Location
 	Weight          int
 	HealthURL       string
@@ -154,11 +162,45 @@ func (s *Snapshot) ServiceByHost(host string) (int32, bool) {
 		if ap, perr := netip.ParseAddrPort(host); perr == nil {
 			a, err = ap.Addr(), nil
 		}
-		if err == nil && a.Unmap() == s.ServiceIP && s.defaultService >= 0 {
+		if err == nil && s.IsServiceIP(a.Unmap()) && s.defaultService >= 0 {
 			return s.defaultService, true
 		}
 	}
 	return -1, false
+}
+
+// AnycastPair is one family's service address and the center's aggregate
+// for it.
+type AnycastPair struct {
+	ServiceIP    netip.Addr
+	CenterPrefix netip.Prefix
+}
+
+// Anycast returns the province's service addresses with their aggregates:
+// one pair for a single-family province, IPv4 then IPv6 for a dual-stack one.
+func (s *Snapshot) Anycast() []AnycastPair {
+	out := []AnycastPair{{s.ServiceIP, s.CenterPrefix}}
+	if s.ServiceIP6.IsValid() {
+		out = append(out, AnycastPair{s.ServiceIP6, s.CenterPrefix6})
+	}
+	return out
+}
+
+// IsServiceIP reports whether a is one of the province's service addresses.
+func (s *Snapshot) IsServiceIP(a netip.Addr) bool {
+	return a.IsValid() && (a == s.ServiceIP || a == s.ServiceIP6)
+}
+
+// AddrFor is the address of v to give a client of family v6 (true:
+// IPv6), and whether v has one of that family.
+func (v *ServerView) AddrFor(v6 bool) (netip.AddrPort, string, bool) {
+	switch {
+	case v.Addr.Addr().Is6() == v6 && v.Addr.IsValid():
+		return v.Addr, v.AddrString, true
+	case v.Addr6.IsValid() && v6:
+		return v.Addr6, v.Addr6String, true
+	}
+	return netip.AddrPort{}, "", false
 }
 
 // ZoneOf returns the coverage zone whose most specific network contains addr.
