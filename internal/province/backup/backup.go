@@ -26,6 +26,7 @@ import (
 	"github.com/anysched/anysched/internal/province/store"
 	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/security/signing"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -128,7 +129,7 @@ func Take(ctx context.Context, cli *clientv3.Client, prefix string) (*Backup, er
 func Roles(ctx context.Context, cli *clientv3.Client) ([]Role, error) {
 	list, err := cli.RoleList(ctx)
 	if err != nil {
-		if strings.Contains(err.Error(), "authentication is not enabled") {
+		if errors.Is(err, rpctypes.ErrAuthNotEnabled) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("backup: list etcd roles: %w", err)
@@ -154,31 +155,22 @@ func Roles(ctx context.Context, cli *clientv3.Client) ([]Role, error) {
 }
 
 // keyIDs are the signing key ids named in values: a pointer's or history
-// entry's "key_id", an operator state signature's.
+// entry's "key_id", an operator state value's signature's.
 func keyIDs(kvs []KV) []string {
 	var ids []string
 	for _, kv := range kvs {
-		if strings.HasPrefix(kv.Key, keyspace.PrefixTopologyBlobs) {
-			continue
-		}
-		// A pointer's "signature" is bytes, an operator state value's an
-		// object: read apart.
-		var v struct {
-			KeyID string          `json:"key_id"`
-			Sig   json.RawMessage `json:"signature"`
-		}
-		if json.Unmarshal(kv.Value, &v) == nil {
-			ids = append(ids, v.KeyID)
-			var sig struct {
+		switch {
+		case strings.HasPrefix(kv.Key, keyspace.PrefixTopologyBlobs):
+		case IsDrain(kv.Key) || kv.Key == keyspace.KeyBalance:
+			id, _ := opstate.Inspect(kv.Key, kv.Value)
+			ids = append(ids, id)
+		default:
+			var v struct {
 				KeyID string `json:"key_id"`
 			}
-			if json.Unmarshal(v.Sig, &sig) == nil {
-				ids = append(ids, sig.KeyID)
+			if json.Unmarshal(kv.Value, &v) == nil {
+				ids = append(ids, v.KeyID)
 			}
-		}
-		if _, sig, ok := strings.Cut(string(kv.Value), "# anysched-signature key_id="); ok {
-			id, _, _ := strings.Cut(sig, " ")
-			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
@@ -248,11 +240,14 @@ func Check(b *Backup, prefix string, limits topology.Limits) (*Checked, error) {
 			return nil, fmt.Errorf("backup: key %q: twice", kv.Key)
 		}
 		c.keys[kv.Key] = kv.Value
-		if IsDrain(kv.Key) {
-			var d opstate.Drain
-			if err := json.Unmarshal(kv.Value, &d); err != nil {
-				return nil, fmt.Errorf("backup: key %q: not a drain: %w", kv.Key, err)
+		if IsDrain(kv.Key) || kv.Key == keyspace.KeyBalance {
+			// Restored state a scheduler would ignore is state lost
+			// without a word: refuse the backup instead.
+			if _, err := opstate.Inspect(kv.Key, kv.Value); err != nil {
+				return nil, fmt.Errorf("backup: key %q: %w", kv.Key, err)
 			}
+		}
+		if IsDrain(kv.Key) {
 			c.Drains++
 		}
 	}

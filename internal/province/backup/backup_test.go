@@ -227,6 +227,18 @@ func TestCheckRefusesABadBackup(t *testing.T) {
 		{name: "a drain that does not read", edit: func(b *backup.Backup) {
 			b.Keys = append(b.Keys, backup.KV{Key: "drain/server/x", Value: []byte("not json")})
 		}, want: `key "drain/server/x": not a drain`},
+		{name: "a drain of a newer release", edit: func(b *backup.Backup) {
+			b.Keys = append(b.Keys, backup.KV{Key: "drain/server/x", Value: []byte(`{"kind":"server","name":"x","at":"2026-12-01T00:00:00Z","format":99}`)})
+		}, want: `key "drain/server/x": a drain in format 99`},
+		{name: "a drain of another target", edit: func(b *backup.Backup) {
+			b.Keys = append(b.Keys, backup.KV{Key: "drain/server/x", Value: []byte(`{"kind":"server","name":"y","at":"2026-12-01T00:00:00Z"}`)})
+		}, want: "names another target (server y) than its key"},
+		{name: "a drain's signature moved", edit: func(b *backup.Backup) {
+			b.Keys = append(b.Keys, backup.KV{Key: "drain/server/x", Value: []byte(`{"signature":{"key_id":"k","signed_at":"2026-12-01T00:00:00Z","sig":"AA=="},"kind":"server","name":"x","at":"2026-12-01T00:00:00Z"}`)})
+		}, want: "not where or as the center writes it"},
+		{name: "a balance policy that does not parse", edit: func(b *backup.Backup) {
+			b.Keys = append(b.Keys, backup.KV{Key: "balance/config", Value: []byte("no_such_field: 1\n")})
+		}, want: `key "balance/config": not a balance policy`},
 		{name: "another current than it names", edit: func(b *backup.Backup) { b.Seq++ }, want: "is not the one it names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anysched/anysched/internal/etcd/keyspace"
 	"github.com/anysched/anysched/internal/security/signing"
+	"github.com/anysched/anysched/internal/stb/balance"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -222,4 +223,40 @@ func SignUnsigned(ctx context.Context, cli *clientv3.Client, prefix string, s *s
 		}
 	}
 	return n, nil
+}
+
+// Inspect reads a stored drain or balance policy value at key as a
+// scheduler would, short of verifying its signature (which needs the
+// center's public keys): the signature where and as the center writes it,
+// a format this release reads, a drain naming its key's target, a balance
+// policy that parses. It returns the signing key id ("" unsigned) or what
+// is wrong, for tools that check operator state before writing it back.
+func Inspect(key string, value []byte) (keyID string, err error) {
+	kind := kindOf(key)
+	if kind != signing.OpDrain && kind != signing.OpBalance {
+		return "", fmt.Errorf("%s: not a drain or the balance policy", key)
+	}
+	body, sig, err := open(kind, value)
+	if err != nil {
+		return "", err
+	}
+	if sig != nil {
+		keyID = sig.KeyID
+	}
+	if kind == signing.OpBalance {
+		if _, err := balance.ParseConfig(body); err != nil {
+			return keyID, fmt.Errorf("not a balance policy: %w", err)
+		}
+		return keyID, nil
+	}
+	var d Drain
+	switch err := json.Unmarshal(body, &d); {
+	case err != nil:
+		return keyID, fmt.Errorf("not a drain: %w", err)
+	case d.Format > Format:
+		return keyID, fmt.Errorf("a drain in format %d; this release reads up to %d", d.Format, Format)
+	case key != keyspace.Drain(string(d.Kind), d.Name):
+		return keyID, fmt.Errorf("the drain names another target (%s %s) than its key", d.Kind, d.Name)
+	}
+	return keyID, nil
 }

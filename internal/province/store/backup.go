@@ -2,8 +2,6 @@ package store
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -56,7 +54,7 @@ func CheckTopology(keys map[string][]byte) (*Stored, []byte, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("document %.12s: %w", d, err)
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != d {
+		if SourceDigest(data) != d {
 			return nil, nil, fmt.Errorf("document %.12s: its parts do not make the document of that digest", d)
 		}
 		whole[d] = data
