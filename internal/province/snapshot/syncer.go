@@ -59,10 +59,11 @@ type Syncer struct {
 	// store no one else writes.
 	Shared func(context.Context) (string, error)
 
-	cur       atomic.Pointer[topology.Snapshot]
-	curDigest atomic.Value // string: the digest of the document cur was compiled from
+	// cur is the snapshot in use with what is said of it, swapped as one
+	// so that a reader never pairs one document's digest with another's
+	// snapshot.
+	cur       atomic.Pointer[inUse]
 	confirmed atomic.Int64 // unix nanoseconds of the last confirmation against the store
-	verified  atomic.Bool  // the snapshot in use was verified against a trusted key
 	// held is the pointer the snapshot in use came from, bad one that
 	// failed to load, compile or verify (not retried): the store is
 	// compared with them by content and place, not by revision alone,
@@ -101,7 +102,7 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 	}
 	reg.MustRegister(s.swaps, s.errs, s.rejected, s.buildTime,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_signature_verified_bool", Help: "1 when the snapshot in use was verified against a trusted key (snapshot.trusted_keys), 0 when none is configured and an unsigned document was accepted, or there is no snapshot."}, func() float64 {
-			if s.cur.Load() != nil && s.verified.Load() {
+			if c := s.cur.Load(); c != nil && c.verified {
 				return 1
 			}
 			return 0
@@ -114,7 +115,7 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "anysched_snapshot_revision_number", Help: "Topology revision of the snapshot in use (0: none)."}, func() float64 {
 			if c := s.cur.Load(); c != nil {
-				return float64(c.Revision)
+				return float64(c.snap.Revision)
 			}
 			return 0
 		}),
@@ -123,14 +124,29 @@ func (s *Syncer) Register(reg prometheus.Registerer) {
 }
 
 // Snapshot returns the current snapshot, or nil before the first one.
-func (s *Syncer) Snapshot() *topology.Snapshot { return s.cur.Load() }
+func (s *Syncer) Snapshot() *topology.Snapshot {
+	if c := s.cur.Load(); c != nil {
+		return c.snap
+	}
+	return nil
+}
+
+// inUse is a snapshot in use: the digest of the document it was compiled
+// from, and whether that was verified against a trusted key.
+type inUse struct {
+	snap     *topology.Snapshot
+	digest   string
+	verified bool
+}
 
 // Digest is the digest of the document the current snapshot was compiled
 // from ("" before the first): what `schedctl status` compares with the
 // store's, whatever the revision numbers say.
 func (s *Syncer) Digest() string {
-	d, _ := s.curDigest.Load().(string)
-	return d
+	if c := s.cur.Load(); c != nil {
+		return c.digest
+	}
+	return ""
 }
 
 // Age is the time since the snapshot was last confirmed current.
@@ -317,7 +333,7 @@ func (s *Syncer) follow(ctx context.Context) error {
 
 func (s *Syncer) revision() int64 {
 	if c := s.cur.Load(); c != nil {
-		return c.Revision
+		return c.snap.Revision
 	}
 	return 0
 }
@@ -512,9 +528,7 @@ func (s *Syncer) refused(err error) {
 }
 
 func (s *Syncer) swap(snap *topology.Snapshot, verified bool, digest string) {
-	s.verified.Store(verified)
-	s.curDigest.Store(digest)
-	s.cur.Store(snap)
+	s.cur.Store(&inUse{snap: snap, digest: digest, verified: verified})
 	if s.metricsSet {
 		s.swaps.Inc()
 	}
