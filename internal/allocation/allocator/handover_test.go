@@ -331,3 +331,24 @@ func TestHandOnPublishesThePlanNow(t *testing.T) {
 		t.Errorf("an idle planner published again: %v then %v", before.Made, after.Made)
 	}
 }
+
+// TestHandOnGivesUpOnALongSolve: a solve holding the planner past the
+// hand-on's context does not hold up the withdrawal the hand-on runs
+// before (TestHandOnPublishesThePlanNow: what it publishes otherwise).
+func TestHandOnGivesUpOnALongSolve(t *testing.T) {
+	h := newHandover(t, Config{StateInterval: time.Hour}, Config{})
+	city := h.city
+	h.ask(t, city, 0)
+	city.a.Solve(context.Background())
+	city.a.solveMu.Lock() // a solve under way
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { city.a.HandOn(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("HandOn still waits for the solve 30 s after its context ended")
+	}
+	city.a.solveMu.Unlock()
+}

@@ -256,11 +256,37 @@ func b2f(b bool) float64 {
 // withdrawn (announce.Route.BeforeWithdraw), since the next planner
 // adopts the freshest state as soon as the first STB reaches it, and
 // again when the planner ends. Nothing without an active plan (idle, or in
-// safe mode: not this instance's to hand on).
+// safe mode: not this instance's to hand on). A solve under way is waited
+// for only until ctx ends: the withdrawal it runs before is not held up
+// longer than its caller allows, and the next planner then adopts the
+// last plan published.
 func (a *Allocator) HandOn(ctx context.Context) {
-	a.solveMu.Lock()
+	if !a.lockSolve(ctx) {
+		a.log.Warn("plan state not handed on: a solve outlasted the hand-on's time", "err", ctx.Err())
+		return
+	}
 	defer a.solveMu.Unlock()
 	if p := a.plan.Load(); p != nil && !p.idle && !p.stats.SafeMode {
 		a.publishState(ctx, p, a.sessions.sweep(a.now().Add(-a.cfg.SessionTTL).UnixNano()), a.now())
+	}
+}
+
+// lockSolve takes solveMu unless ctx ends first. It polls: a solve holds
+// the lock for at most its budget, and this runs once per withdrawal.
+func (a *Allocator) lockSolve(ctx context.Context) bool {
+	if a.solveMu.TryLock() {
+		return true
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			if a.solveMu.TryLock() {
+				return true
+			}
+		}
 	}
 }
