@@ -52,18 +52,18 @@ func (s *Service) PlanFailures(ctx context.Context, req *pb.PlanFailuresRequest)
 	in := failplan.Input{Snap: snap, Viewers: map[string]*failplan.Viewers{}, Params: s.QoEModel, Budget: budget, Up: eng.Available, Regions: req.GetRegions()}
 	resp := &pb.PlanFailuresResponse{Revision: snap.Revision}
 	now := time.Now()
-	for _, r := range snap.Regions {
-		st, err := s.Store.AllocState(ctx, r.Name, "")
+	for _, r := range in.Reads() {
+		st, err := s.Store.AllocState(ctx, r, "")
 		if err != nil {
 			return nil, status.Error(codes.Unavailable, err.Error()) // "store: ..."
 		}
 		if st == nil || now.Sub(st.Made) > failPlanStale {
 			if st != nil || plansByQoE(snap) {
-				resp.Stale = append(resp.Stale, r.Name)
+				resp.Stale = append(resp.Stale, r)
 			}
 		}
 		if st != nil { // grouped at once: a province's sessions are millions
-			in.Viewers[r.Name] = failplan.Summarize(snap, st, s.QoEModel.OriginCost > 0)
+			in.Viewers[r] = failplan.Summarize(snap, st, s.QoEModel.OriginCost > 0)
 		}
 	}
 	rep, err := failplan.Plan(ctx, in)

@@ -130,6 +130,31 @@ func Plan(ctx context.Context, in Input) (*Report, error) {
 	return rep, nil
 }
 
+// Reads names the regions whose viewers Plan reads: each city in
+// in.Regions (every one when empty) and the regions that may take its
+// viewers. The caller reads only their plan state: a province's is
+// millions of sessions.
+func (in Input) Reads() []string {
+	in.defaults()
+	need := make([]bool, len(in.Snap.Regions))
+	for r := range in.Snap.Regions {
+		if len(in.Regions) > 0 && !slices.Contains(in.Regions, in.Snap.Regions[r].Name) {
+			continue
+		}
+		need[r] = true
+		for _, h := range in.proposalHosts(int32(r)) {
+			need[h] = true
+		}
+	}
+	var out []string
+	for r, ok := range need {
+		if ok {
+			out = append(out, in.Snap.Regions[r].Name)
+		}
+	}
+	return out
+}
+
 func (in *Input) defaults() {
 	if in.Params == (qoe.Params{}) {
 		in.Params = qoe.DefaultParams()

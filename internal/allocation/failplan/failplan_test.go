@@ -210,3 +210,24 @@ func TestCancelled(t *testing.T) {
 		t.Fatal("a plan without a topology answered")
 	}
 }
+
+// TestReads: a plan of some cities' loss reads those cities' viewers and
+// their possible hosts' (the order, then the nearest), not the province's.
+func TestReads(t *testing.T) {
+	snap := fixture.CompileYAML(t, province, 7)
+	for _, c := range []struct {
+		regions []string
+		nearest int
+		want    string
+	}{
+		{[]string{"hefei"}, 1, "[hefei wuhu feixi]"},        // wuhu by order, feixi nearest
+		{[]string{"bozhou"}, 1, "[hefei bozhou]"},           // hefei is bozhou's nearest
+		{[]string{"hefei"}, 3, "[hefei wuhu feixi bozhou]"}, // every other region near enough
+		{nil, 1, "[hefei wuhu feixi bozhou]"},
+	} {
+		in := failplan.Input{Snap: snap, Regions: c.regions, Nearest: c.nearest}
+		if got := fmt.Sprint(in.Reads()); got != c.want {
+			t.Errorf("Reads(%v, nearest %d) = %s, want %s", c.regions, c.nearest, got, c.want)
+		}
+	}
+}
