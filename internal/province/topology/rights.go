@@ -167,7 +167,7 @@ func (rt *Rights) candidates(region, zone int32, addr netip.Addr) RuleSet {
 }
 
 // Match returns the index of the first rule covering the client (see
-// Candidates), the channel and now (Unix ns; read only when a candidate
+// candidates), the channel and now (Unix ns; read only when a candidate
 // has a window), or -1: no rule matches, the request is allowed.
 func (rt *Rights) Match(region, zone int32, addr netip.Addr, channel string, now func() int64) int32 {
 	if len(rt.Rules) == 0 {

@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestRightsValid(t *testing.T) {
 	at := func(ts string) func() int64 {
 		return func() int64 { v, _ := time.Parse(time.RFC3339, ts); return v.UnixNano() }
 	}
-	during, after := at("2026-12-06T19:00:00Z"), at("2026-12-06T21:00:00Z")
+	before, during, after := at("2026-12-06T17:59:59Z"), at("2026-12-06T19:00:00Z"), at("2026-12-06T21:00:00Z")
 	for _, tc := range []struct {
 		name          string
 		region, zone  int32
@@ -59,7 +60,8 @@ func TestRightsValid(t *testing.T) {
 		{"allowed network, nested in the blackout network", hefei, 0, "100.64.1.200", "derby", during, 0},
 		{"region", hefei, -1, "198.51.100.1", "derby", during, 1},
 		{"zone, prefix", -1, wuhuAll, "198.51.100.1", "sport7", during, 1},
-		{"outside the window: the wider network", hefei, 0, "100.64.1.1", "derby", after, 2},
+		{"after the window: the wider network", hefei, 0, "100.64.1.1", "derby", after, 2},
+		{"before the window: the wider network", hefei, 0, "100.64.1.1", "derby", before, 2},
 		{"no channel (DNS): only every-channel rules", hefei, -1, "198.51.100.1", "", during, -1},
 		{"nothing", -1, -1, "198.51.100.1", "derby", during, -1},
 	} {
@@ -120,5 +122,51 @@ func TestRightsDiff(t *testing.T) {
 		"blackout derby,sport* in regions=[hefei, wuhu] zones=[wuhu-all] 2026-12-06T18:00:00Z..2026-12-06T21:00:00Z (derby)"
 	if sec == nil || len(sec.Changed) != 1 || len(sec.Changed[0].Fields) != 1 || sec.Changed[0].Fields[0] != want {
 		t.Fatalf("diff %+v\nwant %s", sec, want)
+	}
+}
+
+// TestRightsManyRules: first match wins across the rule set's words (rules
+// past 64 and 128), whichever of network, zone and region put a rule in;
+// more than MaxRules rules are refused.
+func TestRightsManyRules(t *testing.T) {
+	rules := func(n int) string {
+		var b strings.Builder
+		b.WriteString("    slate: {url: \"http://slate.example/{channel}\"}\n    rights:\n")
+		for i := range n {
+			switch i {
+			case 70:
+				b.WriteString("      - {name: zone70, zones: [hefei-north], action: blackout}\n")
+			case 150:
+				b.WriteString("      - {name: region150, regions: [hefei], action: blackout}\n")
+			default:
+				fmt.Fprintf(&b, "      - {name: net%d, networks: [10.%d.%d.0/24], action: allow}\n", i, 200+i/256, i%256)
+			}
+		}
+		return b.String()
+	}
+	s := mustCompile(t, validDoc+rules(200))
+	rt := &s.Services[0].Rights
+	hefei, _ := s.Region("hefei")
+	north, _ := s.Zone("hefei-north")
+	never := func() int64 { t.Fatal("read the clock for rules without windows"); return 0 }
+	for _, c := range []struct {
+		name         string
+		region, zone int32
+		addr         string
+		want         int32
+	}{
+		{"a network past 64", -1, -1, "10.200.99.3", 99},
+		{"the zone's rule before the region's", hefei, north, "198.51.100.1", 70},
+		{"the region's rule before a later network's", hefei, -1, "10.200.199.3", 150},
+		{"a network past 128, no region", -1, -1, "10.200.199.3", 199},
+		{"nothing", -1, -1, "198.51.100.1", -1},
+	} {
+		if got := rt.Match(c.region, c.zone, netip.MustParseAddr(c.addr), "ch1", never); got != c.want {
+			t.Errorf("%s: rule %d, want %d", c.name, got, c.want)
+		}
+	}
+	_, err := topology.Parse([]byte(validDoc + rules(topology.MaxRules+1)))
+	if want := fmt.Sprintf("services[0] (live).rights: %d rules; at most %d", topology.MaxRules+1, topology.MaxRules); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d rules: %v, want %q", topology.MaxRules+1, err, want)
 	}
 }
