@@ -35,9 +35,9 @@ type Instance struct {
 	Announces        string         `json:"announces,omitempty"`    // the prefixes, space-separated (IPv4 first)
 	// Routes: each address family's route, announced or why not (a
 	// dual-stack scheduler announces one per family).
-	Routes []Route `json:"routes,omitempty"`
-	Peers            []Peer         `json:"peers,omitempty"`
-	QoE              *QoEPlan       `json:"qoe,omitempty"`
+	Routes []Route  `json:"routes,omitempty"`
+	Peers  []Peer   `json:"peers,omitempty"`
+	QoE    *QoEPlan `json:"qoe,omitempty"`
 	// Planning: the plans a center makes for cities whose schedulers are
 	// gone (their STBs reach it), one per region.
 	Planning []QoEPlan `json:"planning,omitempty"`

@@ -52,12 +52,12 @@ type Controller struct {
 	Drilled func(now time.Time) bool
 
 	mu        sync.Mutex
-	want      bool                          // the decision: announce
-	applied   map[netip.Prefix]bool         // what the speaker announces
-	desired   map[netip.Prefix]bool         // the routes of the last decision
-	targets   []Target                      // the last check's
-	failed    map[netip.Prefix]error        // the speaker's last failure per route
-	fast      bool                          // stop without the graceful sequence (a component failed)
+	want      bool                   // the decision: announce
+	applied   map[netip.Prefix]bool  // what the speaker announces
+	desired   map[netip.Prefix]bool  // the routes of the last decision
+	targets   []Target               // the last check's
+	failed    map[netip.Prefix]error // the speaker's last failure per route
+	fast      bool                   // stop without the graceful sequence (a component failed)
 	changedAt time.Time
 	why       string // why the routes are withdrawn ("" when announced)
 	state     *prometheus.GaugeVec

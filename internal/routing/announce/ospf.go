@@ -21,7 +21,7 @@ type OSPF struct {
 	// contains (one per family) with that prefix length, so the interface
 	// network is the aggregate and the service address is local.
 	ServiceIPs []netip.Addr
-	Logger    *slog.Logger
+	Logger     *slog.Logger
 
 	mu   sync.Mutex
 	vips map[netip.Prefix]*netconfig.VIP
