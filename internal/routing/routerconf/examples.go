@@ -18,10 +18,17 @@ type Example struct {
 //
 // AS numbers: core 65000, city routers 6510N, regional schedulers 6520N,
 // center 65300.
+//
+// A dual-stack province adds service_ip6 fd00:a::1 in center_prefix6
+// fd00:a::/48; each link then also carries fd00:N::/64 (city N's router <->
+// its hosts: router ::1, primary ::2, standby ::3) and fd00:100:N::/64 (city
+// N's router <-> the core: core ::1, city ::2), fd00:0:0:0::/64 to the center.
 var (
-	exService = netip.MustParseAddr("198.18.0.1")
-	exCenter  = netip.MustParsePrefix("198.18.0.0/26")
-	a         = netip.MustParseAddr
+	exService  = netip.MustParseAddr("198.18.0.1")
+	exCenter   = netip.MustParsePrefix("198.18.0.0/26")
+	exService6 = netip.MustParseAddr("fd00:a::1")
+	exCenter6  = netip.MustParsePrefix("fd00:a::/48")
+	a          = netip.MustParseAddr
 )
 
 // Examples returns the parameters of the committed example configurations
@@ -75,6 +82,10 @@ func Examples() []Example {
 	coreOSPF.BGP.Schedulers = nil
 	coreOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth0", BFD: true}}}
 
+	// A dual-stack regional host: OSPFv2 and OSPFv3 on the same uplink.
+	regional6 := regional
+	regional6.ServiceIP6, regional6.CenterPrefix6 = exService6, exCenter6
+
 	with := func(p Params, d Daemon) Params { p.Daemon = d; return p }
 	return []Example{
 		{Path: "deploy/bird/regional-ospf.conf", Params: with(regional, BIRD)},
@@ -85,5 +96,7 @@ func Examples() []Example {
 		{Path: "deploy/bird/lab-core-router-ospf.conf", Params: coreOSPF},
 		{Path: "deploy/frr/regional-ospf.frr.conf", Params: with(regional, FRR)},
 		{Path: "deploy/frr/central-ospf.frr.conf", Params: with(central, FRR)},
+		{Path: "deploy/bird/regional-ospf-dualstack.conf", Params: with(regional6, BIRD)},
+		{Path: "deploy/frr/regional-ospf-dualstack.frr.conf", Params: with(regional6, FRR)},
 	}
 }
