@@ -101,16 +101,17 @@ announce:
   bgp:
     asn: 65300
     router_id: 10.0.0.2
-    peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}]
+    peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}%s]
 http:
-  listen: 0.0.0.0:80
+  listen: %s
 dns:
-  listen: 0.0.0.0:53
+  listen: %s
 default_region: %s
 lab: true
 access_log:
   enabled: false
-`, CenterID, etcdYAML, centerGRPC, grpcCert.Cert, grpcCert.Key, l.creds.CA, signKey, filepath.Join(l.o.Dir, "center.cache"), pubKey, l.o.Cities[0])
+`, CenterID, etcdYAML, centerGRPC, grpcCert.Cert, grpcCert.Key, l.creds.CA, signKey, filepath.Join(l.o.Dir, "center.cache"), pubKey,
+		l.peer6("fd00:0:1::1", 65000), l.listenAll(80), l.listenAll(53), l.o.Cities[0])
 	if l.o.QoE { // the center checks the viewers' tokens as the cities do
 		keyFile, err := l.TokenKey()
 		if err != nil {
@@ -182,19 +183,39 @@ announce:
     router_id: 10.%d.%d.2
     med: %d
     as_path_prepend: %d
-    peers: [{address: 10.%d.%d.1, asn: %d, hold_time: 3s, keepalive: 1s}]
+    peers: [{address: 10.%d.%d.1, asn: %d, hold_time: 3s, keepalive: 1s}%s]
 http:
-  listen: 0.0.0.0:80
+  listen: %s
 dns:
-  listen: 0.0.0.0:53
+  listen: %s
 access_log:
   enabled: false
-%s`, id, l.o.Cities[i], etcdYAML, regionalAdmin, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+%s`, id, l.o.Cities[i], etcdYAML, regionalAdmin, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n,
+		l.peer6(fmt.Sprintf("fd00:%x:%d::1", n, net), 65100+n), l.listenAll(80), l.listenAll(53), healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
 	}
 	return l.startScheduler(id, ns, filepath.Join(l.schedulerBin(), "regional-scheduler"), "--config", path)
+}
+
+// peer6 is a scheduler's IPv6 BGP session with its router (a YAML list
+// item after the IPv4 one) in a dual-stack lab: each family travels over a
+// session of its own.
+func (l *Lab) peer6(router string, asn int) string {
+	if !l.o.DualStack {
+		return ""
+	}
+	return fmt.Sprintf(`, {address: "%s", asn: %d, hold_time: 3s, keepalive: 1s}`, router, asn)
+}
+
+// listenAll is a front end's listen address: every IPv4 address, or every
+// address of both families in a dual-stack lab.
+func (l *Lab) listenAll(port int) string {
+	if l.o.DualStack {
+		return fmt.Sprintf(`"[::]:%d"`, port)
+	}
+	return fmt.Sprintf("0.0.0.0:%d", port)
 }
 
 // allocYAML is a scheduler's alloc section with QoE: the timings

@@ -136,8 +136,14 @@ func splitLines(s string) []string {
 // answeredBy waits until city i's STBs are answered by want; it returns how long that took.
 func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
 	t.Helper()
-	return wait.ForErr(t, fmt.Sprintf("city %d answered by %s", i, want), limit, func() error {
-		inst, code, err := l.Probe(context.Background(), i)
+	return answeredByFamily(t, l, i, want, false, limit)
+}
+
+// answeredByFamily is answeredBy over IPv4 or (v6) IPv6.
+func answeredByFamily(t testing.TB, l *lab.Lab, i int, want string, v6 bool, limit time.Duration) time.Duration {
+	t.Helper()
+	return wait.ForErr(t, fmt.Sprintf("city %d answered by %s (IPv6 %v)", i, want, v6), limit, func() error {
+		inst, code, err := l.ProbeFamily(context.Background(), i, v6)
 		if err == nil && code == 302 && inst == want {
 			return nil
 		}
@@ -183,6 +189,11 @@ const (
 // the test ends, or at its bounds), one at a time with pause between them,
 // each retried once after 100 ms as an STB would.
 func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
+	return loopFamily(t, l, i, pause, false)
+}
+
+// loopFamily is loop over IPv4 or (v6) IPv6.
+func loopFamily(t testing.TB, l *lab.Lab, i int, pause time.Duration, v6 bool) *loopStats {
 	st := &loopStats{quit: make(chan struct{})}
 	t.Cleanup(st.stop)
 	st.wg.Add(1)
@@ -202,7 +213,7 @@ func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
 				return
 			}
 			asked := time.Now()
-			inst, code, err := l.Request(context.Background(), i)
+			inst, code, err := l.RequestFamily(context.Background(), i, v6)
 			retried := err != nil || code != 302
 			if retried {
 				st.mu.Lock()
@@ -211,7 +222,7 @@ func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
 				}
 				st.mu.Unlock()
 				time.Sleep(100 * time.Millisecond) // an STB's retry delay, not a wait
-				inst, code, err = l.Request(context.Background(), i)
+				inst, code, err = l.RequestFamily(context.Background(), i, v6)
 			}
 			st.mu.Lock()
 			st.answers = append(st.answers, loopAnswer{time.Now(), inst, err == nil && code == 302, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
@@ -545,61 +556,92 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 }
 
 // TestPrivilegedLabDrill: a failover drill of one city under STB load, and
-// the drill's own report checked against what the STBs saw.
+// the drill's own report checked against what the STBs saw. The lab is
+// dual-stack: an IPv4 and an IPv6 STB (curl -4 and -6 to the two service
+// addresses) load the drilled city, and both families must move to the
+// center's aggregate and back, each within the reported withdrawal.
 func TestPrivilegedLabDrill(t *testing.T) {
 	cities := []string{"hefei", "wuhu"}
-	l := province(t, "asd", cities, nil)
+	l := provinceWith(t, "asd", lab.Options{Cities: cities, DualStack: true})
 	for i, c := range cities {
 		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 30*time.Second)
+		t.Logf("%s's IPv6 STB answered by its scheduler %s after its IPv4 one", c, d.Round(time.Millisecond))
 	}
-	st := loop(t, l, 1, 20*time.Millisecond)
-	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
+	// Both routes announced, each counted on its own.
+	wait.ForErr(t, "wuhu announces both families", wait.DefaultTimeout, func() error {
+		m, err := l.Metrics(context.Background(), 1)
+		if err == nil && strings.Contains(m, `anysched_announce_state{family="ipv4"} 1`) && strings.Contains(m, `anysched_announce_state{family="ipv6"} 1`) {
+			return nil
+		}
+		return fmt.Errorf("metrics: %v %s", err, grepLines(m, "anysched_announce_state"))
+	})
+	fams := []struct {
+		name string
+		st   *loopStats
+	}{{"IPv4", loopFamily(t, l, 1, 20*time.Millisecond, false)}, {"IPv6", loopFamily(t, l, 1, 20*time.Millisecond, true)}}
+	for _, f := range fams {
+		f.st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
+	}
 	start := time.Now()
 	var out bytesBuf
 	if err := runCtl(l, &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
 		t.Fatalf("drill: %v\n%s", err, out.String())
 	}
-	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it
-	st.stop()
+	for _, f := range fams {
+		f.st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it
+		f.st.stop()
+	}
 	t.Logf("drill report:\n%s", out.String())
 
 	withdrawAt, backAt := reportAt(out.String(), "withdrew its route"), reportAt(out.String(), "announces again")
 	if withdrawAt == 0 && backAt == 0 {
 		t.Fatalf("no timeline in the drill report:\n%s", out.String())
 	}
-	var failed, retried, byCenter, byCity int
+	var retried, byCenter int
 	var firstCenter, lastCenter time.Duration
-	for _, a := range st.answers {
-		if a.retried {
-			retried++
-		}
-		switch {
-		case !a.ok:
-			failed++
-		case a.inst == lab.CenterID:
-			byCenter++
-			d := a.at.Sub(start)
-			if firstCenter == 0 {
-				firstCenter = d
+	for _, f := range fams {
+		var failed, fRetried, fCenter, byCity int
+		var first, last time.Duration
+		for _, a := range f.st.answers {
+			if a.retried {
+				fRetried++
 			}
-			lastCenter = d
-		case a.inst == lab.PrimaryID("wuhu"):
-			byCity++
+			switch {
+			case !a.ok:
+				failed++
+			case a.inst == lab.CenterID:
+				fCenter++
+				d := a.at.Sub(start)
+				if first == 0 {
+					first = d
+				}
+				last = d
+			case a.inst == lab.PrimaryID("wuhu"):
+				byCity++
+			}
 		}
-	}
-	t.Logf("STBs: %d answers, %d failed, %d needed their retry, %d by the center (from +%.1fs to +%.1fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
-		len(st.answers), failed, retried, byCenter, firstCenter.Seconds(), lastCenter.Seconds(), byCity, withdrawAt, backAt)
-	if failed != 0 || byCenter == 0 || byCity == 0 {
-		t.Fatalf("during the drill: %d failed, %d by the center, %d by the city", failed, byCenter, byCity)
-	}
-	// The STBs moved to the center inside the window the report gives (the
-	// report polls status every 250 ms; an instance re-registers on every
-	// route change).
-	if firstCenter.Seconds() < withdrawAt-0.75 || lastCenter.Seconds() > backAt+0.75 {
-		t.Errorf("center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", firstCenter.Seconds(), lastCenter.Seconds(), withdrawAt, backAt)
+		t.Logf("%s STB: %d answers, %d failed, %d needed their retry, %d by the center (from +%.2fs to +%.2fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
+			f.name, len(f.st.answers), failed, fRetried, fCenter, first.Seconds(), last.Seconds(), byCity, withdrawAt, backAt)
+		if failed != 0 || fCenter == 0 || byCity == 0 {
+			t.Fatalf("%s during the drill: %d failed, %d by the center, %d by the city", f.name, failed, fCenter, byCity)
+		}
+		// The STBs moved to the center inside the window the report gives (the
+		// report polls status every 250 ms; an instance re-registers on every
+		// route change).
+		if first.Seconds() < withdrawAt-0.75 || last.Seconds() > backAt+0.75 {
+			t.Errorf("%s: center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", f.name, first.Seconds(), last.Seconds(), withdrawAt, backAt)
+		}
+		retried += fRetried
+		byCenter += fCenter
+		if firstCenter == 0 || first < firstCenter {
+			firstCenter = first
+		}
+		lastCenter = max(lastCenter, last)
 	}
 	// The report's own account of the takeover, from the center's answers,
-	// agrees with the STBs': the same requests, the same first and last.
+	// agrees with the STBs' (both families'): the same requests, the same
+	// first and last.
 	var answered, withError int
 	var from, to float64
 	for _, line := range splitLines(out.String()) {
@@ -624,6 +666,17 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	if d := firstCenter.Seconds() - took; d < -0.2 || d > 1.5 {
 		t.Errorf("report: took over at +%.1fs of the drill; the STBs first saw the center at +%.2fs of the test", took, firstCenter.Seconds())
 	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range splitLines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestPrivilegedEdgesAndHealth: with the lab's media edges and the checkers
