@@ -80,6 +80,7 @@ var commands = []struct{ name, args, what string }{
 	{"geoip-db", "--out FILE [--network CIDR=LAT,LON[,CITY]]", "write a small GeoIP City database (geoip.database) for a lab; no root needed"},
 	{"etcd-member", "--name ... --control ...", "one member of a lab's etcd cluster (the lab starts it)"},
 	{"edge", "--listen ...", "a media edge inside a lab namespace (the lab starts it)"},
+	{"tcp-proxy", "--listen ... --to ...", "relay TCP connections (an IPv6-only city's way to the center's etcd; the lab starts it)"},
 	{"help", "", "this text; lab COMMAND --help lists a command's flags"},
 }
 
@@ -115,7 +116,8 @@ func run(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "/tmp/anysched-lab", "work directory: configs, logs")
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
-	listen := fs.String("listen", "", "edge: address to serve on")
+	listen := fs.String("listen", "", "edge, tcp-proxy: address to serve on")
+	to := fs.String("to", "", "tcp-proxy: address to relay each connection to")
 	failFile := fs.String("fail-file", "", "edge: while this file exists, playlist and segment requests fail (500); health and stats still answer")
 	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, edge, ospf, etcd_cluster, qoe, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
@@ -189,6 +191,10 @@ func run(args []string, stdout io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return (&edge.Server{Listen: *listen, FailFile: *failFile}).Run(ctx)
+	case "tcp-proxy": // an IPv6-only city's way to the center's etcd (started by the lab itself)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return lab.RunTCPProxy(ctx, *listen, *to)
 	case "geoip-db":
 		return geoipDB(*geoOut, geoNets, stdout)
 	case "down":

@@ -96,6 +96,14 @@ type Options struct {
 	// routers an IPv6 BGP session (and OSPFv3) beside each IPv4 one, and
 	// every scheduler announces both families.
 	DualStack bool
+	// IPv6Only are cities (by index) of a dual-stack lab with no IPv4 at
+	// all: their links, STBs and scheduler have IPv6 alone, the scheduler
+	// announces the /128 alone (announce.families [ipv6]) over an IPv6
+	// session and reaches the center's etcd over IPv6 (a relay in the
+	// center's namespace: the embedded etcd listens on IPv4). Needs
+	// DualStack and the center's embedded etcd; not with Edges. Without
+	// netem their city-core link is not delayed (the TUN links are IPv4).
+	IPv6Only map[int]bool
 	// Topology, if set, amends the generated topology (overflow
 	// thresholds, labels, ...) before it is validated and written.
 	Topology func(*topology.Topology)
@@ -195,6 +203,9 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if o.EtcdMembers < 0 || o.EtcdMembers > 5 || (o.EtcdMembers > 1 && o.EtcdMembers%2 == 0) {
 		return nil, fmt.Errorf("%d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
 	}
+	if len(o.IPv6Only) > 0 && (!o.DualStack || o.EtcdMembers > 1 || o.Edges) {
+		return nil, errors.New("IPv6-only cities need DualStack and the center's embedded etcd, and have no edges")
+	}
 	switch o.EdgeServer {
 	case "", EdgeLab, EdgeNginx:
 	default:
@@ -252,6 +263,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	if err := l.StartCenter(); err != nil {
 		return l, err
+	}
+	if len(o.IPv6Only) > 0 {
+		if err := l.start("etcd-relay6", "ctr", filepath.Join(o.Bin, "lab"), "tcp-proxy", "--listen", etcdProxy6, "--to", "10.0.0.2:2379"); err != nil {
+			return l, err
+		}
 	}
 	for i := range o.Cities {
 		if err := l.StartScheduler(i, false); err != nil {

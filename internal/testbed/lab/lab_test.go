@@ -560,14 +560,32 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 // dual-stack: an IPv4 and an IPv6 STB (curl -4 and -6 to the two service
 // addresses) load the drilled city, and both families must move to the
 // center's aggregate and back, each within the reported withdrawal.
+//
+// Its third city, bengbu, is IPv6-only: no IPv4 on its links, STBs or
+// scheduler, which announces the /128 alone; its IPv6 STBs reach it, and
+// the center's IPv6 aggregate through a drill of their own.
 func TestPrivilegedLabDrill(t *testing.T) {
-	cities := []string{"hefei", "wuhu"}
-	l := provinceWith(t, "asd", lab.Options{Cities: cities, DualStack: true})
+	cities := []string{"hefei", "wuhu", "bengbu"}
+	l := provinceWith(t, "asd", lab.Options{Cities: cities, DualStack: true, IPv6Only: map[int]bool{2: true}})
 	for i, c := range cities {
-		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
-		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 30*time.Second)
+		if i < 2 {
+			answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+		}
+		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 60*time.Second)
 		t.Logf("%s's IPv6 STB answered by its scheduler %s after its IPv4 one", c, d.Round(time.Millisecond))
 	}
+	// bengbu has no IPv4: an IPv4 request cannot leave its STBs, and its
+	// scheduler announces (and exports) its IPv6 route alone.
+	if inst, code, err := l.RequestFamily(context.Background(), 2, false); err == nil && code != 0 {
+		t.Errorf("bengbu's STB namespace answered over IPv4: %q %d", inst, code)
+	}
+	wait.ForErr(t, "bengbu announces its /128 alone", wait.DefaultTimeout, func() error {
+		m, err := l.Metrics(context.Background(), 2)
+		if err == nil && strings.Contains(m, `anysched_announce_state{family="ipv6"} 1`) && !strings.Contains(m, `anysched_announce_state{family="ipv4"}`) {
+			return nil
+		}
+		return fmt.Errorf("metrics: %v %s", err, grepLines(m, "anysched_announce_state"))
+	})
 	// Both routes announced, each counted on its own.
 	wait.ForErr(t, "wuhu announces both families", wait.DefaultTimeout, func() error {
 		m, err := l.Metrics(context.Background(), 1)
@@ -665,6 +683,32 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	}
 	if d := firstCenter.Seconds() - took; d < -0.2 || d > 1.5 {
 		t.Errorf("report: took over at +%.1fs of the drill; the STBs first saw the center at +%.2fs of the test", took, firstCenter.Seconds())
+	}
+
+	// The IPv6-only city's drill: its STBs move to the center's /48 and back.
+	st6 := loopFamily(t, l, 2, 20*time.Millisecond, true)
+	st6.waitAnswers(t, lab.PrimaryID("bengbu"), 10, time.Time{}, wait.DefaultTimeout)
+	start6 := time.Now()
+	var out6 bytesBuf
+	if err := runCtl(l, &out6, "drill", "failover", "--region", "bengbu", "--duration", "3s"); err != nil {
+		t.Fatalf("drill of bengbu: %v\n%s", err, out6.String())
+	}
+	st6.waitAnswers(t, lab.PrimaryID("bengbu"), 10, time.Now(), wait.DefaultTimeout)
+	st6.stop()
+	var first6, last6 time.Duration
+	for _, a := range st6.answers {
+		if a.ok && a.inst == lab.CenterID {
+			if first6 == 0 {
+				first6 = a.at.Sub(start6)
+			}
+			last6 = a.at.Sub(start6)
+		}
+	}
+	t.Logf("bengbu (IPv6 only): the center answered its IPv6 STB from +%.2fs to +%.2fs of the drill; report withdrawn +%.1fs, back +%.1fs",
+		first6.Seconds(), last6.Seconds(), reportAt(out6.String(), "withdrew its route"), reportAt(out6.String(), "announces again"))
+	st6.check(t, "bengbu's IPv6 STB through its drill")
+	if st6.answeredBy(lab.CenterID) == 0 {
+		t.Errorf("bengbu's IPv6 STB never reached the center during the drill:\n%s", out6.String())
 	}
 }
 

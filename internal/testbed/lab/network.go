@@ -71,8 +71,10 @@ func (l *Lab) network() error {
 			if err := l.in(e.ns, "link", "set", e.tmp, "name", e.ifn); err != nil {
 				return err
 			}
-			if err := l.in(e.ns, "addr", "add", e.addr, "dev", e.ifn); err != nil {
-				return err
+			if e.addr != "" { // an IPv6-only city's link has no IPv4 address
+				if err := l.in(e.ns, "addr", "add", e.addr, "dev", e.ifn); err != nil {
+					return err
+				}
 			}
 			if err := l.in(e.ns, "link", "set", e.ifn, "up"); err != nil {
 				return err
@@ -134,7 +136,19 @@ func (l *Lab) network() error {
 		if err := add(r, s, c); err != nil {
 			return err
 		}
-		if err := wire(r, "core", fmt.Sprintf("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), fmt.Sprintf("10.100.%d.1/30", n), l.delays[i].Delay); err != nil {
+		// v4 is an address of the city's IPv4 plan, none in an IPv6-only city.
+		only6 := l.o.IPv6Only[i]
+		v4 := func(format string, args ...any) string {
+			if only6 {
+				return ""
+			}
+			return fmt.Sprintf(format, args...)
+		}
+		delay := l.delays[i].Delay
+		if only6 && l.NoNetem {
+			delay = 0 // the TUN links are IPv4
+		}
+		if err := wire(r, "core", v4("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), v4("10.100.%d.1/30", n), delay); err != nil {
 			return err
 		}
 		// The core is the ::1 end of the city links (it is the router of the
@@ -142,13 +156,16 @@ func (l *Lab) network() error {
 		if err := v6("core", fmt.Sprintf("city%d", n), r, "core", fmt.Sprintf("fd00:100:%x", n), false); err != nil {
 			return err
 		}
-		if err := wire(r, "sched", fmt.Sprintf("10.%d.2.1/24", n), s, "up0", fmt.Sprintf("10.%d.2.2/24", n), 0); err != nil {
+		if err := wire(r, "sched", v4("10.%d.2.1/24", n), s, "up0", v4("10.%d.2.2/24", n), 0); err != nil {
 			return err
 		}
-		if err := wire(r, "stb", fmt.Sprintf("10.%d.1.1/24", n), c, "up0", fmt.Sprintf("10.%d.1.2/24", n), 0); err != nil {
+		if err := wire(r, "stb", v4("10.%d.1.1/24", n), c, "up0", v4("10.%d.1.2/24", n), 0); err != nil {
 			return err
 		}
 		for _, ns := range []string{s, c} {
+			if only6 {
+				break
+			}
 			if err := l.in(ns, "route", "add", "default", "via", fmt.Sprintf("10.%d.%d.1", n, map[string]int{s: 2, c: 1}[ns])); err != nil {
 				return err
 			}
@@ -184,11 +201,13 @@ func (l *Lab) network() error {
 			if err := add(t); err != nil {
 				return err
 			}
-			if err := wire(r, "standby", fmt.Sprintf("10.%d.3.1/24", n), t, "up0", fmt.Sprintf("10.%d.3.2/24", n), 0); err != nil {
+			if err := wire(r, "standby", v4("10.%d.3.1/24", n), t, "up0", v4("10.%d.3.2/24", n), 0); err != nil {
 				return err
 			}
-			if err := l.in(t, "route", "add", "default", "via", fmt.Sprintf("10.%d.3.1", n)); err != nil {
-				return err
+			if !only6 {
+				if err := l.in(t, "route", "add", "default", "via", fmt.Sprintf("10.%d.3.1", n)); err != nil {
+					return err
+				}
 			}
 			if err := v6(r, "standby", t, "up0", fmt.Sprintf("fd00:%x:3", n), true); err != nil {
 				return err
@@ -224,6 +243,9 @@ func (l *Lab) writeTopology() error {
 		ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	for i, c := range l.o.Cities {
 		nets := []string{fmt.Sprintf("10.%d.1.0/24", i+1)}
+		if l.o.IPv6Only[i] {
+			nets = nil
+		}
 		if l.o.DualStack {
 			nets = append(nets, fmt.Sprintf("fd00:%x:1::/64", i+1))
 		}
@@ -276,6 +298,9 @@ func (l *Lab) routers() error {
 	addr := netip.MustParseAddr
 	// peers is one peer, with its IPv6 twin in a dual-stack lab.
 	peers := func(name, a4, a6 string, asn uint32, passive bool) []routerconf.Peer {
+		if a4 == "" { // an IPv6-only city's
+			return []routerconf.Peer{{Name: name + "_v6", Address: addr(a6), ASN: asn, Passive: passive}}
+		}
 		out := []routerconf.Peer{{Name: name, Address: addr(a4), ASN: asn, Passive: passive}}
 		if l.o.DualStack {
 			out = append(out, routerconf.Peer{Name: name + "_v6", Address: addr(a6), ASN: asn, Passive: passive})
@@ -293,12 +318,26 @@ func (l *Lab) routers() error {
 	coreBGP := routerconf.BGP{ASN: 65000, Schedulers: peers("center", "10.0.0.2", "fd00:0:1::2", 65300, true)}
 	for i := range l.o.Cities {
 		n := i + 1
-		coreBGP.Routers = append(coreBGP.Routers, peers(fmt.Sprintf("city%d", n), fmt.Sprintf("10.100.%d.2", n), fmt.Sprintf("fd00:100:%x::2", n), uint32(65100+n), false)...)
+		v4 := func(format string, args ...any) string {
+			if l.o.IPv6Only[i] {
+				return ""
+			}
+			return fmt.Sprintf(format, args...)
+		}
+		// anycast of an IPv6-only city's router and hosts: the IPv6 pair alone.
+		anycast := func(p routerconf.Params) routerconf.Params {
+			p = anycast(p)
+			if l.o.IPv6Only[i] {
+				p.ServiceIP, p.CenterPrefix = netip.Addr{}, netip.Prefix{}
+			}
+			return p
+		}
+		coreBGP.Routers = append(coreBGP.Routers, peers(fmt.Sprintf("city%d", n), v4("10.100.%d.2", n), fmt.Sprintf("fd00:100:%x::2", n), uint32(65100+n), false)...)
 		city := routerconf.BGP{ASN: uint32(65100 + n),
-			Schedulers: peers("primary", fmt.Sprintf("10.%d.2.2", n), fmt.Sprintf("fd00:%x:2::2", n), uint32(65200+n), true),
-			Routers:    peers("core", fmt.Sprintf("10.100.%d.1", n), fmt.Sprintf("fd00:100:%x::1", n), 65000, false)}
+			Schedulers: peers("primary", v4("10.%d.2.2", n), fmt.Sprintf("fd00:%x:2::2", n), uint32(65200+n), true),
+			Routers:    peers("core", v4("10.100.%d.1", n), fmt.Sprintf("fd00:100:%x::1", n), 65000, false)}
 		if l.o.Standby[i] {
-			city.Schedulers = append(city.Schedulers, peers("standby", fmt.Sprintf("10.%d.3.2", n), fmt.Sprintf("fd00:%x:3::2", n), uint32(65200+n), true)...)
+			city.Schedulers = append(city.Schedulers, peers("standby", v4("10.%d.3.2", n), fmt.Sprintf("fd00:%x:3::2", n), uint32(65200+n), true)...)
 		}
 		p := anycast(routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCityRouter, Hostname: "router-" + l.o.Cities[i], Log: "stderr",
 			RouterID: addr(fmt.Sprintf("10.100.%d.2", n)), BGP: city})
