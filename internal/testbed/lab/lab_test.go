@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,9 +78,14 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		return nil
 	})
 	// Every city can fall back to the center before a test takes a city's
-	// route away.
+	// route away (over each family it has).
 	for i := range cities {
-		centerRouted(t, l, i)
+		if !o.IPv6Only[i] {
+			centerRouted(t, l, i)
+		}
+		if o.DualStack {
+			centerRoutedVia(t, l, i, lab.CenterPrefix6)
+		}
 	}
 	return l
 }
@@ -572,7 +578,7 @@ func TestPrivilegedLabDrill(t *testing.T) {
 			answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
 		}
 		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 60*time.Second)
-		t.Logf("%s's IPv6 STB answered by its scheduler %s after its IPv4 one", c, d.Round(time.Millisecond))
+		t.Logf("%s's IPv6 STB answered by its scheduler %s later", c, d.Round(time.Millisecond))
 	}
 	// bengbu has no IPv4: an IPv4 request cannot leave its STBs, and its
 	// scheduler announces (and exports) its IPv6 route alone.
@@ -794,8 +800,15 @@ func edgesAndHealth(t *testing.T, l *lab.Lab) {
 // leaves the city's STBs without a route.
 func centerRouted(t testing.TB, l *lab.Lab, i int) {
 	t.Helper()
-	wait.ForErr(t, "the center's aggregate at the city's router", 30*time.Second, func() error {
-		if out := l.Birdc(fmt.Sprintf("r%d", i+1), "show", "route", lab.CenterPrefix.String()); !strings.Contains(out, lab.CenterPrefix.String()) {
+	centerRoutedVia(t, l, i, lab.CenterPrefix)
+}
+
+// centerRoutedVia waits until city i's router has the center's aggregate p
+// (IPv4 or IPv6).
+func centerRoutedVia(t testing.TB, l *lab.Lab, i int, p netip.Prefix) {
+	t.Helper()
+	wait.ForErr(t, fmt.Sprintf("the center's aggregate %s at the city's router", p), 30*time.Second, func() error {
+		if out := l.Birdc(fmt.Sprintf("r%d", i+1), "show", "route", p.String()); !strings.Contains(out, p.String()) {
 			return fmt.Errorf("\n%s", out)
 		}
 		return nil

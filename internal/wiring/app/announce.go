@@ -105,10 +105,11 @@ type serviceIPSpeaker struct {
 
 func (o *serviceIPSpeaker) Set(ctx context.Context, routes map[netip.Prefix]announce.Attrs) error {
 	if snap := o.s.Syncer.Snapshot(); snap != nil {
-		o.OSPF.ServiceIPs = o.OSPF.ServiceIPs[:0]
+		var ips []netip.Addr
 		for _, pair := range snap.Anycast() {
-			o.OSPF.ServiceIPs = append(o.OSPF.ServiceIPs, pair.ServiceIP)
+			ips = append(ips, pair.ServiceIP)
 		}
+		o.OSPF.ServiceIPs = ips
 	}
 	return o.OSPF.Set(ctx, routes)
 }
