@@ -40,11 +40,9 @@ func routesByPrefix(t *testing.T, r *bgptest.Router) map[string]string {
 	return out
 }
 
-// TestBGPEachFamilyOverItsSession: a dual-stack speaker with an IPv4 and an
-// IPv6 session announces the /32 over the IPv4 one and the /128 over the
-// IPv6 one, each with a next hop of its family (the session's local
-// address), and withdraws one family without touching the other.
-func TestBGPEachFamilyOverItsSession(t *testing.T) {
+// dualStackSpeaker runs a speaker with an IPv4 and an IPv6 session to a
+// dual-stack GoBGP router until the test ends.
+func dualStackSpeaker(t *testing.T) (*bgptest.Router, *announce.BGP) {
 	r := bgptest.NewDualStack(t, 65000, 65101)
 	sp := announce.NewBGP(announcecfg.BGP{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announcecfg.BGPPeer{
 		{Address: netip.MustParseAddr("127.0.0.1"), Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second},
@@ -54,6 +52,16 @@ func TestBGPEachFamilyOverItsSession(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sp.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return r, sp
+}
+
+// TestBGPEachFamilyOverItsSession: a dual-stack speaker with an IPv4 and an
+// IPv6 session announces the /32 over the IPv4 one and the /128 over the
+// IPv6 one, each with a next hop of its family (the session's local
+// address), and withdraws one family without touching the other.
+func TestBGPEachFamilyOverItsSession(t *testing.T) {
+	r, sp := dualStackSpeaker(t)
+	ctx := context.Background()
 
 	if err := sp.Set(ctx, map[netip.Prefix]announce.Attrs{vip4: {}, vip6: {}}); err != nil {
 		t.Fatal(err)
@@ -76,15 +84,7 @@ func TestBGPEachFamilyOverItsSession(t *testing.T) {
 // GoBGP peer announces both families, a drill withdraws both at the router
 // and both come back after it; the state gauge follows per family.
 func TestDrillWithdrawsAndRestoresBothFamilies(t *testing.T) {
-	r := bgptest.NewDualStack(t, 65000, 65101)
-	sp := announce.NewBGP(announcecfg.BGP{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []announcecfg.BGPPeer{
-		{Address: netip.MustParseAddr("127.0.0.1"), Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second},
-		{Address: netip.MustParseAddr("::1"), Port: r.Port, ASN: 65000, HoldTime: 3 * time.Second},
-	}}, quiet)
-	sctx, scancel := context.WithCancel(context.Background())
-	sdone := make(chan error, 1)
-	go func() { sdone <- sp.Run(sctx) }()
-	t.Cleanup(func() { scancel(); <-sdone })
+	r, sp := dualStackSpeaker(t)
 
 	var until atomic.Int64
 	c := &announce.Controller{Speaker: sp, Logger: quiet, Ready: func() error { return nil },
