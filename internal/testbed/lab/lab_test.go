@@ -490,10 +490,13 @@ func containsAll(s string, subs ...string) bool {
 // BIRD advertises it to the city router over OSPF.
 func TestPrivilegedOSPFFailover(t *testing.T) {
 	cities := []string{"hefei", "wuhu"}
-	l := provinceWith(t, "aso", lab.Options{Cities: cities, OSPF: true})
+	// Dual-stack: each host's BIRD runs OSPFv3 beside OSPFv2 and advertises
+	// the /128 beside the /32.
+	l := provinceWith(t, "aso", lab.Options{Cities: cities, OSPF: true, DualStack: true})
 	for i, c := range cities {
 		d := answeredBy(t, l, i, lab.PrimaryID(c), 90*time.Second)
-		t.Logf("%s: answered by its own scheduler (OSPF) after %s", c, d.Round(time.Millisecond))
+		d6 := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 30*time.Second)
+		t.Logf("%s: answered by its own scheduler (OSPF) after %s, over IPv6 (OSPFv3) %s later", c, d.Round(time.Millisecond), d6.Round(time.Millisecond))
 	}
 	// Planned stop: the address goes, OSPF withdraws, the drain covers
 	// the convergence: no request fails.
@@ -519,13 +522,15 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	// kill -9 leaves the address behind; the unit's ExecStopPost (--cleanup)
 	// removes it, and OSPF hands the city to the center.
 	p = l.Proc(lab.PrimaryID("wuhu"))
+	killed := time.Now()
 	p.Signal(syscall.SIGKILL)
 	p.Wait(5 * time.Second)
 	if out, err := l.Cleanup(1); err != nil {
 		t.Fatalf("--cleanup: %v\n%s", err, out)
 	}
 	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
-	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s", d.Round(time.Millisecond))
+	answeredByFamily(t, l, 1, lab.CenterID, true, 20*time.Second)
+	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s (IPv4), both families by %s after the kill", d.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 
 	// A frozen scheduler in OSPF mode has no session to lose: the host's
 	// BIRD would advertise its address for ever. Its watchdog kills it and
