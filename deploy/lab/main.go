@@ -337,7 +337,7 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 
 	viewers := ""
 	if o.QoE {
-		viewers = fmt.Sprintf(" (%d viewers per city with signed tokens)", lab.QoEViewers)
+		viewers = fmt.Sprintf(" (%d viewers per city and family with signed tokens)", lab.QoEViewers)
 	}
 	fams := ""
 	if o.DualStack {
@@ -377,7 +377,7 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 		fmt.Print(r.live.timeline(drilled))
 	}
 	if o.QoE {
-		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers, lab.QoEServerMbps)
+		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers*len(families(o)), lab.QoEServerMbps)
 		out, _ := schedctl(l, "status")
 		if i := strings.Index(out, "QOE PLAN"); i >= 0 {
 			plans, _, _ := strings.Cut(out[i:], "\n\n")
