@@ -19,15 +19,16 @@ type Example struct {
 // AS numbers: core 65000, city routers 6510N, regional schedulers 6520N,
 // center 65300.
 //
-// A dual-stack province adds service_ip6 fd00:a::1 in center_prefix6
-// fd00:a::/48; each link then also carries fd00:N::/64 (city N's router <->
-// its hosts: router ::1, primary ::2, standby ::3) and fd00:100:N::/64 (city
-// N's router <-> the core: core ::1, city ::2), fd00:0:0:0::/64 to the center.
+// A dual-stack province (the lab's, Options.DualStack) adds service_ip6
+// 2001:db8:a::1 in center_prefix6 2001:db8:a::/48; each link then also
+// carries an IPv6 /64: fd00:N:2::/64 (city N's router ::1 <-> its primary
+// ::2), fd00:N:3::/64 (<-> its standby), fd00:100:N::/64 (the core ::1 <->
+// city N's router ::2), fd00:0:1::/64 (the core ::1 <-> the center ::2).
 var (
 	exService  = netip.MustParseAddr("198.18.0.1")
 	exCenter   = netip.MustParsePrefix("198.18.0.0/26")
-	exService6 = netip.MustParseAddr("fd00:a::1")
-	exCenter6  = netip.MustParsePrefix("fd00:a::/48")
+	exService6 = netip.MustParseAddr("2001:db8:a::1")
+	exCenter6  = netip.MustParsePrefix("2001:db8:a::/48")
 	a          = netip.MustParseAddr
 )
 

@@ -63,13 +63,13 @@ func cases() map[string]Params {
 	// HMAC-SHA authentication and BFD), and the lab's routers with an IPv6
 	// session beside each IPv4 one and OSPFv3 beside OSPFv2.
 	v6 := func(p Params) Params {
-		p.ServiceIP6, p.CenterPrefix6 = netip.MustParseAddr("fd00:a::1"), netip.MustParsePrefix("fd00:a::/48")
+		p.ServiceIP6, p.CenterPrefix6 = exService6, exCenter6
 		return p
 	}
 	m["regional-standby-dualstack.bird"] = v6(standby)
 	m["regional-standby-dualstack.frr"] = v6(standbyFRR)
 	cityDual := v6(city)
-	cityDual.BGP.Schedulers = append(cityDual.BGP.Schedulers, Peer{Name: "primary_v6", Address: netip.MustParseAddr("fd00:1::2"), ASN: 65201, Passive: true})
+	cityDual.BGP.Schedulers = append(cityDual.BGP.Schedulers, Peer{Name: "primary_v6", Address: netip.MustParseAddr("fd00:1:2::2"), ASN: 65201, Passive: true})
 	cityDual.BGP.Routers = append(cityDual.BGP.Routers, Peer{Name: "core_v6", Address: netip.MustParseAddr("fd00:100:1::1"), ASN: 65000})
 	m["city-router-dualstack.bird"] = cityDual
 	coreDual := v6(ex["lab-core-router-ospf.conf"])
