@@ -51,6 +51,7 @@ func run() error {
 	viewers := flag.Int("viewers", 0, "fixed STBs per city, each at its own address (returning sessions); 0: every request is a new STB")
 	keyID := flag.String("token-key-id", "", "sign a viewer token for every STB with this key id (needs --viewers and --token-secret-file)")
 	keyFile := flag.String("token-secret-file", "", "file with the token key's secret")
+	family := flag.String("family", "", "ipv4 or ipv6: only the cities' client networks of that family (the STBs of one family of a dual-stack province; --default and --route then name schedulers of that family, [addr]:port for IPv6)")
 	flag.Parse()
 
 	data, err := os.ReadFile(*topo)
@@ -82,6 +83,15 @@ func run() error {
 	cs, err := stbload.CitiesFromTopology(t, names, route, *def)
 	if err != nil {
 		return err
+	}
+	switch *family {
+	case "":
+	case "ipv4", "ipv6":
+		if cs, err = stbload.OnlyFamily(cs, *family == "ipv6"); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--family %q: want ipv4 or ipv6", *family)
 	}
 	fmt.Printf("%d STB requests from %d cities, %d at a time:\n", *requests, len(cs), *conc)
 	for _, c := range cs {

@@ -18,6 +18,7 @@ import (
 //	ospf: false                     # announce.mode ospf instead of bgp
 //	etcd_cluster: 3                 # etcd members: 1 (the center's embedded etcd) or 3
 //	qoe: true                       # QoE allocation with viewer tokens (default true)
+//	dual_stack: true                # IPv6 beside IPv4, IPv4 and IPv6 STBs (default true)
 //	prefix: asl                     # namespace name prefix
 //	dir: /tmp/anysched-lab
 type labFile struct {
@@ -28,6 +29,7 @@ type labFile struct {
 	OSPF        bool     `yaml:"ospf"`
 	EtcdCluster int      `yaml:"etcd_cluster"`
 	QoE         *bool    `yaml:"qoe"`
+	DualStack   *bool    `yaml:"dual_stack"`
 	Prefix      string   `yaml:"prefix"`
 	Dir         string   `yaml:"dir"`
 }

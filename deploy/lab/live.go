@@ -21,11 +21,13 @@ type live struct {
 	every   int
 	cities  []string
 	seconds map[string][]stbload.Second // by city, by second
+	reports map[string][]int            // by city, by second: generators that reported it
+	gens    int                         // generators per city (its IPv4 and IPv6 STBs: 2)
 	printed int                         // seconds printed (or skipped) so far
 }
 
 func newLive(out io.Writer, cities []string, every int) *live {
-	return &live{out: out, every: max(every, 1), cities: cities, seconds: map[string][]stbload.Second{}}
+	return &live{out: out, every: max(every, 1), cities: cities, seconds: map[string][]stbload.Second{}, reports: map[string][]int{}, gens: 1}
 }
 
 func (lv *live) add(s stbload.Second) {
@@ -35,8 +37,24 @@ func (lv *live) add(s stbload.Second) {
 	for len(secs) <= s.At {
 		secs = append(secs, stbload.Second{City: s.City, At: len(secs)})
 	}
+	// Two generators of one city (its IPv4 and IPv6 STBs) add up.
+	prev := secs[s.At]
+	s.Requests, s.Failures = s.Requests+prev.Requests, s.Failures+prev.Failures
+	if len(prev.AnsweredBy) > 0 {
+		by := maps.Clone(prev.AnsweredBy)
+		for inst, n := range s.AnsweredBy {
+			by[inst] += n
+		}
+		s.AnsweredBy = by
+	}
 	secs[s.At] = s
 	lv.seconds[s.City] = secs
+	reps := lv.reports[s.City]
+	for len(reps) <= s.At {
+		reps = append(reps, 0)
+	}
+	reps[s.At]++
+	lv.reports[s.City] = reps
 	lv.printReady(false)
 }
 
@@ -51,7 +69,7 @@ func (lv *live) printReady(all bool) {
 	for {
 		ready := true
 		for _, c := range lv.cities {
-			if len(lv.seconds[c]) <= lv.printed {
+			if reps := lv.reports[c]; len(reps) <= lv.printed || reps[lv.printed] < lv.gens {
 				ready = false
 			}
 		}

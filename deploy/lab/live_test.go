@@ -72,3 +72,20 @@ func TestLiveEvery(t *testing.T) {
 		t.Fatalf("%d lines: %q", got, out.String())
 	}
 }
+
+// TestLiveAddsGenerators: the IPv4 and the IPv6 STBs of one city report the
+// same second separately; the live line and the timeline count both.
+func TestLiveAddsGenerators(t *testing.T) {
+	var out strings.Builder
+	lv := newLive(&out, []string{"wuhu"}, 1)
+	lv.gens = 2
+	lv.add(sec("wuhu", 0, 10, 0, map[string]int{"wuhu-1": 10}))
+	if out.Len() != 0 {
+		t.Fatalf("printed before the second generator reported:\n%s", out.String())
+	}
+	lv.add(sec("wuhu", 0, 6, 1, map[string]int{"wuhu-1": 3, "center": 2}))
+	lv.flush()
+	if got := out.String(); !strings.Contains(got, "wuhu 16, 1 failed [center 2, wuhu-1 13]") {
+		t.Fatalf("live line:\n%s", got)
+	}
+}

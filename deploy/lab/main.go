@@ -80,6 +80,7 @@ var commands = []struct{ name, args, what string }{
 	{"geoip-db", "--out FILE [--network CIDR=LAT,LON[,CITY]]", "write a small GeoIP City database (geoip.database) for a lab; no root needed"},
 	{"etcd-member", "--name ... --control ...", "one member of a lab's etcd cluster (the lab starts it)"},
 	{"edge", "--listen ...", "a media edge inside a lab namespace (the lab starts it)"},
+	{"tcp-proxy", "--listen ... --to ...", "relay TCP connections (an IPv6-only city's way to the center's etcd; the lab starts it)"},
 	{"help", "", "this text; lab COMMAND --help lists a command's flags"},
 }
 
@@ -115,13 +116,15 @@ func run(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "/tmp/anysched-lab", "work directory: configs, logs")
 	load := fs.Duration("load", 40*time.Second, "demo: how long the STBs send requests")
 	drill := fs.Duration("drill", 12*time.Second, "demo: how long the drill withdraws the second city's route")
-	listen := fs.String("listen", "", "edge: address to serve on")
+	listen := fs.String("listen", "", "edge, tcp-proxy: address to serve on")
+	to := fs.String("to", "", "tcp-proxy: address to relay each connection to")
 	failFile := fs.String("fail-file", "", "edge: while this file exists, playlist and segment requests fail (500); health and stats still answer")
 	file := fs.String("file", "", "a lab file (YAML: cities, standby, edges, edge, ospf, etcd_cluster, qoe, prefix, dir) instead of --cities")
 	etcdCluster := fs.Int("etcd-cluster", 1, "etcd members: 1 (the center's embedded etcd) or 3 (a cluster, a namespace per member)")
 	qoe := fs.Bool("qoe", true, "the service selects by QoE allocation; STBs are viewers with signed tokens")
 	chaosFor := fs.Duration("duration", 3*time.Minute, "chaos: how long the faults and the STB load run")
 	seed := fs.Uint64("seed", 1, "chaos: the seed the fault schedule and the load are drawn from (the same seed replays a run)")
+	dualStack := fs.Bool("dual-stack", true, "IPv6 beside IPv4 on every link, router and scheduler; each city has IPv4 and IPv6 STBs")
 	edgeServer := fs.String("edge", lab.EdgeLab, "what runs each media edge: lab (bin/lab edge, JSON load stats) or nginx (stub_status)")
 	geoOut := fs.String("out", "", "geoip-db: the database file to write")
 	var geoNets networkFlags
@@ -146,7 +149,7 @@ func run(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--etcd-cluster %d: want 1 or 3", *etcdCluster)
 	}
 	absBin, _ := filepath.Abs(*bin)
-	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster, QoE: *qoe, EdgeServer: *edgeServer}
+	o := lab.Options{Prefix: *prefix, Cities: allCities[:*n], Bin: absBin, Dir: *dir, DistanceDelays: true, Edges: true, EtcdMembers: *etcdCluster, QoE: *qoe, EdgeServer: *edgeServer, DualStack: *dualStack}
 	if *file != "" {
 		f, err := readLabFile(*file)
 		if err != nil {
@@ -171,6 +174,9 @@ func run(args []string, stdout io.Writer) error {
 		if f.QoE != nil {
 			o.QoE = *f.QoE
 		}
+		if f.DualStack != nil {
+			o.DualStack = *f.DualStack
+		}
 		o.Standby = map[int]bool{}
 		for _, c := range f.Standby {
 			o.Standby[slices.Index(o.Cities, c)] = true
@@ -185,6 +191,10 @@ func run(args []string, stdout io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return (&edge.Server{Listen: *listen, FailFile: *failFile}).Run(ctx)
+	case "tcp-proxy": // an IPv6-only city's way to the center's etcd (started by the lab itself)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return lab.RunTCPProxy(ctx, *listen, *to)
 	case "geoip-db":
 		return geoipDB(*geoOut, geoNets, stdout)
 	case "down":
@@ -211,9 +221,9 @@ func run(args []string, stdout io.Writer) error {
 	case "load":
 		l := lab.Attach(o)
 		fmt.Printf("STB load from %d cities for %s; per second: requests, failures and who answered\n", len(o.Cities), *load)
-		for _, r := range runLoad(l, o, *load, newLive(os.Stdout, o.Cities, 1)) {
-			fmt.Print(tableOnly(r))
-		}
+		lv := newLive(os.Stdout, o.Cities, 1)
+		lv.gens = len(families(o))
+		printLoad(runLoad(l, o, *load, lv))
 		return nil
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
@@ -258,21 +268,29 @@ func up(o lab.Options) (*lab.Lab, error) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	step("waiting until every city's STBs reach their own scheduler (BGP: city /32 beats the center's /26)")
+	if o.DualStack {
+		step("waiting until every city's IPv4 and IPv6 STBs reach their own scheduler (BGP: the city's /32 and /128 beat the center's /26 and /48)")
+	} else {
+		step("waiting until every city's STBs reach their own scheduler (BGP: city /32 beats the center's /26)")
+	}
 	for i, c := range o.Cities {
 		start := time.Now()
-		for {
-			inst, code, _ := l.Request(context.Background(), i)
-			if code == 302 && inst == lab.PrimaryID(c) {
-				fmt.Printf("  %-10s answered by %s after %s\n", c, inst, time.Since(start).Round(time.Millisecond))
-				break
+		var took []string
+		for _, f := range families(o) {
+			for {
+				inst, code, _ := l.RequestFamily(context.Background(), i, f.v6)
+				if code == 302 && inst == lab.PrimaryID(c) {
+					took = append(took, fmt.Sprintf("%s after %s", f.name, time.Since(start).Round(time.Millisecond)))
+					break
+				}
+				if time.Since(start) > 90*time.Second {
+					l.Down()
+					return nil, fmt.Errorf("%s: %s STBs not answered by its scheduler (last %q %d)", c, f.name, inst, code)
+				}
+				time.Sleep(200 * time.Millisecond)
 			}
-			if time.Since(start) > 90*time.Second {
-				l.Down()
-				return nil, fmt.Errorf("%s: not answered by its scheduler (last %q %d)", c, inst, code)
-			}
-			time.Sleep(200 * time.Millisecond)
 		}
+		fmt.Printf("  %-10s answered by %s: %s\n", c, lab.PrimaryID(c), strings.Join(took, ", "))
 	}
 	return l, nil
 }
@@ -319,12 +337,17 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 
 	viewers := ""
 	if o.QoE {
-		viewers = fmt.Sprintf(" (%d viewers per city with signed tokens)", lab.QoEViewers)
+		viewers = fmt.Sprintf(" (%d viewers per city and family with signed tokens)", lab.QoEViewers)
 	}
-	step("STB load: %d cities, 4 STBs each zapping every 50 ms%s, for %s", len(o.Cities), viewers, loadFor)
-	var results []string
+	fams := ""
+	if o.DualStack {
+		fams = " per family (IPv4 and IPv6)"
+	}
+	step("STB load: %d cities, 4 STBs each%s zapping every 50 ms%s, for %s", len(o.Cities), fams, viewers, loadFor)
+	var results []loadResult
 	loadDone := make(chan struct{})
 	lv := newLive(os.Stdout, o.Cities, 5) // a line every 5 s while it runs
+	lv.gens = len(families(o))
 	go func() { results = runLoad(l, o, loadFor, lv); close(loadDone) }()
 	time.Sleep(loadFor / 4)
 	drilled := o.Cities[min(1, len(o.Cities)-1)]
@@ -348,13 +371,13 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	<-loadDone
 
 	step("summary: what the STBs saw (answered by their city's scheduler or the center)")
+	printLoad(results)
 	for _, r := range results {
-		fmt.Print(tableOnly(r))
+		step("the drill from the %s STBs' side: who answered %s's STBs, second by second", r.family, drilled)
+		fmt.Print(r.live.timeline(drilled))
 	}
-	step("the drill from the STBs' side: who answered %s's STBs, second by second", drilled)
-	fmt.Print(lv.timeline(drilled))
 	if o.QoE {
-		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers, lab.QoEServerMbps)
+		step("QoE allocation: each city scheduler's plan (%d viewers per city, 2 servers of %d Mbps each)", lab.QoEViewers*len(families(o)), lab.QoEServerMbps)
 		out, _ := schedctl(l, "status")
 		if i := strings.Index(out, "QOE PLAN"); i >= 0 {
 			plans, _, _ := strings.Cut(out[i:], "\n\n")
@@ -368,39 +391,97 @@ func demo(o lab.Options, loadFor, drillFor time.Duration) error {
 	return nil
 }
 
-// runLoad runs bin/stbload in every city's client namespace for d and
-// returns each one's output (its table); lv gets their per-second figures
-// as they come.
-func runLoad(l *lab.Lab, o lab.Options, d time.Duration, lv *live) []string {
+// family is one address family of the lab's STBs.
+type family struct {
+	name string // IPv4, IPv6
+	v6   bool
+}
+
+// families are the lab's STB families: IPv4, and IPv6 in a dual-stack lab.
+func families(o lab.Options) []family {
+	if o.DualStack {
+		return []family{{"IPv4", false}, {"IPv6", true}}
+	}
+	return []family{{"IPv4", false}}
+}
+
+// loadResult is what one family's STBs saw: each city's table, the
+// totals, and their seconds (for the drill's timeline).
+type loadResult struct {
+	family           string
+	tables           []string
+	requests, failed int
+	live             *live
+}
+
+// runLoad runs bin/stbload in every city's client namespace for d, once
+// per family, and returns each family's outputs (their tables) and
+// totals; lv gets every per-second figure as it comes.
+func runLoad(l *lab.Lab, o lab.Options, d time.Duration, lv *live) []loadResult {
 	var wg sync.WaitGroup
-	results := make([]string, len(o.Cities))
-	for i, c := range o.Cities {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := []string{"netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
-				"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", lab.ServiceIP.String() + ":80",
-				"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--per-second", "--follow",
-				"--seed", fmt.Sprint(i + 1)}
-			if o.QoE {
-				key, err := l.TokenKey()
-				if err != nil {
-					results[i] = err.Error()
-					return
+	fams := families(o)
+	results := make([]loadResult, len(fams))
+	var mu sync.Mutex // the totals
+	for k, f := range fams {
+		results[k] = loadResult{family: f.name, tables: make([]string, len(o.Cities)), live: newLive(io.Discard, o.Cities, 1)}
+		scheduler := lab.ServiceIP.String() + ":80"
+		if f.v6 {
+			scheduler = "[" + lab.ServiceIP6.String() + "]:80"
+		}
+		for i, c := range o.Cities {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := []string{"netns", "exec", l.NS(fmt.Sprintf("c%d", i+1)), filepath.Join(filepath.Dir(os.Args[0]), "stbload"),
+					"--topology", filepath.Join(o.Dir, "topology.yaml"), "--cities", c, "--default", scheduler,
+					"--requests", "1000000", "--concurrency", "4", "--pause", "50ms", "--max-duration", d.String(), "--per-second", "--follow",
+					"--seed", fmt.Sprint(i + 1 + 100*k)}
+				if o.DualStack {
+					args = append(args, "--family", strings.ToLower(f.name))
 				}
-				args = append(args, "--viewers", fmt.Sprint(lab.QoEViewers), "--token-key-id", lab.TokenKeyID, "--token-secret-file", key)
-			}
-			results[i] = streamLoad(exec.Command("ip", args...), lv)
-		}()
+				if o.QoE {
+					key, err := l.TokenKey()
+					if err != nil {
+						results[k].tables[i] = err.Error()
+						return
+					}
+					args = append(args, "--viewers", fmt.Sprint(lab.QoEViewers), "--token-key-id", lab.TokenKeyID, "--token-secret-file", key)
+				}
+				results[k].tables[i] = streamLoad(exec.Command("ip", args...), func(s stbload.Second) {
+					lv.add(s)
+					results[k].live.add(s)
+					mu.Lock()
+					results[k].requests += s.Requests
+					results[k].failed += s.Failures
+					mu.Unlock()
+				})
+			}()
+		}
 	}
 	wg.Wait()
 	lv.flush()
 	return results
 }
 
-// streamLoad runs one load generator, hands its per-second lines to lv as
+// printLoad prints each family's tables and a line per family with its
+// totals.
+func printLoad(results []loadResult) {
+	for _, r := range results {
+		if len(results) > 1 {
+			fmt.Printf("  %s STBs:\n", r.family)
+		}
+		for _, t := range r.tables {
+			fmt.Print(tableOnly(t))
+		}
+	}
+	for _, r := range results {
+		fmt.Printf("  %s STBs: %d requests, %d failed\n", r.family, r.requests, r.failed)
+	}
+}
+
+// streamLoad runs one load generator, hands its per-second lines to add as
 // they come and returns the rest of its output.
-func streamLoad(cmd *exec.Cmd, lv *live) string {
+func streamLoad(cmd *exec.Cmd, add func(stbload.Second)) string {
 	var rest, stderr strings.Builder // stderr is written by exec's own goroutine
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -413,7 +494,7 @@ func streamLoad(cmd *exec.Cmd, lv *live) string {
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if s, ok := stbload.ParseLine(sc.Text()); ok {
-			lv.add(s)
+			add(s)
 		} else {
 			rest.WriteString(sc.Text() + "\n")
 		}

@@ -32,9 +32,12 @@ type Instance struct {
 	State            instance.State `json:"state"`
 	Announced        bool           `json:"announced"`
 	AnnounceWhy      string         `json:"announce_why,omitempty"` // why the route is not announced
-	Announces        string         `json:"announces,omitempty"`    // the prefix
-	Peers            []Peer         `json:"peers,omitempty"`
-	QoE              *QoEPlan       `json:"qoe,omitempty"`
+	Announces        string         `json:"announces,omitempty"`    // the prefixes, space-separated (IPv4 first)
+	// Routes: each address family's route, announced or why not (a
+	// dual-stack scheduler announces one per family).
+	Routes []Route  `json:"routes,omitempty"`
+	Peers  []Peer   `json:"peers,omitempty"`
+	QoE    *QoEPlan `json:"qoe,omitempty"`
 	// Planning: the plans a center makes for cities whose schedulers are
 	// gone (their STBs reach it), one per region.
 	Planning []QoEPlan `json:"planning,omitempty"`
@@ -119,6 +122,15 @@ type RegionTraffic struct {
 	Failed       uint64    `json:"failed"`
 	RunStart     time.Time `json:"run_start"`
 	Last         time.Time `json:"last"`
+}
+
+// Peer is one BGP session of an instance.
+// Route is one family's Anycast route of an instance.
+type Route struct {
+	Family    string `json:"family"` // ipv4, ipv6
+	Prefix    string `json:"prefix,omitempty"`
+	Announced bool   `json:"announced"`
+	Why       string `json:"why,omitempty"`
 }
 
 // Peer is one BGP session of an instance.

@@ -19,7 +19,11 @@ import (
 )
 
 // BGP announces routes with an embedded GoBGP server. Set is desired state:
-// after it returns, exactly the given routes are announced to every peer.
+// after it returns, exactly the given routes are announced to every peer of
+// their family. Each family travels over sessions of its own family (an
+// IPv6 route to the peers with IPv6 addresses): next-hop-self is then the
+// session's local address, of the route's family, which an IPv6 route over
+// an IPv4 session could not have without a configured IPv6 next hop.
 type BGP struct {
 	cfg announcecfg.BGP
 	log *slog.Logger
@@ -133,7 +137,7 @@ func (b *BGP) Set(ctx context.Context, routes map[netip.Prefix]Attrs) error {
 	for p := range b.current {
 		if _, keep := routes[p]; !keep {
 			if err := srv.DeletePath(ctx, &api.DeletePathRequest{Path: b.path(p, Attrs{})}); err != nil {
-				errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
+				errs = append(errs, &RouteError{Prefix: p, Withdraw: true, Err: err})
 				continue
 			}
 			delete(b.current, p)
@@ -146,7 +150,7 @@ func (b *BGP) Set(ctx context.Context, routes map[netip.Prefix]Attrs) error {
 		}
 		// Adding the same prefix again replaces its attributes.
 		if _, err := srv.AddPath(ctx, &api.AddPathRequest{Path: b.path(p, a)}); err != nil {
-			errs = append(errs, fmt.Errorf("announce %s: %w", p, err))
+			errs = append(errs, &RouteError{Prefix: p, Err: err})
 			continue
 		}
 		b.current[p] = a

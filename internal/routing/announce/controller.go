@@ -1,10 +1,14 @@
 package announce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,13 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ControllerOptions tune when the route follows readiness.
+// ControllerOptions tune when the routes follow readiness.
 type ControllerOptions struct {
-	// Prefix is the /32 (regional) or the aggregate (center); when unset,
-	// PrefixFunc gives it (it comes with the topology, which may change it).
-	Prefix     netip.Prefix
-	PrefixFunc func() (netip.Prefix, bool)
-	Attrs      Attrs
+	// Prefix is a fixed route (one family); when unset, Targets gives the
+	// routes, one per family (they come with the topology, which may
+	// change them).
+	Prefix  netip.Prefix
+	Targets func() []Target
+	Attrs   Attrs
 	// Timing is the announce section's check_interval, rise, fall,
 	// hold_down and drain (a zero check interval is 200ms, a rise or fall
 	// below one is one).
@@ -28,45 +33,105 @@ type ControllerOptions struct {
 // ReadyFunc says whether the scheduler can take STBs; the error says why not.
 type ReadyFunc func() error
 
-// Controller announces Prefix while Ready holds, with hysteresis, and stops
-// gracefully. A drill can force a withdrawal for a while.
+// Controller announces its routes (the service address's host route or
+// the center's aggregate, one per address family) while Ready holds, with
+// hysteresis, and stops gracefully. A drill can force a withdrawal for a
+// while. The families are announced and withdrawn together; a family
+// whose route cannot be announced (no prefix, refused, the speaker failed)
+// is reported on its own and does not hold the others back.
 type Controller struct {
 	Speaker Speaker
 	Options ControllerOptions
 	Ready   ReadyFunc
 	Logger  *slog.Logger
-	// OnChange, if set, is called after the route was announced or withdrawn.
+	// OnChange, if set, is called after a route was announced or withdrawn.
 	OnChange func()
-	// Drilled, if set, says whether a failover drill withdraws the route
+	// Drilled, if set, says whether a failover drill withdraws the routes
 	// now; asked at every check, so that a drill that ends early (its key
 	// deleted) or is capped ends here too.
 	Drilled func(now time.Time) bool
 
 	mu        sync.Mutex
-	announced bool
-	current   netip.Prefix // what is announced
-	fast      bool         // stop without the graceful sequence (a component failed)
+	want      bool                   // the decision: announce
+	applied   map[netip.Prefix]bool  // what the speaker announces
+	desired   map[netip.Prefix]bool  // the routes of the last decision
+	targets   []Target               // the last check's
+	failed    map[netip.Prefix]error // the speaker's last failure per route
+	fast      bool                   // stop without the graceful sequence (a component failed)
 	changedAt time.Time
-	why       string // why the route is withdrawn ("" when announced)
-	state     prometheus.Gauge
+	why       string // why the routes are withdrawn ("" when announced)
+	state     *prometheus.GaugeVec
 	changes   *prometheus.CounterVec
+	errs      *prometheus.CounterVec
 }
 
 // Register adds the controller's metrics.
 func (c *Controller) Register(reg prometheus.Registerer) {
-	c.state = prometheus.NewGauge(prometheus.GaugeOpts{Name: "anysched_announce_state", Help: "1 while the Anycast route is announced, 0 while withdrawn."})
-	c.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_changes_total", Help: "Route announcements and withdrawals, by reason: ready, prefix_changed (announced); not_ready, drill, stopping (withdrawn)."}, []string{"reason"})
-	for _, r := range []string{reasonReady, reasonPrefix, reasonNotReady, reasonDrill, reasonStopping} {
-		c.changes.WithLabelValues(r)
-	}
-	reg.MustRegister(c.state, c.changes)
+	c.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "anysched_announce_state", Help: "1 while the Anycast route of the family is announced, 0 while withdrawn."}, []string{"family"})
+	c.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_changes_total", Help: "Route announcements and withdrawals, by family and reason: ready, prefix_changed (announced); not_ready, drill, stopping (withdrawn)."}, []string{"reason", "family"})
+	c.errs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "anysched_announce_errors_total", Help: "Failed announcements and withdrawals of the family's route (retried at the next check)."}, []string{"family"})
+	reg.MustRegister(c.state, c.changes, c.errs)
 }
 
-// State reports whether the route is announced, and why not.
+// StateGauge, Changes and Errors are the metrics (after Register), for tests.
+func (c *Controller) StateGauge() *prometheus.GaugeVec { return c.state }
+
+// Changes is anysched_announce_changes_total.
+func (c *Controller) Changes() *prometheus.CounterVec { return c.changes }
+
+// Errors is anysched_announce_errors_total.
+func (c *Controller) Errors() *prometheus.CounterVec { return c.errs }
+
+// registerFamily makes the family's series exist from the first check.
+func (c *Controller) registerFamily(f Family) {
+	if c.state == nil {
+		return
+	}
+	c.state.WithLabelValues(string(f))
+	c.errs.WithLabelValues(string(f))
+	for _, r := range []string{reasonReady, reasonPrefix, reasonNotReady, reasonDrill, reasonStopping} {
+		c.changes.WithLabelValues(r, string(f))
+	}
+}
+
+// State reports whether a route is announced, and why not.
 func (c *Controller) State() (announced bool, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.announced, c.why
+	return len(c.applied) > 0, c.why
+}
+
+// Families reports each family's route: announced, or why not.
+func (c *Controller) Families() []FamilyState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []FamilyState
+	seen := map[Family]bool{}
+	for _, t := range c.targets {
+		seen[t.Family] = true
+		st := FamilyState{Family: t.Family, Prefix: t.Prefix, Announced: c.applied[t.Prefix] && t.Err == nil}
+		switch {
+		case t.Err != nil:
+			st.Why = t.Err.Error()
+		case st.Announced:
+		case c.failed[t.Prefix] != nil:
+			st.Why = c.failed[t.Prefix].Error()
+		case c.why != "":
+			st.Why = c.why
+		default:
+			st.Why = "not announced yet"
+		}
+		out = append(out, st)
+	}
+	// A route still announced that no target names any more (a family
+	// left the province, its withdrawal failed).
+	for p := range c.applied {
+		if !seen[FamilyOf(p)] {
+			out = append(out, FamilyState{Family: FamilyOf(p), Prefix: p, Announced: true})
+		}
+	}
+	slices.SortFunc(out, func(a, b FamilyState) int { return strings.Compare(string(a.Family), string(b.Family)) })
+	return out
 }
 
 // Run follows readiness until ctx ends, then performs the graceful stop:
@@ -82,10 +147,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer tick.Stop()
 	okRun, badRun := 0, 0
 	for {
-		prefix, known := c.prefix()
+		targets := c.currentTargets()
+		routes := map[netip.Prefix]bool{}
+		var noRoute error
+		for _, t := range targets {
+			if t.Err == nil {
+				routes[t.Prefix] = true
+			} else if noRoute == nil {
+				noRoute = t.Err
+			}
+		}
 		err := c.Ready()
-		if err == nil && !known {
-			err = errNoPrefix
+		if err == nil && len(routes) == 0 {
+			err = cmpErr(noRoute, errNoPrefix)
 		}
 		forced := c.Drilled != nil && c.Drilled(time.Now())
 		if forced && err == nil {
@@ -97,24 +171,26 @@ func (c *Controller) Run(ctx context.Context) error {
 			okRun, badRun = 0, badRun+1
 		}
 		c.mu.Lock()
-		announced, since := c.announced, time.Since(c.changedAt)
-		c.mu.Unlock()
-		held := !c.changedAtZero() && since < o.HoldDown && !forced
-		c.mu.Lock()
-		moved := announced && known && prefix != c.current
+		c.targets = targets
+		want, since := c.want, time.Since(c.changedAt)
+		held := !c.changedAt.IsZero() && since < o.HoldDown && !forced
+		moved := want && len(routes) > 0 && !maps.Equal(routes, c.desired)
+		pending := (!want && len(c.applied) > 0) || (want && !maps.Equal(c.applied, c.desired))
 		c.mu.Unlock()
 		switch {
-		case moved: // the topology changed the Anycast prefix
-			c.set(ctx, true, o.Attrs, "", reasonPrefix)
-		case !announced && okRun >= o.Rise && !held:
-			c.set(ctx, true, o.Attrs, "", reasonReady)
-		case announced && (badRun >= o.Fall || forced) && !held:
+		case want && (badRun >= o.Fall || forced) && !held:
 			reason := reasonNotReady
 			if forced {
 				reason = reasonDrill
 			}
-			c.set(ctx, false, o.Attrs, err.Error(), reason)
-		case !announced && err != nil:
+			c.set(ctx, false, nil, o.Attrs, err.Error(), reason)
+		case moved: // the topology changed a prefix, or a family came or went
+			c.set(ctx, true, routes, o.Attrs, "", reasonPrefix)
+		case !want && okRun >= o.Rise && !held:
+			c.set(ctx, true, routes, o.Attrs, "", reasonReady)
+		case pending: // a family's announcement or withdrawal failed: again
+			c.retry(ctx, o.Attrs)
+		case !want && err != nil:
 			c.mu.Lock()
 			c.why = err.Error()
 			c.mu.Unlock()
@@ -126,6 +202,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // Reasons of a route change, the label values of anysched_announce_changes_total.
@@ -145,14 +228,18 @@ var errDrill error = drillError{}
 
 var errNoPrefix = errors.New("no Anycast prefix yet (no topology)")
 
-func (c *Controller) prefix() (netip.Prefix, bool) {
-	if c.Options.Prefix.IsValid() {
-		return c.Options.Prefix, true
+func (c *Controller) currentTargets() []Target {
+	var ts []Target
+	switch {
+	case c.Options.Prefix.IsValid():
+		ts = []Target{{Family: FamilyOf(c.Options.Prefix), Prefix: c.Options.Prefix}}
+	case c.Options.Targets != nil:
+		ts = c.Options.Targets()
 	}
-	if c.Options.PrefixFunc != nil {
-		return c.Options.PrefixFunc()
+	for _, t := range ts {
+		c.registerFamily(t.Family)
 	}
-	return netip.Prefix{}, false
+	return ts
 }
 
 // StopFast makes the coming stop withdraw at once, without the graceful
@@ -163,62 +250,156 @@ func (c *Controller) StopFast() {
 	c.mu.Unlock()
 }
 
-func (c *Controller) changedAtZero() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.changedAt.IsZero()
-}
-
-func (c *Controller) set(ctx context.Context, announce bool, attrs Attrs, why, reason string) {
-	routes := map[netip.Prefix]Attrs{}
-	prefix, known := c.prefix()
-	if announce && known {
-		routes[prefix] = attrs
+// set makes the decision: announce routes, or withdraw everything.
+func (c *Controller) set(ctx context.Context, announce bool, routes map[netip.Prefix]bool, attrs Attrs, why, reason string) {
+	if !announce {
+		routes = nil
 	}
-	if err := c.Speaker.Set(ctx, routes); err != nil {
-		c.Logger.Error("changing the announcement failed; will retry", "component", "announce", "announce", announce, "err", err)
+	if !c.apply(ctx, routes, attrs, reason) {
 		return
 	}
 	c.mu.Lock()
-	c.announced, c.changedAt, c.why = announce && known, time.Now(), why
-	if announce {
-		c.current = prefix
-	}
+	c.want, c.desired, c.changedAt, c.why = announce, maps.Clone(routes), time.Now(), why
 	c.mu.Unlock()
 	if announce {
-		c.Logger.Info("route announced", "component", "announce", "prefix", prefix, "reason", reason)
+		c.Logger.Info("route announced", "component", "announce", "prefixes", sortedPrefixes(routes), "reason", reason)
 	} else {
-		c.Logger.Warn("route withdrawn", "component", "announce", "prefix", prefix, "reason", reason, "why", why)
-	}
-	if c.state != nil {
-		c.state.Set(boolFloat(announce))
-		c.changes.WithLabelValues(reason).Inc()
-	}
-	if c.OnChange != nil {
-		c.OnChange()
+		c.Logger.Warn("route withdrawn", "component", "announce", "reason", reason, "why", why)
 	}
 }
 
+// retry applies the last decision again after a failure.
+func (c *Controller) retry(ctx context.Context, attrs Attrs) {
+	c.mu.Lock()
+	routes, reason := maps.Clone(c.desired), reasonReady
+	if !c.want {
+		reason = reasonStopping
+	}
+	c.mu.Unlock()
+	c.apply(ctx, routes, attrs, reason)
+}
+
+// apply has the speaker announce exactly routes and records, per family,
+// what it did; it reports false when nothing was changed (every route failed).
+func (c *Controller) apply(ctx context.Context, routes map[netip.Prefix]bool, attrs Attrs, reason string) bool {
+	set := map[netip.Prefix]Attrs{}
+	for p := range routes {
+		set[p] = attrs
+	}
+	err := c.Speaker.Set(ctx, set)
+	failed, rest := failedRoutes(err)
+	c.mu.Lock()
+	before := maps.Clone(c.applied)
+	if before == nil {
+		before = map[netip.Prefix]bool{}
+	}
+	if rest != nil { // a failure that names no route: nothing is known to have changed
+		c.mu.Unlock()
+		c.Logger.Error("changing the announcement failed; will retry", "component", "announce", "err", err)
+		c.countErrors(slices.Collect(maps.Keys(routes)), before)
+		return false
+	}
+	after := map[netip.Prefix]bool{}
+	for p := range routes {
+		if failed[p] == nil {
+			after[p] = true
+		}
+	}
+	for p := range before {
+		if failed[p] != nil && !routes[p] { // its withdrawal failed: still announced
+			after[p] = true
+		}
+	}
+	c.applied, c.failed = after, failed
+	c.mu.Unlock()
+	for p, e := range failed {
+		c.Logger.Error("changing the announcement failed; will retry", "component", "announce", "family", FamilyOf(p), "prefix", p, "err", e)
+		if c.errs != nil {
+			c.errs.WithLabelValues(string(FamilyOf(p))).Inc()
+		}
+	}
+	for _, p := range sortedPrefixes(mergeKeys(before, after)) {
+		if before[p] == after[p] {
+			continue
+		}
+		f := FamilyOf(p)
+		if after[p] {
+			c.Logger.Info("route announced", "component", "announce", "family", f, "prefix", p, "reason", reason)
+		} else {
+			c.Logger.Warn("route withdrawn", "component", "announce", "family", f, "prefix", p, "reason", reason)
+		}
+		if c.state != nil {
+			c.changes.WithLabelValues(reason, string(f)).Inc()
+		}
+	}
+	if c.state != nil {
+		for _, f := range []Family{IPv4, IPv6} {
+			on := slices.ContainsFunc(slices.Collect(maps.Keys(after)), func(p netip.Prefix) bool { return FamilyOf(p) == f })
+			if on || c.hasFamily(f) {
+				c.state.WithLabelValues(string(f)).Set(boolFloat(on))
+			}
+		}
+	}
+	if c.OnChange != nil && !maps.Equal(before, after) {
+		c.OnChange()
+	}
+	return len(failed) == 0 || len(after) > 0 || len(routes) == 0
+}
+
+func (c *Controller) countErrors(routes []netip.Prefix, before map[netip.Prefix]bool) {
+	if c.errs == nil {
+		return
+	}
+	fams := map[Family]bool{}
+	for _, p := range append(routes, slices.Collect(maps.Keys(before))...) {
+		fams[FamilyOf(p)] = true
+	}
+	for f := range fams {
+		c.errs.WithLabelValues(string(f)).Inc()
+	}
+}
+
+// hasFamily reports whether the last targets name f.
+func (c *Controller) hasFamily(f Family) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.ContainsFunc(c.targets, func(t Target) bool { return t.Family == f })
+}
+
+func sortedPrefixes(m map[netip.Prefix]bool) []netip.Prefix {
+	return slices.SortedFunc(maps.Keys(m), func(a, b netip.Prefix) int { return cmp.Or(a.Addr().Compare(b.Addr()), a.Bits()-b.Bits()) })
+}
+
+func mergeKeys(a, b map[netip.Prefix]bool) map[netip.Prefix]bool {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
 // gracefulStop runs after the daemon was asked to stop: routers are told to
-// prefer other paths (RFC 8326), then the route is withdrawn, then the
+// prefer other paths (RFC 8326), then the routes are withdrawn, then the
 // scheduler keeps answering for the drain period while routers converge.
 func (c *Controller) gracefulStop(o ControllerOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Drain.PreWithdraw+o.Drain.Linger+10*time.Second)
 	defer cancel()
-	announced, _ := c.State()
 	c.mu.Lock()
 	if c.fast {
 		o.Drain = announcecfg.Drain{}
 	}
-	prefix := c.current
+	applied := maps.Clone(c.applied)
 	c.mu.Unlock()
+	announced := len(applied) > 0
 	if announced && o.Drain.PreWithdraw > 0 {
 		c.Logger.Info("stopping: announcing with GRACEFUL_SHUTDOWN", "component", "announce", "wait", o.Drain.PreWithdraw)
-		if err := c.Speaker.Set(ctx, map[netip.Prefix]Attrs{prefix: o.Attrs.With(GracefulShutdown)}); err == nil {
+		set := map[netip.Prefix]Attrs{}
+		for p := range applied {
+			set[p] = o.Attrs.With(GracefulShutdown)
+		}
+		if err := c.Speaker.Set(ctx, set); err == nil {
 			time.Sleep(o.Drain.PreWithdraw)
 		}
 	}
-	c.set(ctx, false, o.Attrs, "stopping", reasonStopping)
+	c.set(ctx, false, nil, o.Attrs, "stopping", reasonStopping)
 	if announced && o.Drain.Linger > 0 {
 		c.Logger.Info("stopping: route withdrawn, still answering while routers converge", "component", "announce", "drain", o.Drain.Linger)
 		time.Sleep(o.Drain.Linger)

@@ -3,7 +3,6 @@ package announce
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -17,11 +16,12 @@ import (
 // Attributes (MED, communities) have no meaning here and are ignored.
 type OSPF struct {
 	Interface string
-	// ServiceIP: a route shorter than a host route (the center's aggregate)
-	// is put on the interface as ServiceIP with that prefix length, so the
-	// interface network is the aggregate and the service address is local.
-	ServiceIP netip.Addr
-	Logger    *slog.Logger
+	// ServiceIPs: a route shorter than a host route (the center's
+	// aggregate) is put on the interface as the service address it
+	// contains (one per family) with that prefix length, so the interface
+	// network is the aggregate and the service address is local.
+	ServiceIPs []netip.Addr
+	Logger     *slog.Logger
 
 	mu   sync.Mutex
 	vips map[netip.Prefix]*netconfig.VIP
@@ -46,7 +46,7 @@ func (o *OSPF) Set(ctx context.Context, routes map[netip.Prefix]Attrs) error {
 			continue
 		}
 		if err := v.Down(ctx); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &RouteError{Prefix: p, Withdraw: true, Err: err})
 			continue
 		}
 		delete(o.vips, p)
@@ -58,9 +58,15 @@ func (o *OSPF) Set(ctx context.Context, routes map[netip.Prefix]Attrs) error {
 		}
 		addr := p
 		if p.Bits() < p.Addr().BitLen() {
-			a, err := netconfig.AggregateAddress(o.ServiceIP, p)
+			ip := netip.Addr{}
+			for _, s := range o.ServiceIPs {
+				if p.Contains(s) {
+					ip = s
+				}
+			}
+			a, err := netconfig.AggregateAddress(ip, p)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, &RouteError{Prefix: p, Err: err})
 				continue
 			}
 			addr = a
@@ -70,7 +76,7 @@ func (o *OSPF) Set(ctx context.Context, routes map[netip.Prefix]Attrs) error {
 			err = v.Up(ctx)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("announce %s: %w", p, err))
+			errs = append(errs, &RouteError{Prefix: p, Err: err})
 			continue
 		}
 		o.vips[p] = v

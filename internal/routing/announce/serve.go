@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/anysched/anysched/netconfig"
@@ -14,11 +15,11 @@ import (
 type Route struct {
 	Speaker    Speaker
 	Controller *Controller
-	// VIP is the address to keep on the host while announcing (BGP: the
-	// kernel must accept packets for it; OSPF: on lo, so that a withdrawn
-	// address still accepts the STBs routed here until OSPF converged);
-	// nil: the host's business.
-	VIP    func() (*netconfig.VIP, error)
+	// VIPs are the addresses to keep on the host while announcing, one per
+	// family (BGP: the kernel must accept packets for them; OSPF: on lo, so
+	// that a withdrawn address still accepts the STBs routed here until
+	// OSPF converged); nil: the host's business.
+	VIPs   func() ([]*netconfig.VIP, error)
 	Logger *slog.Logger
 	// BeforeWithdraw, if set, runs once when ctx ends, before the
 	// controller withdraws: what must be handed on while the route still
@@ -60,13 +61,15 @@ func (r *Route) Serve(ctx context.Context, run func(context.Context) error) erro
 			r.Controller.StopFast()
 			cancel()
 		}()
-		if r.VIP != nil {
-			go r.keepVIP(ctrlCtx)
+		if r.VIPs != nil {
+			go r.keepVIPs(ctrlCtx)
 		}
 		err := r.Controller.Run(ctrlCtx)
-		if r.VIP != nil {
-			if v, verr := r.VIP(); verr == nil {
-				_ = v.Down(context.Background())
+		if r.VIPs != nil {
+			if vs, verr := r.VIPs(); verr == nil {
+				for _, v := range vs {
+					_ = v.Down(context.Background())
+				}
 			}
 		}
 		stopServing()
@@ -75,22 +78,31 @@ func (r *Route) Serve(ctx context.Context, run func(context.Context) error) erro
 	return g.Wait()
 }
 
-// keepVIP keeps the service address on its interface, following topology
-// changes.
-func (r *Route) keepVIP(ctx context.Context) {
-	var current *netconfig.VIP
+// keepVIPs keeps the service addresses on their interface, following
+// topology changes.
+func (r *Route) keepVIPs(ctx context.Context) {
+	current := map[netip.Prefix]*netconfig.VIP{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if v, err := r.VIP(); err == nil && (current == nil || current.Prefix() != v.Prefix()) {
-			if err := v.Up(ctx); err != nil {
-				r.Logger.Error("putting the service address on the interface failed", "component", "announce", "address", v, "err", err)
-			} else {
-				if current != nil {
-					_ = current.Down(ctx)
+		if vs, err := r.VIPs(); err == nil {
+			want := map[netip.Prefix]bool{}
+			for _, v := range vs {
+				want[v.Prefix()] = true
+				if current[v.Prefix()] != nil {
+					continue
 				}
-				current = v
+				if err := v.Up(ctx); err != nil {
+					r.Logger.Error("putting the service address on the interface failed", "component", "announce", "address", v, "err", err)
+					continue
+				}
+				current[v.Prefix()] = v
 				r.Logger.Info("service address up", "component", "announce", "address", v)
+			}
+			for p, v := range current {
+				if !want[p] && v.Down(ctx) == nil {
+					delete(current, p)
+				}
 			}
 		}
 		select {

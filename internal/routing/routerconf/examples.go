@@ -18,10 +18,18 @@ type Example struct {
 //
 // AS numbers: core 65000, city routers 6510N, regional schedulers 6520N,
 // center 65300.
+//
+// A dual-stack province (the lab's, Options.DualStack) adds service_ip6
+// 2001:db8:a::1 in center_prefix6 2001:db8:a::/48; each link then also
+// carries an IPv6 /64: fd00:N:2::/64 (city N's router ::1 <-> its primary
+// ::2), fd00:N:3::/64 (<-> its standby), fd00:100:N::/64 (the core ::1 <->
+// city N's router ::2), fd00:0:1::/64 (the core ::1 <-> the center ::2).
 var (
-	exService = netip.MustParseAddr("198.18.0.1")
-	exCenter  = netip.MustParsePrefix("198.18.0.0/26")
-	a         = netip.MustParseAddr
+	exService  = netip.MustParseAddr("198.18.0.1")
+	exCenter   = netip.MustParsePrefix("198.18.0.0/26")
+	exService6 = netip.MustParseAddr("2001:db8:a::1")
+	exCenter6  = netip.MustParsePrefix("2001:db8:a::/48")
+	a          = netip.MustParseAddr
 )
 
 // Examples returns the parameters of the committed example configurations
@@ -75,6 +83,10 @@ func Examples() []Example {
 	coreOSPF.BGP.Schedulers = nil
 	coreOSPF.OSPF = OSPF{Interfaces: []OSPFInterface{{Name: "eth0", BFD: true}}}
 
+	// A dual-stack regional host: OSPFv2 and OSPFv3 on the same uplink.
+	regional6 := regional
+	regional6.ServiceIP6, regional6.CenterPrefix6 = exService6, exCenter6
+
 	with := func(p Params, d Daemon) Params { p.Daemon = d; return p }
 	return []Example{
 		{Path: "deploy/bird/regional-ospf.conf", Params: with(regional, BIRD)},
@@ -85,5 +97,7 @@ func Examples() []Example {
 		{Path: "deploy/bird/lab-core-router-ospf.conf", Params: coreOSPF},
 		{Path: "deploy/frr/regional-ospf.frr.conf", Params: with(regional, FRR)},
 		{Path: "deploy/frr/central-ospf.frr.conf", Params: with(central, FRR)},
+		{Path: "deploy/bird/regional-ospf-dualstack.conf", Params: with(regional6, BIRD)},
+		{Path: "deploy/frr/regional-ospf-dualstack.frr.conf", Params: with(regional6, FRR)},
 	}
 }

@@ -17,6 +17,12 @@
 //     center prefix from the center and hands it to every city router,
 //     exactly as the deployment report publishes them.
 //
+// A dual-stack province gives the IPv6 pair too (ServiceIP6,
+// CenterPrefix6): hosts then run OSPFv3 beside OSPFv2 on the same
+// interfaces, and routers carry IPv6 unicast over the IPv6 BGP sessions
+// (a peer's family is its address's) and OSPFv3, with the same rules per
+// family. A host or router of an IPv6-only city gives only the IPv6 pair.
+//
 // Render validates the parameters (errors name the field) and writes the
 // configuration. Examples returns the parameters of the committed examples in
 // deploy/bird and deploy/frr.
@@ -30,6 +36,7 @@ import (
 	"io"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -100,11 +107,19 @@ type Params struct {
 	// RouterID is the OSPF/BGP router id: an IPv4 address of this host,
 	// unique in the routing domain. Required.
 	RouterID netip.Addr
-	// ServiceIP and CenterPrefix are the topology's anycast.service_ip and
-	// anycast.center_prefix (IPv4: the templates speak OSPFv2 and BGP over
-	// IPv4). CenterPrefix must contain ServiceIP and be shorter than /32.
+	// ServiceIP and CenterPrefix are the topology's IPv4 anycast.service_ip
+	// and anycast.center_prefix: with them the templates speak OSPFv2 and
+	// carry IPv4 unicast over the IPv4 BGP sessions. CenterPrefix must
+	// contain ServiceIP and be shorter than /32.
 	ServiceIP    netip.Addr
 	CenterPrefix netip.Prefix
+	// ServiceIP6 and CenterPrefix6 are the IPv6 pair (anycast.service_ip6
+	// and center_prefix6 of a dual-stack province): with them the templates
+	// speak OSPFv3 too and carry IPv6 unicast over the IPv6 BGP sessions
+	// (each family over sessions of its own). A host or router of an
+	// IPv6-only city gives only this pair.
+	ServiceIP6    netip.Addr
+	CenterPrefix6 netip.Prefix
 	// Log is where the daemon logs: "" or "syslog" (default), "stderr"
 	// (BIRD only, for a foreground lab daemon), or an absolute file path.
 	Log string
@@ -269,6 +284,9 @@ func (p Params) Validate() error {
 type view struct {
 	Params
 	Title        string
+	Fams         []famView // IPv4 then IPv6, those the parameters give
+	Dual         bool      // both families
+	HasV4, HasV6 bool
 	LogBIRD      string // the BIRD log target: syslog, stderr or "path"
 	LogFRR       string // the FRR log line
 	AreaBIRD     string
@@ -284,14 +302,33 @@ type view struct {
 	OSPFOnRouter bool
 }
 
+// famView is one address family's part of a configuration.
+type famView struct {
+	V6           bool
+	Suffix       string // of the family's filters and protocols: "" for IPv4, "6"
+	Channel      string // the BIRD channel: ipv4, ipv6
+	First        bool   // the first family rendered (comments are written once)
+	ServiceIP    netip.Addr
+	CenterPrefix netip.Prefix
+	HostAddress  netip.Prefix
+	Accept       netip.Prefix
+	Block        string
+	BlockMore    string
+	Ifaces       []ifaceView
+	Schedulers   []peerView // the family's peers
+	Routers      []peerView
+}
+
 type ifaceView struct {
 	OSPFInterface
 	PTP bool
+	V6  bool // OSPFv3 (its authentication is HMAC-SHA, RFC 7166)
 }
 
 type peerView struct {
 	Peer
 	Hold, Keep int
+	Suffix     string // the peer's family, as famView.Suffix
 }
 
 var (
@@ -349,37 +386,28 @@ func prepare(p Params) (*view, error) {
 		e.add("router_id", "%s is not a usable IPv4 address", p.RouterID)
 	}
 
-	// The anycast addresses.
-	switch {
-	case !p.ServiceIP.IsValid():
-		e.add("service_ip", "missing")
-	case !p.ServiceIP.Is4():
-		e.add("service_ip", "%s: only IPv4 is supported by these templates (OSPFv2, BGP over IPv4)", p.ServiceIP)
-	}
-	switch {
-	case !p.CenterPrefix.IsValid():
-		e.add("center_prefix", "missing")
-	case !p.CenterPrefix.Addr().Is4():
-		e.add("center_prefix", "%s: only IPv4 is supported", p.CenterPrefix)
-	case p.CenterPrefix.Masked() != p.CenterPrefix:
-		e.add("center_prefix", "%s has host bits set (did you mean %s?)", p.CenterPrefix, p.CenterPrefix.Masked())
-	case p.CenterPrefix.Bits() < 8 || p.CenterPrefix.Bits() > 31:
-		e.add("center_prefix", "%s: the aggregate must be between /8 and /31", p.CenterPrefix)
-	case p.ServiceIP.Is4() && !p.CenterPrefix.Contains(p.ServiceIP):
-		e.add("center_prefix", "%s does not contain service_ip %s", p.CenterPrefix, p.ServiceIP)
-	}
-	if len(e) == 0 {
-		bits := p.CenterPrefix.Bits()
-		d.Block = fmt.Sprintf("%s{%d,32}", p.CenterPrefix, bits)
-		d.BlockMore = fmt.Sprintf("%s{%d,32}", p.CenterPrefix, bits+1)
-		switch p.Role {
-		case RoleRegional, RoleCityRouter:
-			d.HostAddress = netip.PrefixFrom(p.ServiceIP, 32)
-			d.Accept = d.HostAddress
-		case RoleCentral, RoleCoreRouter:
-			d.HostAddress = netip.PrefixFrom(p.ServiceIP, bits)
-			d.Accept = p.CenterPrefix
+	// The anycast addresses, one pair per family.
+	give4 := p.ServiceIP.IsValid() || p.CenterPrefix.IsValid()
+	give6 := p.ServiceIP6.IsValid() || p.CenterPrefix6.IsValid()
+	if give4 || !give6 {
+		if f, ok := anycastPair(&e, p.Role, false, p.ServiceIP, p.CenterPrefix); ok {
+			d.Fams = append(d.Fams, f)
 		}
+	}
+	if give6 {
+		if f, ok := anycastPair(&e, p.Role, true, p.ServiceIP6, p.CenterPrefix6); ok {
+			d.Fams = append(d.Fams, f)
+		}
+	}
+	if len(d.Fams) > 0 {
+		d.Fams[0].First = true
+		f := d.Fams[0]
+		d.Block, d.BlockMore, d.HostAddress, d.Accept = f.Block, f.BlockMore, f.HostAddress, f.Accept
+		d.CenterPrefix, d.ServiceIP = f.CenterPrefix, f.ServiceIP
+	}
+	d.Dual = len(d.Fams) == 2
+	for _, f := range d.Fams {
+		d.HasV4, d.HasV6 = d.HasV4 || !f.V6, d.HasV6 || f.V6
 	}
 
 	// Logging.
@@ -474,6 +502,9 @@ func prepare(p Params) (*view, error) {
 		}
 		d.NeedBFD = d.NeedBFD || in.BFD
 		d.Ifaces = append(d.Ifaces, ifaceView{OSPFInterface: in, PTP: in.Type == PointToPoint})
+		for i := range d.Fams {
+			d.Fams[i].Ifaces = append(d.Fams[i].Ifaces, ifaceView{OSPFInterface: in, PTP: in.Type == PointToPoint, V6: d.Fams[i].V6})
+		}
 	}
 
 	// BGP.
@@ -523,13 +554,19 @@ func prepare(p Params) (*view, error) {
 					e.add(f+".name", "%q used twice", pr.Name)
 				}
 				names[pr.Name] = true
+				fam := -1
 				switch {
 				case !pr.Address.IsValid():
 					e.add(f+".address", "missing")
-				case !pr.Address.Is4() || pr.Address.IsUnspecified() || pr.Address.IsMulticast():
-					e.add(f+".address", "%s is not a usable IPv4 address", pr.Address)
+				case pr.Address.Is4In6() || pr.Address.IsUnspecified() || pr.Address.IsMulticast() || pr.Address.IsLinkLocalUnicast():
+					e.add(f+".address", "%s is not a usable IPv4 or IPv6 address", pr.Address)
 				case addrs[pr.Address]:
 					e.add(f+".address", "%s used by two peers", pr.Address)
+				default:
+					fam = slices.IndexFunc(d.Fams, func(fv famView) bool { return fv.V6 == pr.Address.Is6() })
+					if fam < 0 && len(d.Fams) > 0 {
+						e.add(f+".address", "%s: no anycast pair of its family is given (service_ip%s, center_prefix%s): each family's routes travel over sessions of that family", pr.Address, map[bool]string{true: "6"}[pr.Address.Is6()], map[bool]string{true: "6"}[pr.Address.Is6()])
+					}
 				}
 				addrs[pr.Address] = true
 				switch {
@@ -551,12 +588,27 @@ func prepare(p Params) (*view, error) {
 					checkBGPTimers(&e, f, v.Hold, v.Keep)
 				}
 				d.NeedBFD = d.NeedBFD || pr.BFD
+				if fam >= 0 {
+					v.Suffix = d.Fams[fam].Suffix
+				}
 				out = append(out, v)
 			}
 			return out
 		}
 		d.Schedulers = peers("bgp.schedulers", p.BGP.Schedulers)
 		d.Routers = peers("bgp.routers", p.BGP.Routers)
+		for i := range d.Fams {
+			for _, pv := range d.Schedulers {
+				if pv.Suffix == d.Fams[i].Suffix && pv.Address.Is6() == d.Fams[i].V6 {
+					d.Fams[i].Schedulers = append(d.Fams[i].Schedulers, pv)
+				}
+			}
+			for _, pv := range d.Routers {
+				if pv.Suffix == d.Fams[i].Suffix && pv.Address.Is6() == d.Fams[i].V6 {
+					d.Fams[i].Routers = append(d.Fams[i].Routers, pv)
+				}
+			}
+		}
 	}
 
 	// BFD.
@@ -581,6 +633,54 @@ var titles = map[Role]string{
 	RoleCentral:    "central scheduler host, OSPF mode",
 	RoleCityRouter: "lab city router",
 	RoleCoreRouter: "lab province core router",
+}
+
+// anycastPair checks one family's service address and aggregate (fields
+// service_ip and center_prefix, with a 6 for IPv6) and derives what the
+// templates need of them.
+func anycastPair(e *errs, role Role, v6 bool, ip netip.Addr, prefix netip.Prefix) (famView, bool) {
+	fam, sfx, bitLen, minBits := "IPv4", "", 32, 8
+	if v6 {
+		fam, sfx, bitLen, minBits = "IPv6", "6", 128, 16
+	}
+	n := len(*e)
+	switch {
+	case !ip.IsValid():
+		e.add("service_ip"+sfx, "missing")
+	case ip.Is6() != v6 || ip.Is4In6():
+		e.add("service_ip"+sfx, "%s is not an %s address (IPv4 goes in service_ip, IPv6 in service_ip6)", ip, fam)
+	}
+	switch {
+	case !prefix.IsValid():
+		e.add("center_prefix"+sfx, "missing")
+	case prefix.Addr().Is6() != v6:
+		e.add("center_prefix"+sfx, "%s is not an %s prefix", prefix, fam)
+	case prefix.Masked() != prefix:
+		e.add("center_prefix"+sfx, "%s has host bits set (did you mean %s?)", prefix, prefix.Masked())
+	case prefix.Bits() < minBits || prefix.Bits() >= bitLen:
+		e.add("center_prefix"+sfx, "%s: the aggregate must be between /%d and /%d", prefix, minBits, bitLen-1)
+	case ip.IsValid() && ip.Is6() == v6 && !prefix.Contains(ip):
+		e.add("center_prefix"+sfx, "%s does not contain service_ip%s %s", prefix, sfx, ip)
+	}
+	if len(*e) > n {
+		return famView{}, false
+	}
+	f := famView{V6: v6, Suffix: sfx, Channel: "ipv4", ServiceIP: ip, CenterPrefix: prefix}
+	if v6 {
+		f.Channel = "ipv6"
+	}
+	bits := prefix.Bits()
+	f.Block = fmt.Sprintf("%s{%d,%d}", prefix, bits, bitLen)
+	f.BlockMore = fmt.Sprintf("%s{%d,%d}", prefix, bits+1, bitLen)
+	switch role {
+	case RoleCentral, RoleCoreRouter:
+		f.HostAddress = netip.PrefixFrom(ip, bits)
+		f.Accept = prefix
+	default:
+		f.HostAddress = netip.PrefixFrom(ip, bitLen)
+		f.Accept = f.HostAddress
+	}
+	return f, true
 }
 
 func setDefault(v *int, def int) {

@@ -58,6 +58,35 @@ func cases() map[string]Params {
 	}
 	city.BGP.Routers = []Peer{{Name: "core", Address: netip.MustParseAddr("10.100.1.1"), ASN: 65000, Multihop: 2, Password: "core-secret"}}
 	m["city-router-full.bird"] = city
+
+	// Dual-stack: the standby host with both families (OSPFv3 with
+	// HMAC-SHA authentication and BFD), and the lab's routers with an IPv6
+	// session beside each IPv4 one and OSPFv3 beside OSPFv2.
+	v6 := func(p Params) Params {
+		p.ServiceIP6, p.CenterPrefix6 = exService6, exCenter6
+		return p
+	}
+	m["regional-standby-dualstack.bird"] = v6(standby)
+	m["regional-standby-dualstack.frr"] = v6(standbyFRR)
+	cityDual := v6(city)
+	cityDual.BGP.Schedulers = append(cityDual.BGP.Schedulers, Peer{Name: "primary_v6", Address: netip.MustParseAddr("fd00:1:2::2"), ASN: 65201, Passive: true})
+	cityDual.BGP.Routers = append(cityDual.BGP.Routers, Peer{Name: "core_v6", Address: netip.MustParseAddr("fd00:100:1::1"), ASN: 65000})
+	m["city-router-dualstack.bird"] = cityDual
+	coreDual := v6(ex["lab-core-router-ospf.conf"])
+	coreDual.BGP.Routers = append(coreDual.BGP.Routers, Peer{Name: "hefei_v6", Address: netip.MustParseAddr("fd00:100:1::2"), ASN: 65101})
+	m["core-router-ospf-dualstack.bird"] = coreDual
+
+	// An IPv6-only city: its host and router know only the IPv6 pair.
+	only6 := func(p Params) Params {
+		p = v6(p)
+		p.ServiceIP, p.CenterPrefix = netip.Addr{}, netip.Prefix{}
+		return p
+	}
+	m["regional-ipv6only.bird"] = only6(ex["regional-ospf.conf"])
+	m["regional-ipv6only.frr"] = only6(ex["regional-ospf.frr.conf"])
+	city6 := only6(ex["lab-city-router-ospf.conf"])
+	city6.BGP.Routers = []Peer{{Name: "core", Address: netip.MustParseAddr("fd00:100:1::1"), ASN: 65000}}
+	m["city-router-ipv6only.bird"] = city6
 	return m
 }
 
@@ -238,7 +267,7 @@ func TestValidate(t *testing.T) {
 		{"no router id", regional, func(p *Params) { p.RouterID = netip.Addr{} }, "router_id: missing"},
 		{"v6 router id", regional, func(p *Params) { p.RouterID = a("2001:db8::1") }, "router_id: 2001:db8::1 is not a usable IPv4 address"},
 		{"no service ip", regional, func(p *Params) { p.ServiceIP = netip.Addr{} }, "service_ip: missing"},
-		{"v6 service ip", regional, func(p *Params) { p.ServiceIP = a("2001:db8::1") }, "service_ip: 2001:db8::1: only IPv4"},
+		{"v6 service ip", regional, func(p *Params) { p.ServiceIP = a("2001:db8::1") }, "service_ip: 2001:db8::1 is not an IPv4 address"},
 		{"no center", regional, func(p *Params) { p.CenterPrefix = netip.Prefix{} }, "center_prefix: missing"},
 		{"center host bits", regional, func(p *Params) { p.CenterPrefix = netip.MustParsePrefix("198.18.0.1/26") }, "center_prefix: 198.18.0.1/26 has host bits set (did you mean 198.18.0.0/26?)"},
 		{"center /32", regional, func(p *Params) { p.CenterPrefix = netip.MustParsePrefix("198.18.0.1/32") }, "between /8 and /31"},
@@ -270,7 +299,7 @@ func TestValidate(t *testing.T) {
 		{"peer bad name", city, func(p *Params) { p.BGP.Schedulers[0].Name = "a-b" }, `bgp.schedulers[0].name: "a-b"`},
 		{"peer dup name", city, func(p *Params) { p.BGP.Schedulers[1].Name = p.BGP.Schedulers[0].Name }, `bgp.schedulers[1].name: "hefei_1" used twice`},
 		{"peer no address", city, func(p *Params) { p.BGP.Routers[0].Address = netip.Addr{} }, "bgp.routers[0].address: missing"},
-		{"peer v6", city, func(p *Params) { p.BGP.Routers[0].Address = a("2001:db8::2") }, "bgp.routers[0].address: 2001:db8::2 is not a usable IPv4 address"},
+		{"peer v6", city, func(p *Params) { p.BGP.Routers[0].Address = a("2001:db8::2") }, "bgp.routers[0].address: 2001:db8::2: no anycast pair of its family is given (service_ip6, center_prefix6)"},
 		{"peer dup address", city, func(p *Params) { p.BGP.Routers[0].Address = p.BGP.Schedulers[0].Address }, "bgp.routers[0].address: 10.1.0.2 used by two peers"},
 		{"peer no asn", city, func(p *Params) { p.BGP.Schedulers[0].ASN = 0 }, "bgp.schedulers[0].asn: missing"},
 		{"ibgp", city, func(p *Params) { p.BGP.Schedulers[0].ASN = 65101 }, "bgp.schedulers[0].asn: 65101 is our own AS: only eBGP"},

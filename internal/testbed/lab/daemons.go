@@ -59,7 +59,11 @@ func (l *Lab) StartCenter() error {
 	if l.clusterSize() > 0 {
 		etcdYAML += fmt.Sprintf("lab_etcd_members: [%s]\n", strings.Join(l.etcdControls(), ", "))
 	} else {
-		srv, err := l.creds.issue("center-etcd", pki.Leaf{CN: "center-etcd", Hosts: []string{"10.0.0.2"}, Server: true})
+		hosts := []string{"10.0.0.2"}
+		if len(l.o.IPv6Only) > 0 { // reached through the relay too
+			hosts = append(hosts, "fd00:0:1::2")
+		}
+		srv, err := l.creds.issue("center-etcd", pki.Leaf{CN: "center-etcd", Hosts: hosts, Server: true})
 		if err != nil {
 			return err
 		}
@@ -101,16 +105,17 @@ announce:
   bgp:
     asn: 65300
     router_id: 10.0.0.2
-    peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}]
+    peers: [{address: 10.0.0.1, asn: 65000, hold_time: 3s, keepalive: 1s}%s]
 http:
-  listen: 0.0.0.0:80
+  listen: %s
 dns:
-  listen: 0.0.0.0:53
+  listen: %s
 default_region: %s
 lab: true
 access_log:
   enabled: false
-`, CenterID, etcdYAML, centerGRPC, grpcCert.Cert, grpcCert.Key, l.creds.CA, signKey, filepath.Join(l.o.Dir, "center.cache"), pubKey, l.o.Cities[0])
+`, CenterID, etcdYAML, centerGRPC, grpcCert.Cert, grpcCert.Key, l.creds.CA, signKey, filepath.Join(l.o.Dir, "center.cache"), pubKey,
+		l.peer6("fd00:0:1::1", 65000), l.listenAll(80), l.listenAll(53), l.o.Cities[0])
 	if l.o.QoE { // the center checks the viewers' tokens as the cities do
 		keyFile, err := l.TokenKey()
 		if err != nil {
@@ -158,6 +163,13 @@ func (l *Lab) StartScheduler(i int, standby bool) error {
 	if err != nil {
 		return err
 	}
+	peers := fmt.Sprintf(`{address: 10.%d.%d.1, asn: %d, hold_time: 3s, keepalive: 1s}%s`, n, net, 65100+n, l.peer6(fmt.Sprintf("fd00:%x:%d::1", n, net), 65100+n))
+	families := ""
+	if l.o.IPv6Only[i] { // no IPv4: its etcd through the center's relay, one IPv6 session, the /128 alone
+		etcdYAML = strings.Replace(etcdYAML, "https://10.0.0.2:2379", `"https://`+etcdProxy6+`"`, 1)
+		peers = strings.TrimPrefix(l.peer6(fmt.Sprintf("fd00:%x:%d::1", n, net), 65100+n), ", ")
+		families = "  families: [ipv6]\n"
+	}
 	_, pubKey, err := l.creds.signingKeys()
 	if err != nil {
 		return err
@@ -172,7 +184,7 @@ snapshot:
   trusted_keys: [%s]
 announce:
   mode: %s
-  check_interval: 100ms
+%s  check_interval: 100ms
   rise: 2
   fall: 2
   hold_down: 0s
@@ -182,19 +194,39 @@ announce:
     router_id: 10.%d.%d.2
     med: %d
     as_path_prepend: %d
-    peers: [{address: 10.%d.%d.1, asn: %d, hold_time: 3s, keepalive: 1s}]
+    peers: [%s]
 http:
-  listen: 0.0.0.0:80
+  listen: %s
 dns:
-  listen: 0.0.0.0:53
+  listen: %s
 access_log:
   enabled: false
-%s`, id, l.o.Cities[i], etcdYAML, regionalAdmin, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, drain, 65200+n, n, net, med, prepend, n, net, 65100+n, healthYAML)
+%s`, id, l.o.Cities[i], etcdYAML, regionalAdmin, filepath.Join(l.o.Dir, id+".cache"), pubKey, mode, families, drain, 65200+n, n, net, med, prepend,
+		peers, l.listenAll(80), l.listenAll(53), healthYAML)
 	path, err := l.schedulerConfig(id, body)
 	if err != nil {
 		return err
 	}
 	return l.startScheduler(id, ns, filepath.Join(l.schedulerBin(), "regional-scheduler"), "--config", path)
+}
+
+// peer6 is a scheduler's IPv6 BGP session with its router (a YAML list
+// item after the IPv4 one) in a dual-stack lab: each family travels over a
+// session of its own.
+func (l *Lab) peer6(router string, asn int) string {
+	if !l.o.DualStack {
+		return ""
+	}
+	return fmt.Sprintf(`, {address: "%s", asn: %d, hold_time: 3s, keepalive: 1s}`, router, asn)
+}
+
+// listenAll is a front end's listen address: every IPv4 address, or every
+// address of both families in a dual-stack lab.
+func (l *Lab) listenAll(port int) string {
+	if l.o.DualStack {
+		return fmt.Sprintf(`"[::]:%d"`, port)
+	}
+	return fmt.Sprintf("0.0.0.0:%d", port)
 }
 
 // allocYAML is a scheduler's alloc section with QoE: the timings

@@ -90,6 +90,20 @@ type Options struct {
 	// cleaned up (--cleanup, the units' ExecStopPost); restarting it is the
 	// test's. Zero: the units' 800 ms; negative: no watchdog.
 	Watchdog time.Duration
+	// DualStack gives every link, router and scheduler IPv6 beside IPv4
+	// (ULA addresses, see network): the province gets ServiceIP6 and
+	// CenterPrefix6, each city's STBs an IPv6 address in its zone, the
+	// routers an IPv6 BGP session (and OSPFv3) beside each IPv4 one, and
+	// every scheduler announces both families.
+	DualStack bool
+	// IPv6Only are cities (by index) of a dual-stack lab with no IPv4 at
+	// all: their links, STBs and scheduler have IPv6 alone, the scheduler
+	// announces the /128 alone (announce.families [ipv6]) over an IPv6
+	// session and reaches the center's etcd over IPv6 (a relay in the
+	// center's namespace: the embedded etcd listens on IPv4). Needs
+	// DualStack and the center's embedded etcd; not with Edges. Without
+	// netem their city-core link is not delayed (the TUN links are IPv4).
+	IPv6Only map[int]bool
 	// Topology, if set, amends the generated topology (overflow
 	// thresholds, labels, ...) before it is validated and written.
 	Topology func(*topology.Topology)
@@ -145,6 +159,13 @@ var ServiceIP = netip.MustParseAddr("198.18.0.1")
 // CenterPrefix is the center's aggregate.
 var CenterPrefix = netip.MustParsePrefix("198.18.0.0/26")
 
+// ServiceIP6 and CenterPrefix6 are a dual-stack lab's IPv6 service address
+// and aggregate (documentation space, outside the links' fd00::/16).
+var (
+	ServiceIP6    = netip.MustParseAddr("2001:db8:a::1")
+	CenterPrefix6 = netip.MustParsePrefix("2001:db8:a::/48")
+)
+
 // Instance IDs the schedulers register under.
 func PrimaryID(city string) string { return city + "-1" }
 
@@ -181,6 +202,9 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	if o.EtcdMembers < 0 || o.EtcdMembers > 5 || (o.EtcdMembers > 1 && o.EtcdMembers%2 == 0) {
 		return nil, fmt.Errorf("%d etcd members; want 1 (the center's embedded etcd), 3 or 5", o.EtcdMembers)
+	}
+	if len(o.IPv6Only) > 0 && (!o.DualStack || o.EtcdMembers > 1 || o.Edges) {
+		return nil, errors.New("IPv6-only cities need DualStack and the center's embedded etcd, and have no edges")
 	}
 	switch o.EdgeServer {
 	case "", EdgeLab, EdgeNginx:
@@ -240,6 +264,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if err := l.StartCenter(); err != nil {
 		return l, err
 	}
+	if len(o.IPv6Only) > 0 {
+		if err := l.start("etcd-relay6", "ctr", filepath.Join(o.Bin, "lab"), "tcp-proxy", "--listen", etcdProxy6, "--to", "10.0.0.2:2379"); err != nil {
+			return l, err
+		}
+	}
 	for i := range o.Cities {
 		if err := l.StartScheduler(i, false); err != nil {
 			return l, err
@@ -257,19 +286,33 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 // Anycast address and returns which scheduler answered (X-Anysched-Instance)
 // and the HTTP status. The STB gives up after 2 s.
 func (l *Lab) Request(ctx context.Context, i int) (instance string, status int, err error) {
-	return l.request(ctx, i, "2")
+	return l.request(ctx, i, "2", false)
+}
+
+// RequestFamily is Request over IPv4 or (v6) IPv6: curl -6 to ServiceIP6
+// from the client namespace's IPv6 address (a dual-stack lab).
+func (l *Lab) RequestFamily(ctx context.Context, i int, v6 bool) (instance string, status int, err error) {
+	return l.request(ctx, i, "2", v6)
 }
 
 // Probe is Request with a 0.5 s limit, for measuring convergence: a request
 // caught by a frozen scheduler must not hide the moment the routers moved.
 func (l *Lab) Probe(ctx context.Context, i int) (instance string, status int, err error) {
-	return l.request(ctx, i, "0.5")
+	return l.request(ctx, i, "0.5", false)
 }
 
-func (l *Lab) request(ctx context.Context, i int, maxTime string) (instance string, status int, err error) {
+// ProbeFamily is Probe over IPv4 or (v6) IPv6.
+func (l *Lab) ProbeFamily(ctx context.Context, i int, v6 bool) (instance string, status int, err error) {
+	return l.request(ctx, i, "0.5", v6)
+}
+
+func (l *Lab) request(ctx context.Context, i int, maxTime string, v6 bool) (instance string, status int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	target := "http://" + ServiceIP.String() + "/ch1/index.m3u8"
+	target, family := "http://"+ServiceIP.String()+"/ch1/index.m3u8", "-4"
+	if v6 {
+		target, family = "http://["+ServiceIP6.String()+"]/ch1/index.m3u8", "-6"
+	}
 	if l.o.QoE { // the regional schedulers require a viewer token
 		tok, err := l.probeToken()
 		if err != nil {
@@ -278,7 +321,7 @@ func (l *Lab) request(ctx context.Context, i int, maxTime string) (instance stri
 		target += "?token=" + tok
 	}
 	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)),
-		"curl", "-s", "-o", "/dev/null", "--max-time", maxTime, "-H", "Host: live.iptv.example",
+		"curl", family, "-g", "-s", "-o", "/dev/null", "--max-time", maxTime, "-H", "Host: live.iptv.example",
 		"-w", "%{http_code} %header{x-anysched-instance}", target).Output()
 	if err != nil {
 		return "", 0, fmt.Errorf("curl: %w", err)

@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,9 +78,14 @@ func provinceWith(t testing.TB, prefix string, o lab.Options) *lab.Lab {
 		return nil
 	})
 	// Every city can fall back to the center before a test takes a city's
-	// route away.
+	// route away (over each family it has).
 	for i := range cities {
-		centerRouted(t, l, i)
+		if !o.IPv6Only[i] {
+			centerRouted(t, l, i)
+		}
+		if o.DualStack {
+			centerRoutedVia(t, l, i, lab.CenterPrefix6)
+		}
 	}
 	return l
 }
@@ -136,8 +142,14 @@ func splitLines(s string) []string {
 // answeredBy waits until city i's STBs are answered by want; it returns how long that took.
 func answeredBy(t testing.TB, l *lab.Lab, i int, want string, limit time.Duration) time.Duration {
 	t.Helper()
-	return wait.ForErr(t, fmt.Sprintf("city %d answered by %s", i, want), limit, func() error {
-		inst, code, err := l.Probe(context.Background(), i)
+	return answeredByFamily(t, l, i, want, false, limit)
+}
+
+// answeredByFamily is answeredBy over IPv4 or (v6) IPv6.
+func answeredByFamily(t testing.TB, l *lab.Lab, i int, want string, v6 bool, limit time.Duration) time.Duration {
+	t.Helper()
+	return wait.ForErr(t, fmt.Sprintf("city %d answered by %s (IPv6 %v)", i, want, v6), limit, func() error {
+		inst, code, err := l.ProbeFamily(context.Background(), i, v6)
 		if err == nil && code == 302 && inst == want {
 			return nil
 		}
@@ -183,6 +195,11 @@ const (
 // the test ends, or at its bounds), one at a time with pause between them,
 // each retried once after 100 ms as an STB would.
 func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
+	return loopFamily(t, l, i, pause, false)
+}
+
+// loopFamily is loop over IPv4 or (v6) IPv6.
+func loopFamily(t testing.TB, l *lab.Lab, i int, pause time.Duration, v6 bool) *loopStats {
 	st := &loopStats{quit: make(chan struct{})}
 	t.Cleanup(st.stop)
 	st.wg.Add(1)
@@ -202,7 +219,7 @@ func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
 				return
 			}
 			asked := time.Now()
-			inst, code, err := l.Request(context.Background(), i)
+			inst, code, err := l.RequestFamily(context.Background(), i, v6)
 			retried := err != nil || code != 302
 			if retried {
 				st.mu.Lock()
@@ -211,7 +228,7 @@ func loop(t testing.TB, l *lab.Lab, i int, pause time.Duration) *loopStats {
 				}
 				st.mu.Unlock()
 				time.Sleep(100 * time.Millisecond) // an STB's retry delay, not a wait
-				inst, code, err = l.Request(context.Background(), i)
+				inst, code, err = l.RequestFamily(context.Background(), i, v6)
 			}
 			st.mu.Lock()
 			st.answers = append(st.answers, loopAnswer{time.Now(), inst, err == nil && code == 302, retried, fmt.Sprintf("%q %d %v after %s", inst, code, err, time.Since(asked).Round(time.Millisecond))})
@@ -473,10 +490,13 @@ func containsAll(s string, subs ...string) bool {
 // BIRD advertises it to the city router over OSPF.
 func TestPrivilegedOSPFFailover(t *testing.T) {
 	cities := []string{"hefei", "wuhu"}
-	l := provinceWith(t, "aso", lab.Options{Cities: cities, OSPF: true})
+	// Dual-stack: each host's BIRD runs OSPFv3 beside OSPFv2 and advertises
+	// the /128 beside the /32.
+	l := provinceWith(t, "aso", lab.Options{Cities: cities, OSPF: true, DualStack: true})
 	for i, c := range cities {
 		d := answeredBy(t, l, i, lab.PrimaryID(c), 90*time.Second)
-		t.Logf("%s: answered by its own scheduler (OSPF) after %s", c, d.Round(time.Millisecond))
+		d6 := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 30*time.Second)
+		t.Logf("%s: answered by its own scheduler (OSPF) after %s, over IPv6 (OSPFv3) %s later", c, d.Round(time.Millisecond), d6.Round(time.Millisecond))
 	}
 	// Planned stop: the address goes, OSPF withdraws, the drain covers
 	// the convergence: no request fails.
@@ -502,13 +522,15 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 	// kill -9 leaves the address behind; the unit's ExecStopPost (--cleanup)
 	// removes it, and OSPF hands the city to the center.
 	p = l.Proc(lab.PrimaryID("wuhu"))
+	killed := time.Now()
 	p.Signal(syscall.SIGKILL)
 	p.Wait(5 * time.Second)
 	if out, err := l.Cleanup(1); err != nil {
 		t.Fatalf("--cleanup: %v\n%s", err, out)
 	}
 	d = answeredBy(t, l, 1, lab.CenterID, 20*time.Second)
-	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s", d.Round(time.Millisecond))
+	answeredByFamily(t, l, 1, lab.CenterID, true, 20*time.Second)
+	t.Logf("kill -9 + --cleanup (OSPF): the center answers after %s (IPv4), both families by %s after the kill", d.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 
 	// A frozen scheduler in OSPF mode has no session to lose: the host's
 	// BIRD would advertise its address for ever. Its watchdog kills it and
@@ -545,61 +567,110 @@ func TestPrivilegedOSPFFailover(t *testing.T) {
 }
 
 // TestPrivilegedLabDrill: a failover drill of one city under STB load, and
-// the drill's own report checked against what the STBs saw.
+// the drill's own report checked against what the STBs saw. The lab is
+// dual-stack: an IPv4 and an IPv6 STB (curl -4 and -6 to the two service
+// addresses) load the drilled city, and both families must move to the
+// center's aggregate and back, each within the reported withdrawal.
+//
+// Its third city, bengbu, is IPv6-only: no IPv4 on its links, STBs or
+// scheduler, which announces the /128 alone; its IPv6 STBs reach it, and
+// the center's IPv6 aggregate through a drill of their own.
 func TestPrivilegedLabDrill(t *testing.T) {
-	cities := []string{"hefei", "wuhu"}
-	l := province(t, "asd", cities, nil)
+	cities := []string{"hefei", "wuhu", "bengbu"}
+	l := provinceWith(t, "asd", lab.Options{Cities: cities, DualStack: true, IPv6Only: map[int]bool{2: true}})
 	for i, c := range cities {
-		answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+		if i < 2 {
+			answeredBy(t, l, i, lab.PrimaryID(c), 60*time.Second)
+		}
+		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 60*time.Second)
+		t.Logf("%s's IPv6 STB answered by its scheduler %s later", c, d.Round(time.Millisecond))
 	}
-	st := loop(t, l, 1, 20*time.Millisecond)
-	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
+	// bengbu has no IPv4: an IPv4 request cannot leave its STBs, and its
+	// scheduler announces (and exports) its IPv6 route alone.
+	if inst, code, err := l.RequestFamily(context.Background(), 2, false); err == nil && code != 0 {
+		t.Errorf("bengbu's STB namespace answered over IPv4: %q %d", inst, code)
+	}
+	wait.ForErr(t, "bengbu announces its /128 alone", wait.DefaultTimeout, func() error {
+		m, err := l.Metrics(context.Background(), 2)
+		if err == nil && strings.Contains(m, `anysched_announce_state{family="ipv6"} 1`) && !strings.Contains(m, `anysched_announce_state{family="ipv4"}`) {
+			return nil
+		}
+		return fmt.Errorf("metrics: %v %s", err, grepLines(m, "anysched_announce_state"))
+	})
+	// Both routes announced, each counted on its own.
+	wait.ForErr(t, "wuhu announces both families", wait.DefaultTimeout, func() error {
+		m, err := l.Metrics(context.Background(), 1)
+		if err == nil && strings.Contains(m, `anysched_announce_state{family="ipv4"} 1`) && strings.Contains(m, `anysched_announce_state{family="ipv6"} 1`) {
+			return nil
+		}
+		return fmt.Errorf("metrics: %v %s", err, grepLines(m, "anysched_announce_state"))
+	})
+	fams := []struct {
+		name string
+		st   *loopStats
+	}{{"IPv4", loopFamily(t, l, 1, 20*time.Millisecond, false)}, {"IPv6", loopFamily(t, l, 1, 20*time.Millisecond, true)}}
+	for _, f := range fams {
+		f.st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Time{}, wait.DefaultTimeout) // before the drill
+	}
 	start := time.Now()
 	var out bytesBuf
 	if err := runCtl(l, &out, "drill", "failover", "--region", "wuhu", "--duration", "5s"); err != nil {
 		t.Fatalf("drill: %v\n%s", err, out.String())
 	}
-	st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it
-	st.stop()
+	for _, f := range fams {
+		f.st.waitAnswers(t, lab.PrimaryID("wuhu"), 10, time.Now(), wait.DefaultTimeout) // after it
+		f.st.stop()
+	}
 	t.Logf("drill report:\n%s", out.String())
 
 	withdrawAt, backAt := reportAt(out.String(), "withdrew its route"), reportAt(out.String(), "announces again")
 	if withdrawAt == 0 && backAt == 0 {
 		t.Fatalf("no timeline in the drill report:\n%s", out.String())
 	}
-	var failed, retried, byCenter, byCity int
+	var retried, byCenter int
 	var firstCenter, lastCenter time.Duration
-	for _, a := range st.answers {
-		if a.retried {
-			retried++
-		}
-		switch {
-		case !a.ok:
-			failed++
-		case a.inst == lab.CenterID:
-			byCenter++
-			d := a.at.Sub(start)
-			if firstCenter == 0 {
-				firstCenter = d
+	for _, f := range fams {
+		var failed, fRetried, fCenter, byCity int
+		var first, last time.Duration
+		for _, a := range f.st.answers {
+			if a.retried {
+				fRetried++
 			}
-			lastCenter = d
-		case a.inst == lab.PrimaryID("wuhu"):
-			byCity++
+			switch {
+			case !a.ok:
+				failed++
+			case a.inst == lab.CenterID:
+				fCenter++
+				d := a.at.Sub(start)
+				if first == 0 {
+					first = d
+				}
+				last = d
+			case a.inst == lab.PrimaryID("wuhu"):
+				byCity++
+			}
 		}
-	}
-	t.Logf("STBs: %d answers, %d failed, %d needed their retry, %d by the center (from +%.1fs to +%.1fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
-		len(st.answers), failed, retried, byCenter, firstCenter.Seconds(), lastCenter.Seconds(), byCity, withdrawAt, backAt)
-	if failed != 0 || byCenter == 0 || byCity == 0 {
-		t.Fatalf("during the drill: %d failed, %d by the center, %d by the city", failed, byCenter, byCity)
-	}
-	// The STBs moved to the center inside the window the report gives (the
-	// report polls status every 250 ms; an instance re-registers on every
-	// route change).
-	if firstCenter.Seconds() < withdrawAt-0.75 || lastCenter.Seconds() > backAt+0.75 {
-		t.Errorf("center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", firstCenter.Seconds(), lastCenter.Seconds(), withdrawAt, backAt)
+		t.Logf("%s STB: %d answers, %d failed, %d needed their retry, %d by the center (from +%.2fs to +%.2fs), %d by wuhu; drill report: withdrawn +%.1fs, back +%.1fs",
+			f.name, len(f.st.answers), failed, fRetried, fCenter, first.Seconds(), last.Seconds(), byCity, withdrawAt, backAt)
+		if failed != 0 || fCenter == 0 || byCity == 0 {
+			t.Fatalf("%s during the drill: %d failed, %d by the center, %d by the city", f.name, failed, fCenter, byCity)
+		}
+		// The STBs moved to the center inside the window the report gives (the
+		// report polls status every 250 ms; an instance re-registers on every
+		// route change).
+		if first.Seconds() < withdrawAt-0.75 || last.Seconds() > backAt+0.75 {
+			t.Errorf("%s: center answered from +%.1fs to +%.1fs, outside the reported withdrawal +%.1fs..+%.1fs", f.name, first.Seconds(), last.Seconds(), withdrawAt, backAt)
+		}
+		retried += fRetried
+		byCenter += fCenter
+		if firstCenter == 0 || first < firstCenter {
+			firstCenter = first
+		}
+		lastCenter = max(lastCenter, last)
 	}
 	// The report's own account of the takeover, from the center's answers,
-	// agrees with the STBs': the same requests, the same first and last.
+	// agrees with the STBs' (both families'): the same requests, the same
+	// first and last.
 	var answered, withError int
 	var from, to float64
 	for _, line := range splitLines(out.String()) {
@@ -624,6 +695,43 @@ func TestPrivilegedLabDrill(t *testing.T) {
 	if d := firstCenter.Seconds() - took; d < -0.2 || d > 1.5 {
 		t.Errorf("report: took over at +%.1fs of the drill; the STBs first saw the center at +%.2fs of the test", took, firstCenter.Seconds())
 	}
+
+	// The IPv6-only city's drill: its STBs move to the center's /48 and back.
+	st6 := loopFamily(t, l, 2, 20*time.Millisecond, true)
+	st6.waitAnswers(t, lab.PrimaryID("bengbu"), 10, time.Time{}, wait.DefaultTimeout)
+	start6 := time.Now()
+	var out6 bytesBuf
+	if err := runCtl(l, &out6, "drill", "failover", "--region", "bengbu", "--duration", "3s"); err != nil {
+		t.Fatalf("drill of bengbu: %v\n%s", err, out6.String())
+	}
+	st6.waitAnswers(t, lab.PrimaryID("bengbu"), 10, time.Now(), wait.DefaultTimeout)
+	st6.stop()
+	var first6, last6 time.Duration
+	for _, a := range st6.answers {
+		if a.ok && a.inst == lab.CenterID {
+			if first6 == 0 {
+				first6 = a.at.Sub(start6)
+			}
+			last6 = a.at.Sub(start6)
+		}
+	}
+	t.Logf("bengbu (IPv6 only): the center answered its IPv6 STB from +%.2fs to +%.2fs of the drill; report withdrawn +%.1fs, back +%.1fs",
+		first6.Seconds(), last6.Seconds(), reportAt(out6.String(), "withdrew its route"), reportAt(out6.String(), "announces again"))
+	st6.check(t, "bengbu's IPv6 STB through its drill")
+	if st6.answeredBy(lab.CenterID) == 0 {
+		t.Errorf("bengbu's IPv6 STB never reached the center during the drill:\n%s", out6.String())
+	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range splitLines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestPrivilegedEdgesAndHealth: with the lab's media edges and the checkers
@@ -697,8 +805,15 @@ func edgesAndHealth(t *testing.T, l *lab.Lab) {
 // leaves the city's STBs without a route.
 func centerRouted(t testing.TB, l *lab.Lab, i int) {
 	t.Helper()
-	wait.ForErr(t, "the center's aggregate at the city's router", 30*time.Second, func() error {
-		if out := l.Birdc(fmt.Sprintf("r%d", i+1), "show", "route", lab.CenterPrefix.String()); !strings.Contains(out, lab.CenterPrefix.String()) {
+	centerRoutedVia(t, l, i, lab.CenterPrefix)
+}
+
+// centerRoutedVia waits until city i's router has the center's aggregate p
+// (IPv4 or IPv6).
+func centerRoutedVia(t testing.TB, l *lab.Lab, i int, p netip.Prefix) {
+	t.Helper()
+	wait.ForErr(t, fmt.Sprintf("the center's aggregate %s at the city's router", p), 30*time.Second, func() error {
+		if out := l.Birdc(fmt.Sprintf("r%d", i+1), "show", "route", p.String()); !strings.Contains(out, p.String()) {
 			return fmt.Errorf("\n%s", out)
 		}
 		return nil

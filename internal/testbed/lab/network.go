@@ -23,6 +23,12 @@ import (
 //	router_i 10.100.i.2/30 -- 10.100.i.1 core     (delayed both ways: netem, or a TUN link)
 //	center  10.0.0.2/30 -- 10.0.0.1 core
 //	etcdk   10.0.1.(4k-2)/30 -- 10.0.1.(4k-3) core  (a lab etcd cluster)
+//
+// A dual-stack lab (DualStack) gives each of those links an IPv6 network
+// too, ULA space: fd00:i:1::/64 (client), fd00:i:2::/64 (sched),
+// fd00:i:3::/64 (standby), fd00:i:4::/64 (edges), fd00:100:i::/64 (router_i
+// -- core), fd00:0:1::/64 (center -- core); the router end is ::1, the
+// other ::2 (i in hex, as IPv6 writes it). The etcd members stay IPv4.
 func (l *Lab) network() error {
 	add := func(names ...string) error {
 		for _, n := range names {
@@ -65,8 +71,10 @@ func (l *Lab) network() error {
 			if err := l.in(e.ns, "link", "set", e.tmp, "name", e.ifn); err != nil {
 				return err
 			}
-			if err := l.in(e.ns, "addr", "add", e.addr, "dev", e.ifn); err != nil {
-				return err
+			if e.addr != "" { // an IPv6-only city's link has no IPv4 address
+				if err := l.in(e.ns, "addr", "add", e.addr, "dev", e.ifn); err != nil {
+					return err
+				}
 			}
 			if err := l.in(e.ns, "link", "set", e.ifn, "up"); err != nil {
 				return err
@@ -80,6 +88,24 @@ func (l *Lab) network() error {
 		}
 		return nil
 	}
+	// v6 gives both ends of a link their IPv6 addresses (net is the
+	// link's /64 without the host part, "fd00:1:2"), and the non-router
+	// end a default route through the router end, in a dual-stack lab.
+	v6 := func(router, rIf, other, oIf, net string, route bool) error {
+		if !l.o.DualStack {
+			return nil
+		}
+		for _, e := range []struct{ ns, ifn, addr string }{{router, rIf, net + "::1/64"}, {other, oIf, net + "::2/64"}} {
+			// nodad: usable at once, as the IPv4 addresses are.
+			if err := l.in(e.ns, "-6", "addr", "add", e.addr, "dev", e.ifn, "nodad"); err != nil {
+				return err
+			}
+		}
+		if route {
+			return l.in(other, "-6", "route", "add", "default", "via", net+"::1")
+		}
+		return nil
+	}
 	if err := add("core", "ctr"); err != nil {
 		return err
 	}
@@ -87,6 +113,9 @@ func (l *Lab) network() error {
 		return err
 	}
 	if err := l.in("ctr", "route", "add", "default", "via", "10.0.0.1"); err != nil {
+		return err
+	}
+	if err := v6("core", "ctr", "ctr", "up0", "fd00:0:1", true); err != nil {
 		return err
 	}
 	for k := 1; k <= l.clusterSize(); k++ {
@@ -107,19 +136,45 @@ func (l *Lab) network() error {
 		if err := add(r, s, c); err != nil {
 			return err
 		}
-		if err := wire(r, "core", fmt.Sprintf("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), fmt.Sprintf("10.100.%d.1/30", n), l.delays[i].Delay); err != nil {
+		// v4 is an address of the city's IPv4 plan, none in an IPv6-only city.
+		only6 := l.o.IPv6Only[i]
+		v4 := func(format string, args ...any) string {
+			if only6 {
+				return ""
+			}
+			return fmt.Sprintf(format, args...)
+		}
+		delay := l.delays[i].Delay
+		if only6 && l.NoNetem {
+			delay = 0 // the TUN links are IPv4
+		}
+		if err := wire(r, "core", v4("10.100.%d.2/30", n), "core", fmt.Sprintf("city%d", n), v4("10.100.%d.1/30", n), delay); err != nil {
 			return err
 		}
-		if err := wire(r, "sched", fmt.Sprintf("10.%d.2.1/24", n), s, "up0", fmt.Sprintf("10.%d.2.2/24", n), 0); err != nil {
+		// The core is the ::1 end of the city links (it is the router of the
+		// lab's plan there); neither end needs a default route.
+		if err := v6("core", fmt.Sprintf("city%d", n), r, "core", fmt.Sprintf("fd00:100:%x", n), false); err != nil {
 			return err
 		}
-		if err := wire(r, "stb", fmt.Sprintf("10.%d.1.1/24", n), c, "up0", fmt.Sprintf("10.%d.1.2/24", n), 0); err != nil {
+		if err := wire(r, "sched", v4("10.%d.2.1/24", n), s, "up0", v4("10.%d.2.2/24", n), 0); err != nil {
+			return err
+		}
+		if err := wire(r, "stb", v4("10.%d.1.1/24", n), c, "up0", v4("10.%d.1.2/24", n), 0); err != nil {
 			return err
 		}
 		for _, ns := range []string{s, c} {
+			if only6 {
+				break
+			}
 			if err := l.in(ns, "route", "add", "default", "via", fmt.Sprintf("10.%d.%d.1", n, map[string]int{s: 2, c: 1}[ns])); err != nil {
 				return err
 			}
+		}
+		if err := v6(r, "sched", s, "up0", fmt.Sprintf("fd00:%x:2", n), true); err != nil {
+			return err
+		}
+		if err := v6(r, "stb", c, "up0", fmt.Sprintf("fd00:%x:1", n), true); err != nil {
+			return err
 		}
 		if l.o.Edges {
 			e := fmt.Sprintf("e%d", n)
@@ -137,27 +192,45 @@ func (l *Lab) network() error {
 			if err := l.in(e, "route", "add", "default", "via", fmt.Sprintf("10.%d.4.1", n)); err != nil {
 				return err
 			}
+			if err := v6(r, "edge", e, "up0", fmt.Sprintf("fd00:%x:4", n), true); err != nil {
+				return err
+			}
 		}
 		if l.o.Standby[i] {
 			t := fmt.Sprintf("t%d", n)
 			if err := add(t); err != nil {
 				return err
 			}
-			if err := wire(r, "standby", fmt.Sprintf("10.%d.3.1/24", n), t, "up0", fmt.Sprintf("10.%d.3.2/24", n), 0); err != nil {
+			if err := wire(r, "standby", v4("10.%d.3.1/24", n), t, "up0", v4("10.%d.3.2/24", n), 0); err != nil {
 				return err
 			}
-			if err := l.in(t, "route", "add", "default", "via", fmt.Sprintf("10.%d.3.1", n)); err != nil {
+			if !only6 {
+				if err := l.in(t, "route", "add", "default", "via", fmt.Sprintf("10.%d.3.1", n)); err != nil {
+					return err
+				}
+			}
+			if err := v6(r, "standby", t, "up0", fmt.Sprintf("fd00:%x:3", n), true); err != nil {
 				return err
 			}
 		}
-		for _, ns := range []string{r} {
-			if out, err := exec.Command("ip", "netns", "exec", l.nsName(ns), "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
-				return fmt.Errorf("sysctl: %v: %s", err, out)
-			}
+		if err := l.forwarding(r); err != nil {
+			return err
 		}
 	}
-	if out, err := exec.Command("ip", "netns", "exec", l.nsName("core"), "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
-		return fmt.Errorf("sysctl: %v: %s", err, out)
+	return l.forwarding("core")
+}
+
+// forwarding makes ns a router: IPv4 forwarding, and IPv6 forwarding in a
+// dual-stack lab.
+func (l *Lab) forwarding(ns string) error {
+	keys := []string{"net.ipv4.ip_forward=1"}
+	if l.o.DualStack {
+		keys = append(keys, "net.ipv6.conf.all.forwarding=1")
+	}
+	for _, k := range keys {
+		if out, err := exec.Command("ip", "netns", "exec", l.nsName(ns), "sysctl", "-qw", k).CombinedOutput(); err != nil {
+			return fmt.Errorf("sysctl %s: %v: %s", k, err, out)
+		}
 	}
 	return nil
 }
@@ -169,7 +242,17 @@ func (l *Lab) writeTopology() error {
 	t := topogen.Province(cityCoords(l.o.Cities), topogen.Options{NodesPerRegion: 1, ServersPerNode: LiveServers, VODServersPerNode: VODServers,
 		ZonesPerRegion: 1, NetworksPerZone: 1, FallbackPerRegion: 1})
 	for i, c := range l.o.Cities {
-		t.Zones = append(t.Zones, topology.Zone{Name: c + "-stb", Region: c, Networks: []string{fmt.Sprintf("10.%d.1.0/24", i+1)}})
+		nets := []string{fmt.Sprintf("10.%d.1.0/24", i+1)}
+		if l.o.IPv6Only[i] {
+			nets = nil
+		}
+		if l.o.DualStack {
+			nets = append(nets, fmt.Sprintf("fd00:%x:1::/64", i+1))
+		}
+		t.Zones = append(t.Zones, topology.Zone{Name: c + "-stb", Region: c, Networks: nets})
+	}
+	if l.o.DualStack {
+		t.Anycast.ServiceIP6, t.Anycast.CenterPrefix6 = ServiceIP6.String(), CenterPrefix6.String()
 	}
 	if l.o.Edges { // the servers are the edge namespaces' addresses
 		for ni := range t.Nodes {
@@ -208,20 +291,56 @@ func (l *Lab) writeTopology() error {
 	return os.WriteFile(filepath.Join(l.o.Dir, "topology.yaml"), data, 0o644)
 }
 
-// routers renders and starts the BIRD routers.
+// routers renders and starts the BIRD routers. In a dual-stack lab every
+// BGP session has an IPv6 twin (named with _v6) and OSPFv3 runs beside
+// OSPFv2.
 func (l *Lab) routers() error {
-	coreBGP := routerconf.BGP{ASN: 65000, Schedulers: []routerconf.Peer{{Name: "center", Address: netip.MustParseAddr("10.0.0.2"), ASN: 65300, Passive: true}}}
+	addr := netip.MustParseAddr
+	// peers is one peer, with its IPv6 twin in a dual-stack lab.
+	peers := func(name, a4, a6 string, asn uint32, passive bool) []routerconf.Peer {
+		if a4 == "" { // an IPv6-only city's
+			return []routerconf.Peer{{Name: name + "_v6", Address: addr(a6), ASN: asn, Passive: passive}}
+		}
+		out := []routerconf.Peer{{Name: name, Address: addr(a4), ASN: asn, Passive: passive}}
+		if l.o.DualStack {
+			out = append(out, routerconf.Peer{Name: name + "_v6", Address: addr(a6), ASN: asn, Passive: passive})
+		}
+		return out
+	}
+	// anycast fills in the province's addresses, both families when dual-stack.
+	anycast := func(p routerconf.Params) routerconf.Params {
+		p.ServiceIP, p.CenterPrefix = ServiceIP, CenterPrefix
+		if l.o.DualStack {
+			p.ServiceIP6, p.CenterPrefix6 = ServiceIP6, CenterPrefix6
+		}
+		return p
+	}
+	coreBGP := routerconf.BGP{ASN: 65000, Schedulers: peers("center", "10.0.0.2", "fd00:0:1::2", 65300, true)}
 	for i := range l.o.Cities {
 		n := i + 1
-		coreBGP.Routers = append(coreBGP.Routers, routerconf.Peer{Name: fmt.Sprintf("city%d", n), Address: netip.MustParseAddr(fmt.Sprintf("10.100.%d.2", n)), ASN: uint32(65100 + n)})
-		city := routerconf.BGP{ASN: uint32(65100 + n),
-			Schedulers: []routerconf.Peer{{Name: "primary", Address: netip.MustParseAddr(fmt.Sprintf("10.%d.2.2", n)), ASN: uint32(65200 + n), Passive: true}},
-			Routers:    []routerconf.Peer{{Name: "core", Address: netip.MustParseAddr(fmt.Sprintf("10.100.%d.1", n)), ASN: 65000}}}
-		if l.o.Standby[i] {
-			city.Schedulers = append(city.Schedulers, routerconf.Peer{Name: "standby", Address: netip.MustParseAddr(fmt.Sprintf("10.%d.3.2", n)), ASN: uint32(65200 + n), Passive: true})
+		v4 := func(format string, args ...any) string {
+			if l.o.IPv6Only[i] {
+				return ""
+			}
+			return fmt.Sprintf(format, args...)
 		}
-		p := routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCityRouter, Hostname: "router-" + l.o.Cities[i], Log: "stderr",
-			RouterID: netip.MustParseAddr(fmt.Sprintf("10.100.%d.2", n)), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix, BGP: city}
+		// anycast of an IPv6-only city's router and hosts: the IPv6 pair alone.
+		anycast := func(p routerconf.Params) routerconf.Params {
+			p = anycast(p)
+			if l.o.IPv6Only[i] {
+				p.ServiceIP, p.CenterPrefix = netip.Addr{}, netip.Prefix{}
+			}
+			return p
+		}
+		coreBGP.Routers = append(coreBGP.Routers, peers(fmt.Sprintf("city%d", n), v4("10.100.%d.2", n), fmt.Sprintf("fd00:100:%x::2", n), uint32(65100+n), false)...)
+		city := routerconf.BGP{ASN: uint32(65100 + n),
+			Schedulers: peers("primary", v4("10.%d.2.2", n), fmt.Sprintf("fd00:%x:2::2", n), uint32(65200+n), true),
+			Routers:    peers("core", v4("10.100.%d.1", n), fmt.Sprintf("fd00:100:%x::1", n), 65000, false)}
+		if l.o.Standby[i] {
+			city.Schedulers = append(city.Schedulers, peers("standby", v4("10.%d.3.2", n), fmt.Sprintf("fd00:%x:3::2", n), uint32(65200+n), true)...)
+		}
+		p := anycast(routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCityRouter, Hostname: "router-" + l.o.Cities[i], Log: "stderr",
+			RouterID: addr(fmt.Sprintf("10.100.%d.2", n)), BGP: city})
 		if l.o.OSPF {
 			p.BGP.Schedulers = nil
 			// BFD on every OSPF link, as the deploy kit's examples: a host
@@ -236,9 +355,9 @@ func (l *Lab) routers() error {
 				hosts = append(hosts, struct{ ns, id string }{fmt.Sprintf("t%d", n), fmt.Sprintf("10.%d.3.2", n)})
 			}
 			for _, h := range hosts {
-				if err := l.bird(h.ns, routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleRegional, Log: "stderr",
-					RouterID: netip.MustParseAddr(h.id), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix,
-					OSPF: routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "up0", Type: routerconf.PointToPoint, BFD: true}}}}); err != nil {
+				if err := l.bird(h.ns, anycast(routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleRegional, Log: "stderr",
+					RouterID: addr(h.id),
+					OSPF:     routerconf.OSPF{Interfaces: []routerconf.OSPFInterface{{Name: "up0", Type: routerconf.PointToPoint, BFD: true}}}})); err != nil {
 					return err
 				}
 			}
@@ -247,8 +366,8 @@ func (l *Lab) routers() error {
 			return err
 		}
 	}
-	return l.bird("core", routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCoreRouter, Hostname: "core", Log: "stderr",
-		RouterID: netip.MustParseAddr("10.0.0.1"), ServiceIP: ServiceIP, CenterPrefix: CenterPrefix, BGP: coreBGP})
+	return l.bird("core", anycast(routerconf.Params{Daemon: routerconf.BIRD, Role: routerconf.RoleCoreRouter, Hostname: "core", Log: "stderr",
+		RouterID: addr("10.0.0.1"), BGP: coreBGP}))
 }
 
 func (l *Lab) bird(ns string, p routerconf.Params) error {

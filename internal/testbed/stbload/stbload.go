@@ -97,6 +97,27 @@ func CitiesFromTopology(t *topology.Topology, names []string, route map[string]s
 	return out, nil
 }
 
+// OnlyFamily keeps the client networks of one address family (v6: IPv6)
+// in each city: the STBs of an IPv4 or an IPv6 run of a dual-stack
+// province. A city left without a network is an error.
+func OnlyFamily(cs []City, v6 bool) ([]City, error) {
+	out := make([]City, 0, len(cs))
+	for _, c := range cs {
+		var nets []netip.Prefix
+		for _, p := range c.Networks {
+			if p.Addr().Is6() == v6 {
+				nets = append(nets, p)
+			}
+		}
+		if len(nets) == 0 {
+			return nil, fmt.Errorf("stbload: city %q has no client network of the family (IPv6 %v)", c.Name, v6)
+		}
+		c.Networks = nets
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 // CityStats is what one city's STBs saw.
 type CityStats struct {
 	Requests, Redirects, Failures int

@@ -300,3 +300,23 @@ func TestParseLine(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyFamily: a dual-stack city's STBs of one family come from its
+// client networks of that family only; a city with none is refused.
+func TestOnlyFamily(t *testing.T) {
+	cs := []City{{Name: "hefei", Networks: []netip.Prefix{netip.MustParsePrefix("10.1.1.0/24"), netip.MustParsePrefix("fd00:1:1::/64")}}}
+	v6, err := OnlyFamily(cs, true)
+	if err != nil || len(v6) != 1 || len(v6[0].Networks) != 1 || v6[0].Networks[0] != netip.MustParsePrefix("fd00:1:1::/64") {
+		t.Fatalf("IPv6: %v %v", v6, err)
+	}
+	v4, err := OnlyFamily(cs, false)
+	if err != nil || len(v4[0].Networks) != 1 || !v4[0].Networks[0].Addr().Is4() {
+		t.Fatalf("IPv4: %v %v", v4, err)
+	}
+	if len(cs[0].Networks) != 2 {
+		t.Fatal("OnlyFamily changed its input")
+	}
+	if _, err := OnlyFamily(v4, true); err == nil || !strings.Contains(err.Error(), `city "hefei" has no client network`) {
+		t.Fatalf("an IPv4-only city asked for IPv6 STBs: %v", err)
+	}
+}

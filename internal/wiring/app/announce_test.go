@@ -1,8 +1,11 @@
 package app_test
 
 import (
+	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -121,4 +124,119 @@ func TestAnnouncementFollowsReadiness(t *testing.T) {
 	}
 	resp.Body.Close()
 	<-stopped
+}
+
+// TestDualStackAnnouncement: in a dual-stack province a regional
+// scheduler with an IPv4 and an IPv6 session announces its /32 over the one
+// and its /128 over the other, each with a next hop of its family; /readyz
+// and status show each family's route; a drill withdraws both and both come
+// back. With announce.families [ipv6] (an IPv6-only city) it announces the
+// /128 alone.
+func TestDualStackAnnouncement(t *testing.T) {
+	cc := centerConfig(t)
+	cc.Lab = true
+	runCenter(t, &cc)
+	waitUp(t, "center", func() bool { _, err := schedctl(t, cc.GRPC.Listen, "status"); return err == nil })
+	doc, err := os.ReadFile("../../../deploy/examples/topology.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dual := strings.Replace(string(doc), "center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:a::1\n  center_prefix6: 2001:db8:a::/48", 1)
+	topo := filepath.Join(t.TempDir(), "topology.yaml")
+	if err := os.WriteFile(topo, []byte(dual), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := schedctl(t, cc.GRPC.Listen, "apply", "--yes", "-f", topo); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+
+	router := bgptest.NewDualStack(t, 65000, 65101)
+	rc := regionalConfig(t, cc, "hefei")
+	rc.Announce = bgpAnnounce(router, 65101)
+	rc.Announce.BGP.Peers = append(rc.Announce.BGP.Peers, announcecfg.BGPPeer{Address: netip.MustParseAddr("::1"), Port: router.Port, ASN: 65000, HoldTime: 3 * time.Second})
+	rc.Anycast.ManageAddress = false
+	if err := rc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stop := runRegional(t, &rc)
+	learned := func() map[string]string {
+		out := map[string]string{}
+		for _, r := range router.Routes(t) {
+			out[r.Prefix] = r.NextHop
+		}
+		return out
+	}
+	waitUp(t, "the /32 and the /128 announced, each over its family's session", func() bool {
+		got := learned()
+		return len(got) == 2 && got["198.18.0.1/32"] == "127.0.0.1" && got["2001:db8:a::1/128"] == "::1"
+	})
+	readyz := func() string {
+		resp, err := http.Get("http://" + rc.Admin.Listen + "/readyz")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	waitUp(t, "/readyz shows both routes", func() bool {
+		r := readyz()
+		return strings.Contains(r, "route ipv4 198.18.0.1/32: announced") && strings.Contains(r, "route ipv6 2001:db8:a::1/128: announced")
+	})
+	waitUp(t, "status lists both prefixes", func() bool {
+		out, _ := schedctl(t, cc.GRPC.Listen, "status")
+		return strings.Contains(out, "198.18.0.1/32 2001:db8:a::1/128")
+	})
+	drillOut := make(chan string, 1)
+	go func() {
+		// Refused until the center's record says it is ready (it
+		// re-registers on its own period after the apply): bounded retries.
+		var out string
+		for range 40 {
+			o, err := schedctl(t, cc.GRPC.Listen, "drill", "failover", "--region", "hefei", "--duration", "2s")
+			if out = o; err == nil {
+				break
+			}
+			out += err.Error()
+			if !strings.Contains(out, "the center does not announce") {
+				break
+			}
+			time.Sleep(250 * time.Millisecond) // the center's next registration, not a wait on the routes
+		}
+		drillOut <- out
+	}()
+	waitUp(t, "both withdrawn by the drill", func() bool {
+		select {
+		case out := <-drillOut:
+			t.Fatalf("the drill ended before the routes went:\n%s\nlearned %v", out, learned())
+		default:
+		}
+		return len(learned()) == 0
+	})
+	if r := readyz(); !strings.Contains(r, "route ipv6 2001:db8:a::1/128: not announced: withdrawn by a failover drill") {
+		t.Errorf("/readyz during the drill:\n%s", r)
+	}
+	waitUp(t, "both back after the drill", func() bool { return len(learned()) == 2 })
+	<-drillOut
+	stop()
+	waitUp(t, "withdrawn on stop", func() bool { return len(learned()) == 0 })
+
+	// An IPv6-only city's scheduler: its families and its one session.
+	rc6 := regionalConfig(t, cc, "hefei")
+	rc6.Announce = bgpAnnounce(router, 65101)
+	rc6.Announce.Families = []announcecfg.Family{announcecfg.IPv6}
+	rc6.Announce.BGP.Peers = []announcecfg.BGPPeer{{Address: netip.MustParseAddr("::1"), Port: router.Port, ASN: 65000, HoldTime: 3 * time.Second}}
+	rc6.Anycast.ManageAddress = false
+	if err := rc6.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runRegional(t, &rc6)
+	waitUp(t, "the /128 alone", func() bool {
+		got := learned()
+		return len(got) == 1 && got["2001:db8:a::1/128"] == "::1"
+	})
+	time.Sleep(300 * time.Millisecond) // what must not happen: several checks (50 ms) announce the /32 too
+	if got := learned(); len(got) != 1 {
+		t.Fatalf("an IPv6-only scheduler announced %v", got)
+	}
 }

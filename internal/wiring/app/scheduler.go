@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,7 +145,7 @@ func New(role instance.Role, region string, c config.Common, st *store.Store, lo
 		}
 		return 0
 	}))
-	s.Admin = &obs.Admin{Gatherer: s.Registry, Ready: s.Ready, Logger: log.With("component", "admin"),
+	s.Admin = &obs.Admin{Gatherer: s.Registry, Ready: s.Ready, ReadyDetail: s.routeLines, Logger: log.With("component", "admin"),
 		Extra: map[string]http.Handler{"/debug/snapshot": http.HandlerFunc(s.serveSnapshotInfo)}}
 	return s
 }
@@ -233,9 +234,24 @@ func (s *Scheduler) instance() store.Instance {
 	}
 	in.Hostname, _ = os.Hostname()
 	var peers []announce.PeerStatus
-	in.Announced, in.AnnounceWhy, peers = s.AnnounceState(context.Background())
-	if p, ok := s.anycastPrefix(); ok {
-		in.Announces = p.String()
+	var fams []announce.FamilyState
+	in.Announced, in.AnnounceWhy, fams, peers = s.AnnounceState(context.Background())
+	var prefixes []string
+	for _, t := range s.anycastTargets(s.announceConfig()) {
+		if t.Err == nil {
+			prefixes = append(prefixes, t.Prefix.String())
+		}
+	}
+	in.Announces = strings.Join(prefixes, " ")
+	for _, f := range fams {
+		r := store.Route{Family: string(f.Family), Announced: f.Announced, Why: f.Why}
+		if f.Prefix.IsValid() {
+			r.Prefix = f.Prefix.String()
+		}
+		in.Routes = append(in.Routes, r)
+		if in.Announced && !f.Announced && in.AnnounceWhy == "" { // one family down: say so
+			in.AnnounceWhy = fmt.Sprintf("%s not announced: %s", f.Family, f.Why)
+		}
 	}
 	for _, p := range peers {
 		in.Peers = append(in.Peers, store.Peer{Address: p.Address, ASN: p.ASN, State: p.State})

@@ -66,7 +66,10 @@ type Admin struct {
 	Addr     string
 	Gatherer prometheus.Gatherer
 	Ready    ReadyFunc
-	Logger   *slog.Logger
+	// ReadyDetail, if set, adds lines to /readyz's answer, ready or not
+	// (a scheduler's route per address family).
+	ReadyDetail func() []string
+	Logger      *slog.Logger
 	// Extra handlers mounted beside the standard ones (e.g. /debug/snapshot).
 	Extra map[string]http.Handler
 	// TLS, when set, makes the listener HTTPS (admin.tls; with a client CA,
@@ -84,14 +87,19 @@ func (a *Admin) Handler() http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		head := "ready\n"
 		if a.Ready != nil {
 			if err := a.Ready(); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
-				return
+				head = "not ready: " + err.Error() + "\n"
 			}
 		}
-		_, _ = io.WriteString(w, "ready\n")
+		_, _ = io.WriteString(w, head)
+		if a.ReadyDetail != nil {
+			for _, l := range a.ReadyDetail() {
+				_, _ = io.WriteString(w, l+"\n")
+			}
+		}
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

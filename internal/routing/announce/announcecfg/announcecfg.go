@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +28,13 @@ const (
 
 // Config is the announce section.
 type Config struct {
-	Mode   Mode `yaml:"mode"`
-	Timing `yaml:",inline"`
-	BGP    BGP `yaml:"bgp"`
+	Mode Mode `yaml:"mode"`
+	// Families are the address families this scheduler announces (ipv4,
+	// ipv6); empty: every family the province has (anycast.service_ip and
+	// service_ip6). An IPv6-only city's scheduler lists ipv6 alone.
+	Families []Family `yaml:"families"`
+	Timing   `yaml:",inline"`
+	BGP      BGP `yaml:"bgp"`
 }
 
 // Timing is when the route follows readiness and how it is given up on
@@ -157,6 +162,7 @@ func (a Config) Validate(path string) error {
 	default:
 		errs.Add(path+"mode", "%q is not one of %s, %s, %s", a.Mode, ModeNone, ModeBGP, ModeOSPF)
 	}
+	a.validateFamilies(&errs, path)
 	if a.CheckInterval <= 0 {
 		errs.Add(path+"check_interval", "must be > 0")
 	}
@@ -240,4 +246,40 @@ func (c *Community) UnmarshalText(b []byte) error {
 		*c = v
 	}
 	return err
+}
+
+// Family is an address family: ipv4 or ipv6 (announce.families, and the
+// family label of the announce metrics).
+type Family string
+
+// The families.
+const (
+	IPv4 Family = "ipv4"
+	IPv6 Family = "ipv6"
+)
+
+// Is6 reports whether f is IPv6.
+func (f Family) Is6() bool { return f == IPv6 }
+
+// Announces reports whether the families list allows f: an empty list
+// announces every family the province has.
+func (a Config) Announces(f Family) bool {
+	return len(a.Families) == 0 || slices.Contains(a.Families, f)
+}
+
+// validateFamilies checks announce.families: known, once each, and in bgp
+// mode each with a peer of its family (a route goes only to the sessions of
+// its family, whose local address is its next hop).
+func (a Config) validateFamilies(errs *yamlstrict.Errors, path string) {
+	for i, f := range a.Families {
+		fp := fmt.Sprintf("%sfamilies[%d]", path, i)
+		switch {
+		case f != IPv4 && f != IPv6:
+			errs.Add(fp, "%q is not %s or %s", f, IPv4, IPv6)
+		case slices.Index(a.Families, f) < i:
+			errs.Add(fp, "%s is listed twice", f)
+		case a.Mode == ModeBGP && len(a.BGP.Peers) > 0 && !slices.ContainsFunc(a.BGP.Peers, func(p BGPPeer) bool { return p.Address.IsValid() && p.Address.Unmap().Is6() == f.Is6() }):
+			errs.Add(fp, "no %s peer in %sbgp.peers: the %s route would reach no router (each family is announced over sessions of its own family)", f, path, f)
+		}
+	}
 }

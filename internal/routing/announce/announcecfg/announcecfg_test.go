@@ -90,3 +90,40 @@ func TestPeerKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestFamilies: announce.families names known families once each, and in
+// bgp mode every family listed needs a peer of its family.
+func TestFamilies(t *testing.T) {
+	c := DefaultConfig()
+	c.Mode = ModeBGP
+	c.BGP = BGP{ASN: 65101, RouterID: netip.MustParseAddr("10.1.0.1"), Peers: []BGPPeer{{Address: netip.MustParseAddr("10.1.0.254"), ASN: 65000}}}
+	c.Families = []Family{IPv4, "ipv5", IPv4, IPv6}
+	err := c.Validate("announce.")
+	for _, want := range []string{
+		`announce.families[1]: "ipv5" is not ipv4 or ipv6`,
+		"announce.families[2]: ipv4 is listed twice",
+		"announce.families[3]: no ipv6 peer in announce.bgp.peers",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "families[0]") {
+		t.Errorf("ipv4 with an IPv4 peer refused:\n%v", err)
+	}
+	// An IPv6-only city: its one peer is IPv6, its router ID still an IPv4 number.
+	c.Families = []Family{IPv6}
+	c.BGP.Peers = []BGPPeer{{Address: netip.MustParseAddr("fd00:1::fe"), ASN: 65000}}
+	if err := c.Validate("announce."); err != nil {
+		t.Fatalf("IPv6-only: %v", err)
+	}
+	if c.Announces(IPv4) || !c.Announces(IPv6) {
+		t.Fatal("Announces does not follow families")
+	}
+	// OSPF mode has no peers to check; unset families announce every family.
+	c = DefaultConfig()
+	c.Mode = ModeOSPF
+	if err := c.Validate("announce."); err != nil || !c.Announces(IPv4) || !c.Announces(IPv6) {
+		t.Fatalf("ospf, no families: %v", err)
+	}
+}
