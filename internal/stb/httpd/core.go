@@ -145,6 +145,9 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		return scratch
 	}
 	client := s.clientAddr(r)
+	if isSteering(path) {
+		return s.steering(r, a, scratch, start, client, path)
+	}
 	asJSON := wantsJSON(r)
 	a.record = true
 	a.entry = accesslog.Entry{Time: start, Proto: "http", Client: client, Host: r.host, Path: path}
