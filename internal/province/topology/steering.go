@@ -22,11 +22,12 @@ type Steering struct {
 	// Default 2; at most TTLSeconds.
 	RetrySeconds int `yaml:"retry_seconds,omitempty" json:"retry_seconds,omitempty"`
 	// MovesPerSecond is how many playing sessions one scheduler instance
-	// moves onto one server per second (a token bucket per target
-	// server); default 5.
+	// moves onto one server per second; default 5.
 	MovesPerSecond float64 `yaml:"moves_per_second,omitempty" json:"moves_per_second,omitempty"`
-	// MoveBurst is the bucket's depth; default twice MovesPerSecond (at
-	// least 1).
+	// MoveBurst is how many of them may move at once: at most MoveBurst
+	// moves onto a server in any MoveBurst / MovesPerSecond seconds.
+	// Default MovesPerSecond rounded up: at most MovesPerSecond moves in
+	// any second.
 	MoveBurst int `yaml:"move_burst,omitempty" json:"move_burst,omitempty"`
 	// Pathways is how many pathways a manifest lists, the chosen one
 	// first (the rest are where a player goes by itself when its pathway
@@ -42,7 +43,7 @@ const (
 	DefaultSteeringPathways = 3
 	MaxSteeringTTL          = 3600
 	MaxSteeringPathways     = 8
-	maxSteeringMoves        = 1e6
+	maxSteeringMoves        = 10000 // a bucket holds MoveBurst times
 )
 
 // SteeringView is a service's steering with its defaults applied.
@@ -72,13 +73,13 @@ func (c *compiler) steering(p string, st *Steering) *SteeringView {
 		v.MovesPerSecond = DefaultSteeringMoves
 	}
 	if math.IsNaN(v.MovesPerSecond) || v.MovesPerSecond <= 0 || v.MovesPerSecond > maxSteeringMoves {
-		c.add(p+".moves_per_second", "%v is out of range (0, %g]", st.MovesPerSecond, maxSteeringMoves)
+		c.add(p+".moves_per_second", "%v is out of range (0, %d]", st.MovesPerSecond, maxSteeringMoves)
 	}
 	if v.MoveBurst == 0 {
-		v.MoveBurst = max(1, int(math.Ceil(2*v.MovesPerSecond)))
+		v.MoveBurst = max(1, int(math.Ceil(min(v.MovesPerSecond, maxSteeringMoves))))
 	}
 	if v.MoveBurst < 1 || v.MoveBurst > maxSteeringMoves {
-		c.add(p+".move_burst", "%d is out of range [1, %g]", st.MoveBurst, maxSteeringMoves)
+		c.add(p+".move_burst", "%d is out of range [1, %d]", st.MoveBurst, maxSteeringMoves)
 	}
 	if v.Pathways == 0 {
 		v.Pathways = DefaultSteeringPathways

@@ -13,7 +13,7 @@ func TestSteeringDefaultsAndOff(t *testing.T) {
 		want *topology.SteeringView
 	}{
 		{"", nil},
-		{"    steering: {}\n", &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 5, MoveBurst: 10, Pathways: 3}},
+		{"    steering: {}\n", &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 5, MoveBurst: 5, Pathways: 3}},
 		{"    steering: {ttl_seconds: 1, moves_per_second: 0.5}\n", &topology.SteeringView{TTL: 1, Retry: 1, MovesPerSecond: 0.5, MoveBurst: 1, Pathways: 3}},
 		{"    steering: {ttl_seconds: 30, retry_seconds: 3, moves_per_second: 20, move_burst: 5, pathways: 2}\n", &topology.SteeringView{TTL: 30, Retry: 3, MovesPerSecond: 20, MoveBurst: 5, Pathways: 2}},
 	} {
@@ -37,7 +37,7 @@ func TestSteeringValidation(t *testing.T) {
 	for _, c := range []struct{ tail, want string }{
 		{"steering: {ttl_seconds: 0, retry_seconds: 20}", svc + ".steering.retry_seconds: 20 is out of range [1, ttl_seconds 10]"},
 		{"steering: {ttl_seconds: 7200}", svc + ".steering.ttl_seconds: 7200 is out of range [1, 3600]"},
-		{"steering: {moves_per_second: -1}", svc + ".steering.moves_per_second: -1 is out of range (0, 1e+06]"},
+		{"steering: {moves_per_second: -1}", svc + ".steering.moves_per_second: -1 is out of range (0, 10000]"},
 		{"steering: {move_burst: -3}", svc + ".steering.move_burst: -3 is out of range"},
 		{"steering: {pathways: 9}", svc + ".steering.pathways: 9 is out of range [1, 8]"},
 		{"steering: {ttl: 5}", svc + ".steering.ttl: unknown field"},

@@ -77,7 +77,7 @@ func BenchmarkHandler(b *testing.B) {
 func BenchmarkSteeringManifest(b *testing.B) {
 	eng, from := steeringEngine(b)
 	target := pathway.Prefix + "/cctv1/index.m3u8?_anysched_base=" + from + "&_HLS_pathway=.&_HLS_throughput=2000000"
-	// One token a nanosecond: every manifest moves its player.
+	// One move a nanosecond: every manifest moves its player.
 	benchTarget(b, eng, target, http.StatusOK, pathway.New(nil))
 }
 
@@ -91,7 +91,7 @@ func BenchmarkSteeringManifest_Baseline(b *testing.B) {
 // that server's name.
 func steeringEngine(b *testing.B) (*steer.Engine, string) {
 	snap := compile(b, readFile(b, "../../../deploy/examples/topology.yaml"))
-	snap.Services[0].Steering = &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 1e9, MoveBurst: 1 << 30, Pathways: 3}
+	snap.Services[0].Steering = &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 1e9, MoveBurst: 1, Pathways: 3}
 	req := steer.Request{Client: netip.MustParseAddr("100.64.1.7"), Host: snap.Services[0].Hostnames[0], Path: "/cctv1/index.m3u8"}
 	first := steer.New(snap, steer.Options{}).Peek(req)
 	if first.Server < 0 {

@@ -303,33 +303,40 @@ func inTopologyPool(eng *steer.Engine, svc, server int32) bool {
 	return snap.Pools[p].Has(server)
 }
 
-// bucket is one target server's move tokens.
+// bucket is one target server's recent moves: the times of the last
+// MoveBurst of them, oldest at next. A move is let through when the
+// oldest of them is a window (MoveBurst / MovesPerSecond) old: so any
+// window of that length holds at most MoveBurst moves, MovesPerSecond a
+// second over the long run, and a round of players asking together (they
+// started together, they share a TTL) moves up to MoveBurst of them at
+// once. A token bucket would allow MoveBurst more on top of the rate in
+// any window.
 type bucket struct {
-	tokens float64
-	at     time.Time
+	moves []int64 // unix nanoseconds; 0: free
+	next  int
 }
 
-// take takes a move token onto server, refilling its bucket at
-// MovesPerSecond up to MoveBurst since it was last used.
+// take records a move onto server at now if its bucket lets one through.
 func (s *Steering) take(server string, st *topology.SteeringView, now time.Time) bool {
+	window := int64(float64(st.MoveBurst) / st.MovesPerSecond * 1e9)
+	at := now.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.buckets[server]
-	if b == nil {
-		if len(s.buckets) >= maxBuckets { // servers come and go; forget idle history
+	if b == nil || len(b.moves) != st.MoveBurst { // new, or the burst was changed
+		if b == nil && len(s.buckets) >= maxBuckets { // servers come and go; forget idle history
 			clear(s.buckets)
 		}
-		b = &bucket{tokens: float64(st.MoveBurst), at: now}
+		b = &bucket{moves: make([]int64, st.MoveBurst)}
 		s.buckets[server] = b
 	}
-	if dt := now.Sub(b.at).Seconds(); dt > 0 {
-		b.tokens = min(float64(st.MoveBurst), b.tokens+dt*st.MovesPerSecond)
-		b.at = now
-	}
-	if b.tokens < 1 {
+	if old := b.moves[b.next]; old != 0 && at-old < window {
 		return false
 	}
-	b.tokens--
+	b.moves[b.next] = at
+	if b.next++; b.next == len(b.moves) {
+		b.next = 0
+	}
 	return true
 }
 

@@ -174,13 +174,21 @@ func TestMovesAreRateLimitedPerTarget(t *testing.T) {
 	if moved != 2 || deferred != 3 { // the burst
 		t.Fatalf("moved %d deferred %d, want 2 and 3", moved, deferred)
 	}
-	// A second later one more token (1/s).
+	// At most 2 (the burst) in any 2 s (burst / rate): not a second
+	// later, two more two seconds later.
 	w.now = w.now.Add(time.Second)
-	if _, res := w.ask(drained, "100.64.0.1", "_anysched_base=edge-a&_HLS_pathway=."); res.Outcome != pathway.Moved {
-		t.Fatalf("after a second: %v", res.Outcome)
-	}
 	if _, res := w.ask(drained, "100.64.0.1", "_anysched_base=edge-a&_HLS_pathway=."); res.Outcome != pathway.Deferred {
-		t.Fatalf("the token was spent: %v", res.Outcome)
+		t.Fatalf("a second later: %v", res.Outcome)
+	}
+	w.now = w.now.Add(time.Second)
+	for i := range 3 {
+		want := pathway.Moved
+		if i == 2 {
+			want = pathway.Deferred
+		}
+		if _, res := w.ask(drained, "100.64.0.1", "_anysched_base=edge-a&_HLS_pathway=."); res.Outcome != want {
+			t.Fatalf("two seconds later, ask %d: %v, want %v", i, res.Outcome, want)
+		}
 	}
 }
 
