@@ -255,3 +255,14 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per answer", n)
 	}
 }
+
+// TestExplainSaysSteering: explain tells an operator what steering does to
+// the sessions already playing.
+func TestExplainSaysSteering(t *testing.T) {
+	w := newWorld(t)
+	x := w.engine(nil, nil).Explain(steer.Request{Client: netip.MustParseAddr("100.64.0.1"), Host: "live.iptv.example", Path: "/cctv1/index.m3u8"})
+	want := "content steering on: a playing session asks again every 10 s and is moved to this answer when it differs, at most 2 moves onto a server in any 2 s per scheduler (deferred: asks again in 2 s); at once if its server is down"
+	if !slices.Contains(x.Steps, want) {
+		t.Fatalf("steps %q lack %q", x.Steps, want)
+	}
+}
