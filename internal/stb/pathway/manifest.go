@@ -143,11 +143,7 @@ func appendReloadURI(b []byte, req steer.Request, base int32, servers []topology
 	raw := req.Query
 	for raw != "" {
 		var kv string
-		if i := strings.IndexByte(raw, '&'); i >= 0 {
-			kv, raw = raw[:i], raw[i+1:]
-		} else {
-			kv, raw = raw, ""
-		}
+		kv, raw = nextPair(raw)
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "", ParamHLSPathway, ParamHLSThroughput, ParamDASHPathway, ParamDASHThroughput, ParamBase:

@@ -64,11 +64,7 @@ func ParseQuery(raw string) (Query, string) {
 	var seen uint8
 	for raw != "" {
 		var kv string
-		if i := strings.IndexByte(raw, '&'); i >= 0 {
-			kv, raw = raw[:i], raw[i+1:]
-		} else {
-			kv, raw = raw, ""
-		}
+		kv, raw = nextPair(raw)
 		k, v, _ := strings.Cut(kv, "=")
 		var bit uint8
 		switch k {
@@ -100,6 +96,12 @@ func ParseQuery(raw string) (Query, string) {
 		seen |= bit
 	}
 	return q, ""
+}
+
+// nextPair splits a raw query's first name=value pair off the rest.
+func nextPair(raw string) (kv, rest string) {
+	kv, rest, _ = strings.Cut(raw, "&")
+	return kv, rest
 }
 
 // validPathway: "." or PATHWAY-ID's characters (letters, digits, '.',

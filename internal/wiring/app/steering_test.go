@@ -310,6 +310,11 @@ type playerError struct {
 	Buffer  float64 `json:"buffer"` // seconds buffered ahead (-1: not said)
 }
 
+// hiccup: a stall reported with media buffered (see maxStill).
+func (e *playerError) hiccup() bool {
+	return e.Details == "bufferStalledError" && !e.Fatal && e.Buffer >= stallBuffer
+}
+
 // pollPlayers reads the players every half second (reading them costs the
 // page: it must not starve the players it watches) until check holds for
 // every one of them; any player's problem fails the test at once.
@@ -365,8 +370,8 @@ const (
 // with its buffer run dry, a fatal error, any other error.
 func (p *playerState) problem() string {
 	for _, e := range p.Errors {
-		if e.Details == "bufferStalledError" && !e.Fatal && e.Buffer >= stallBuffer {
-			continue // a hiccup, see maxStill
+		if e.hiccup() {
+			continue
 		}
 		return fmt.Sprintf("hls.js reported %s%s at %.0f ms (currentTime %.2f s, %.2f s buffered)", e.Details, map[bool]string{true: " (fatal)"}[e.Fatal], e.At, e.Time, e.Buffer)
 	}
@@ -377,7 +382,7 @@ func (p *playerState) problem() string {
 func (p *playerState) hiccups() []playerError {
 	var out []playerError
 	for _, e := range p.Errors {
-		if e.Details == "bufferStalledError" && !e.Fatal && e.Buffer >= stallBuffer {
+		if e.hiccup() {
 			out = append(out, e)
 		}
 	}
