@@ -335,7 +335,13 @@ func (s *Steering) take(server string, st *topology.SteeringView, now time.Time)
 	if old := b.moves[b.next]; old != 0 && at-old < window {
 		return false
 	}
-	b.moves[b.next] = at
+	// Concurrent answers take the lock in any order: record no time
+	// before the last, so the ring stays sorted and next the oldest.
+	last := b.next - 1
+	if last < 0 {
+		last = len(b.moves) - 1
+	}
+	b.moves[b.next] = max(at, b.moves[last])
 	if b.next++; b.next == len(b.moves) {
 		b.next = 0
 	}

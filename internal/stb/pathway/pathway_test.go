@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,5 +265,57 @@ func TestExplainSaysSteering(t *testing.T) {
 	want := "content steering on: a playing session asks again every 10 s and is moved to this answer when it differs, at most 2 moves onto a server in any 2 s per scheduler (deferred: asks again in 2 s); at once if its server is down"
 	if !slices.Contains(x.Steps, want) {
 		t.Fatalf("steps %q lack %q", x.Steps, want)
+	}
+}
+
+// TestMoveLimitHoldsForManyPlayers: 300 players of a drained server ask
+// at once, again and again, from as many goroutines for a second of real
+// time; the moves onto edge-b never exceed the limit in any window.
+func TestMoveLimitHoldsForManyPlayers(t *testing.T) {
+	w := newWorld(t)
+	snap := fixture.CompileYAML(t, strings.Replace(doc, "moves_per_second: 1, move_burst: 2", "moves_per_second: 40, move_burst: 4", 1), 1)
+	w.snap = snap
+	eng := w.engine([]string{"edge-a"}, nil)
+	const players, window = 300, 100 * time.Millisecond // burst / rate
+	q, _ := pathway.ParseQuery("_anysched_base=edge-a&_HLS_pathway=.")
+	req := steer.Request{Client: netip.MustParseAddr("100.64.0.1"), Host: "live.iptv.example", Path: "/cctv1/index.m3u8", Query: "_anysched_base=edge-a&_HLS_pathway=."}
+	times := make(chan time.Time, players)
+	deadline := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for range players {
+		wg.Go(func() {
+			buf := make([]byte, 0, 1024)
+			for time.Now().Before(deadline) {
+				now := time.Now()
+				d := eng.Peek(req)
+				var res pathway.Result
+				if buf, res = w.st.Answer(buf[:0], eng, &d, req, q, now); res.Outcome == pathway.Moved {
+					times <- now
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(times)
+	var moves []time.Time
+	for at := range times {
+		moves = append(moves, at)
+	}
+	slices.SortFunc(moves, func(a, b time.Time) int { return a.Compare(b) })
+	// 4 at once, then 40 a second: about 44 in the second.
+	if len(moves) < 30 || len(moves) > 4+40*1.1 {
+		t.Fatalf("%d moves in a second at 40/s, burst 4", len(moves))
+	}
+	for i := range moves {
+		n := 0
+		// A goroutine's time may precede its turn at the lock by a little.
+		for j := i; j < len(moves) && moves[j].Sub(moves[i]) < window-2*time.Millisecond; j++ {
+			n++
+		}
+		if n > 4 {
+			t.Fatalf("%d moves within %v of %v: the limit is 4", n, window, moves[i])
+		}
 	}
 }
