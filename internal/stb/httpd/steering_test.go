@@ -73,3 +73,21 @@ func TestSteeringOff(t *testing.T) {
 		t.Fatalf("%d %q", resp.StatusCode, body)
 	}
 }
+
+// TestSteeringAsksTheAllocator: a manifest request goes through the
+// allocator as a redirect does, token and all; a refusal is a 403.
+func TestSteeringAsksTheAllocator(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		h := &hook{refuse: refuse}
+		s := httpd.New(httpd.Config{InstanceID: instance, Allocator: h, Steering: pathway.New(nil)}, testEngine(t, availAll), nil, nil)
+		resp, body := do(t, serve(t, s), req{from: "127.0.0.2", path: pathway.Prefix + "/cctv1/index.m3u8?token=abc.def&_HLS_pathway=."})
+		want := map[bool]int{false: http.StatusOK, true: http.StatusForbidden}[refuse]
+		if resp.StatusCode != want || h.token() != "abc.def" {
+			t.Fatalf("refuse %v: status %d, token %q (%s)", refuse, resp.StatusCode, h.token(), body)
+		}
+		// The token stays in RELOAD-URI: the player's next manifests carry it.
+		if !refuse && !strings.Contains(body, `"RELOAD-URI":"`+pathway.Prefix+`/cctv1/index.m3u8?token=abc.def&_anysched_base=hefei-1-a"`) {
+			t.Fatalf("manifest %s", body)
+		}
+	}
+}

@@ -319,3 +319,34 @@ func TestMoveLimitHoldsForManyPlayers(t *testing.T) {
 		}
 	}
 }
+
+// overNode marks one node over its service's overflow thresholds.
+type overNode int32
+
+func (o overNode) Over(_, node int32) bool  { return node == int32(o) }
+func (o overNode) Reason(_, _ int32) string { return "test" }
+
+// TestOverflowAndPlanMovePlayingSessions: the manifest follows whatever
+// the decision follows: a node over its thresholds, and the QoE plan (the
+// allocator's server for the session, as httpd hands it over).
+func TestOverflowAndPlanMovePlayingSessions(t *testing.T) {
+	w := newWorld(t)
+	w.snap = fixture.CompileYAML(t, strings.Replace(doc, "    steering:", "    overflow: {rps_per_server: 100}\n    steering:", 1), 1)
+	nodeA, _ := w.snap.Node("n-a")
+	over := steer.New(w.snap, steer.Options{Overflow: overNode(nodeA)})
+	m, res := w.ask(over, "100.64.0.1", "_anysched_base=edge-a&_HLS_pathway=.")
+	if res.Outcome != pathway.Moved || m.Priority[0] != "edge-b" || m.Priority[len(m.Priority)-1] != "." {
+		t.Fatalf("overflow: %+v %+v", m, res)
+	}
+	// The plan puts the session on edge-c: the allocator's decision is the
+	// one the manifest answers.
+	eng := w.engine(nil, nil)
+	req := steer.Request{Client: netip.MustParseAddr("100.64.0.1"), Host: "live.iptv.example", Path: "/cctv1/index.m3u8"}
+	q, _ := pathway.ParseQuery("_anysched_base=edge-a&_HLS_pathway=.")
+	d := eng.Peek(req)
+	c, _ := w.snap.Server("edge-c")
+	d.Server, d.Node, d.Region = c, w.snap.Servers[c].Node, w.snap.Servers[c].Region
+	if _, res := w.st.Answer(nil, eng, &d, req, q, w.now); res.Outcome != pathway.Moved || res.To != c {
+		t.Fatalf("plan: %+v", res)
+	}
+}
