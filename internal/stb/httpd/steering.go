@@ -35,6 +35,10 @@ func isSteering(path string) bool {
 // the manifest of where the player should be.
 func (s *Server) steering(r *stbRequest, a *answer, scratch []byte, start time.Time, client netip.Addr, path string) []byte {
 	head := r.method == http.MethodHead
+	// Browser players fetch the manifest from their page's origin: a
+	// manifest (per player, no credential of the browser's) may be read
+	// by any, and so may its refusals, whose status a player acts on.
+	a.cors = true
 	st := s.cfg.Steering
 	if st == nil {
 		return textAnswer(a, head, http.StatusNotFound, bodySteeringOff, scratch)

@@ -30,6 +30,9 @@ func TestSteeringManifest(t *testing.T) {
 					if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 						t.Fatalf("Content-Type %q", ct)
 					}
+					if o := resp.Header.Get("Access-Control-Allow-Origin"); o != "*" {
+						t.Fatalf("Access-Control-Allow-Origin %q", o)
+					}
 					if err := json.Unmarshal([]byte(body), &m); err != nil {
 						t.Fatalf("manifest %q: %v", body, err)
 					}

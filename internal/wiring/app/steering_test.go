@@ -235,8 +235,9 @@ func startNginxEdge(t *testing.T, dir, segments, addr, multivariant string) {
 
 // steeringBrowser is headless Chromium resolving the service's name to the
 // scheduler, as a city's DNS would the Anycast name; web security off, so
-// the page's players may load from the scheduler and the edges, other
-// origins that send no CORS headers.
+// the page's players may follow the scheduler's 302 and load from the
+// edges, other origins that send no CORS headers (the steering manifest
+// has them).
 func steeringBrowser(t *testing.T, scheduler string) context.Context {
 	t.Helper()
 	host := strings.Split(scheduler, ":")[0]
