@@ -17,8 +17,8 @@ type Steering struct {
 	// TTLSeconds is the manifest's TTL: how often a settled player asks
 	// again, and so how long a drain takes to reach it. Default 10.
 	TTLSeconds int `yaml:"ttl_seconds,omitempty" json:"ttl_seconds,omitempty"`
-	// RetrySeconds is the TTL of an answer that deferred a move (no token
-	// left for the target server): the player asks again this soon.
+	// RetrySeconds is the TTL of an answer that deferred a move (the
+	// target server at its move limit): the player asks again this soon.
 	// Default 2; at most TTLSeconds.
 	RetrySeconds int `yaml:"retry_seconds,omitempty" json:"retry_seconds,omitempty"`
 	// MovesPerSecond is how many playing sessions one scheduler instance
@@ -43,7 +43,7 @@ const (
 	DefaultSteeringPathways = 3
 	MaxSteeringTTL          = 3600
 	MaxSteeringPathways     = 8
-	maxSteeringMoves        = 10000 // a bucket holds MoveBurst times
+	maxSteeringMoves        = 10000 // a target server's window holds MoveBurst times
 )
 
 // SteeringView is a service's steering with its defaults applied.

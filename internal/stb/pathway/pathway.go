@@ -129,12 +129,12 @@ const (
 	Pinned Outcome = iota
 	// Stay: the player is where the decision would send it.
 	Stay
-	// Moved: to the decision's server, with a token of its bucket.
+	// Moved: to the decision's server, within its move limit.
 	Moved
-	// Forced: moved without a token, because the player's server is down
+	// Forced: moved whatever the limit, because the player's server is down
 	// (failed health checks, ejected) or gone from the topology.
 	Forced
-	// Deferred: the decision's server had no token left; the player stays
+	// Deferred: the decision's server is at its move limit; the player stays
 	// (a drained server still serves) and asks again after the retry TTL.
 	Deferred
 	// Unsteerable: the decision names no server a pathway can reach (a
@@ -159,11 +159,11 @@ type Result struct {
 	To      int32 // the first pathway's server; -1 when none
 }
 
-// Steering answers manifests and holds the move buckets. Safe for
+// Steering answers manifests and holds the move windows. Safe for
 // concurrent use.
 type Steering struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket // by target server name
+	windows map[string]*window // by target server name
 
 	manifests [numOutcomes]prometheus.Counter
 	bad       prometheus.Counter
@@ -171,10 +171,10 @@ type Steering struct {
 
 // New makes a Steering whose metrics are registered on reg (nil: none).
 func New(reg prometheus.Registerer) *Steering {
-	s := &Steering{buckets: map[string]*bucket{}}
+	s := &Steering{windows: map[string]*window{}}
 	mv := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "anysched_steering_manifests_total",
-		Help: "Content steering manifests answered, by outcome: pinned (first of a session), stay, moved (with a token), forced (the player's server is down), deferred (the target's move bucket was empty), unsteerable (no server to steer to).",
+		Help: "Content steering manifests answered, by outcome: pinned (first of a session), stay, moved (within the move limit), forced (the player's server is down), deferred (the target server was at its move limit), unsteerable (no server to steer to).",
 	}, []string{"outcome"})
 	for o := range numOutcomes {
 		s.manifests[o] = mv.WithLabelValues(o.String())
@@ -194,8 +194,8 @@ func (s *Steering) Refused() { s.bad.Inc() }
 
 // Answer appends to dst the manifest for a player that asked with q,
 // given d, the decision (Peek, then the allocator's) for its playback
-// path and query. now is the request's time (the move buckets' clock).
-// It takes a move token only when it moves a player; it does no I/O.
+// path and query. now is the request's time (the move limit's clock).
+// It counts a move only when it moves a player; it does no I/O.
 func (s *Steering) Answer(dst []byte, eng *steer.Engine, d *steer.Decision, req steer.Request, q Query, now time.Time) ([]byte, Result) {
 	snap := eng.Snapshot()
 	st := snap.Services[d.Service].Steering
@@ -305,7 +305,7 @@ func inTopologyPool(eng *steer.Engine, svc, server int32) bool {
 	return snap.Pools[p].Has(server)
 }
 
-// bucket is one target server's recent moves: the times of the last
+// window is one target server's recent moves: the times of the last
 // MoveBurst of them, oldest at next. A move is let through when the
 // oldest of them is a window (MoveBurst / MovesPerSecond) old: so any
 // window of that length holds at most MoveBurst moves, MovesPerSecond a
@@ -313,26 +313,26 @@ func inTopologyPool(eng *steer.Engine, svc, server int32) bool {
 // started together, they share a TTL) moves up to MoveBurst of them at
 // once. A token bucket would allow MoveBurst more on top of the rate in
 // any window.
-type bucket struct {
+type window struct {
 	moves []int64 // unix nanoseconds; 0: free
 	next  int
 }
 
-// take records a move onto server at now if its bucket lets one through.
+// take records a move onto server at now if its window lets one through.
 func (s *Steering) take(server string, st *topology.SteeringView, now time.Time) bool {
-	window := int64(float64(st.MoveBurst) / st.MovesPerSecond * 1e9)
+	span := int64(float64(st.MoveBurst) / st.MovesPerSecond * 1e9) // ns
 	at := now.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buckets[server]
+	b := s.windows[server]
 	if b == nil || len(b.moves) != st.MoveBurst { // new, or the burst was changed
-		if b == nil && len(s.buckets) >= maxBuckets { // servers come and go; forget idle history
-			clear(s.buckets)
+		if b == nil && len(s.windows) >= maxWindows { // servers come and go; forget idle history
+			clear(s.windows)
 		}
-		b = &bucket{moves: make([]int64, st.MoveBurst)}
-		s.buckets[server] = b
+		b = &window{moves: make([]int64, st.MoveBurst)}
+		s.windows[server] = b
 	}
-	if old := b.moves[b.next]; old != 0 && at-old < window {
+	if old := b.moves[b.next]; old != 0 && at-old < span {
 		return false
 	}
 	// Concurrent answers take the lock in any order: record no time
@@ -348,6 +348,6 @@ func (s *Steering) take(server string, st *topology.SteeringView, now time.Time)
 	return true
 }
 
-// maxBuckets bounds the buckets kept (names come from snapshots only, but
+// maxWindows bounds the windows kept (names come from snapshots only, but
 // servers are renamed and removed over months).
-const maxBuckets = 1 << 16
+const maxWindows = 1 << 16
