@@ -8,6 +8,7 @@ import (
 
 	"github.com/anysched/anysched/internal/stb/httpd"
 	"github.com/anysched/anysched/internal/stb/pathway"
+	"github.com/anysched/anysched/internal/stb/steer"
 )
 
 // TestSteeringManifest: the manifest path on a real listener of each
@@ -74,6 +75,12 @@ func TestSteeringOff(t *testing.T) {
 	resp, body := do(t, base, req{path: pathway.Prefix + "/cctv1/index.m3u8"})
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "content steering is not served here") {
 		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	eng := steer.New(compile(t, []byte(strings.Replace(testTopology, "    steering: {}\n", "", 1))), steer.Options{})
+	base = serve(t, httpd.New(httpd.Config{InstanceID: instance, Steering: pathway.New(nil)}, func() *steer.Engine { return eng }, nil, nil))
+	resp, body = do(t, base, req{path: pathway.Prefix + "/cctv1/index.m3u8"})
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "service has no content steering") {
+		t.Fatalf("a service without steering: %d %q", resp.StatusCode, body)
 	}
 }
 
