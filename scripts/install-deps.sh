@@ -23,7 +23,7 @@ declare -A need=(
   [libprotobuf-dev]="/usr/include/google/protobuf/timestamp.proto"  # the well-known types proto/ imports; only Recommended by protobuf-compiler
   [dnsutils]="dig"                      # DNS front-end tests
   [curl]="curl"                         # HTTP front-end tests, the lab (curl inside namespaces), the demo and scripts/package-check.sh
-  [nginx]="nginx"                       # a real edge in the health and lab end-to-end tests
+  [nginx]="nginx"                       # a real edge in the health and lab end-to-end tests, and the hls.js content steering test's edges
   [ffmpeg]="ffmpeg"                     # real players: the edges' HLS tests and the lab's players (TestPrivilegedPlayers)
   [wrk]="wrk"                           # make bench: HTTP front end vs a bare handler
   [nghttp2-client]="h2load"             # make bench: HTTP keep-alive latency at a fixed offered rate, against nginx
@@ -42,7 +42,7 @@ declare -A need=(
   [gcc]="gcc"                           # cgo, which go test -race needs
   [libc6-dev]="/usr/include/stdio.h"    # ... and its C headers; only Recommended by gcc
   [ca-certificates]="/etc/ssl/certs/ca-certificates.crt"  # go fetches modules (e.g. genproto's pinned plugins) over HTTPS
-  [chromium]="/usr/bin/chromium"        # the operator console's browser tests (chromedp, headless) and make screenshots
+  [chromium]="/usr/bin/chromium"        # the operator console's browser tests (chromedp, headless), make screenshots, and the hls.js players of the content steering test
   [fonts-dejavu-core]="/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # ... text in headless Chromium's screenshots; only Recommended by chromium
 )
 

@@ -553,6 +553,9 @@ func (c *compiler) services() {
 		view.Pool = c.servicePool(p, i, &sv)
 		c.serviceExtras(p, &sv, &view)
 		c.rights(p, &sv, &view)
+		if sv.Steering != nil {
+			view.Steering = c.steering(p+".steering", sv.Steering)
+		}
 		if len(sv.BitratesKbps) == 0 {
 			c.add(p+".bitrates_kbps", "at least one bitrate is required")
 		}

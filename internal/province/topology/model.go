@@ -170,6 +170,10 @@ type Service struct {
 	// without their own.
 	Rights []Rule `yaml:"rights,omitempty" json:"rights,omitempty"`
 	Slate  *Slate `yaml:"slate,omitempty" json:"slate,omitempty"`
+	// Steering serves an HLS Content Steering manifest to the service's
+	// playing sessions, so a drain, an overflow or a re-plan moves them
+	// too; nil: off (a redirect decides once, at the start).
+	Steering *Steering `yaml:"steering,omitempty" json:"steering,omitempty"`
 }
 
 // Overflow thresholds apply to each node, for the service's servers in it.

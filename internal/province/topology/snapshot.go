@@ -101,6 +101,7 @@ type ServiceView struct {
 	Overflow         *Overflow // thresholds with Resume defaulted; nil: none
 	Bypass           *BypassView
 	Rights           Rights
+	Steering         *SteeringView // nil: no content steering
 }
 
 // Counts summarises a snapshot's size.

@@ -57,6 +57,11 @@ type Entry struct {
 	Latency      time.Duration
 	// Rule is the rights rule that decided ("2 (derby)"), if one did.
 	Rule string
+	// Steering is a content steering manifest's outcome (pinned, stay,
+	// moved, forced, deferred, unsteerable) and From the server the
+	// player was on; both "" for every other answer. Server is then the
+	// pathway the manifest puts first.
+	Steering, From string
 }
 
 // Options tune the recorder. The yaml tags are the access_log section's

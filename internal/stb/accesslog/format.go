@@ -53,6 +53,12 @@ func (c *encoder) appendLine(b []byte, e *Entry) []byte {
 		b = append(b, `,"rule":`...)
 		b = appendString(b, e.Rule)
 	}
+	if e.Steering != "" { // likewise: only steering manifests carry these
+		b = append(b, `,"steering":`...)
+		b = appendString(b, e.Steering)
+		b = append(b, `,"from":`...)
+		b = appendString(b, e.From)
+	}
 	return append(b, "}\n"...)
 }
 

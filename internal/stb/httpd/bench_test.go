@@ -4,10 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 
+	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/pathway"
 	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -62,5 +65,56 @@ func BenchmarkHandler(b *testing.B) {
 				h.ServeHTTP(w, r)
 			}
 		})
+	}
+}
+
+// BenchmarkSteeringManifest: a content steering manifest for a player on a
+// drained server of the sample province (moved, so the whole path: the
+// decision, the move bucket, the clones' hosts, RELOAD-URI), beside its
+// baseline, the plain 302 of the same request in the same run.
+//
+//	go test ./internal/stb/httpd -run '^$' -bench SteeringManifest -benchmem
+func BenchmarkSteeringManifest(b *testing.B) {
+	eng, from := steeringEngine(b)
+	target := pathway.Prefix + "/cctv1/index.m3u8?_anysched_base=" + from + "&_HLS_pathway=.&_HLS_throughput=2000000"
+	// One move a nanosecond: every manifest moves its player.
+	benchTarget(b, eng, target, http.StatusOK, pathway.New(nil))
+}
+
+func BenchmarkSteeringManifest_Baseline(b *testing.B) {
+	eng, _ := steeringEngine(b)
+	benchTarget(b, eng, "/cctv1/index.m3u8", http.StatusFound, nil)
+}
+
+// steeringEngine is the sample province with steering on its first
+// service and the server a client of 100.64.1.7 gets drained; it returns
+// that server's name.
+func steeringEngine(b *testing.B) (*steer.Engine, string) {
+	snap := compile(b, readFile(b, "../../../deploy/examples/topology.yaml"))
+	snap.Services[0].Steering = &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 1e9, MoveBurst: 1, Pathways: 3}
+	req := steer.Request{Client: netip.MustParseAddr("100.64.1.7"), Host: snap.Services[0].Hostnames[0], Path: "/cctv1/index.m3u8"}
+	first := steer.New(snap, steer.Options{}).Peek(req)
+	if first.Server < 0 {
+		b.Fatalf("no server for %+v", req)
+	}
+	drained := first.Server
+	eng := steer.New(snap, steer.Options{Available: func(s int32) bool { return s != drained }, Down: func(int32) bool { return false }})
+	return eng, snap.Servers[drained].Name
+}
+
+func benchTarget(b *testing.B, eng *steer.Engine, target string, status int, st httpd.Steerer) {
+	s := httpd.New(httpd.Config{InstanceID: instance, Steering: st}, func() *steer.Engine { return eng }, nil, nil)
+	h := s.Handler()
+	r := httptest.NewRequest(http.MethodGet, "http://"+eng.Snapshot().Services[0].Hostnames[0]+target, nil)
+	r.RemoteAddr = "100.64.1.7:51234"
+	w := &discardWriter{h: make(http.Header, 8)}
+	h.ServeHTTP(w, r)
+	if w.code != status {
+		b.Fatalf("status %d, want %d", w.code, status)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h.ServeHTTP(w, r)
 	}
 }

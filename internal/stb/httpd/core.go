@@ -49,6 +49,7 @@ type answer struct {
 	allow   bool // Allow: GET, HEAD (405)
 	retry   bool // Retry-After (503)
 	noSniff bool // X-Content-Type-Options: nosniff (text answers)
+	cors    bool // Access-Control-Allow-Origin: * (steering manifests)
 	close   bool // Connection: close (a request body was refused)
 	// location is the 302 target, body the answer's body (nil for HEAD);
 	// both may point into the caller's scratch buffer.
@@ -145,6 +146,9 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		return scratch
 	}
 	client := s.clientAddr(r)
+	if isSteering(path) {
+		return s.steering(r, a, scratch, start, client, path)
+	}
 	asJSON := wantsJSON(r)
 	a.record = true
 	a.entry = accesslog.Entry{Time: start, Proto: "http", Client: client, Host: r.host, Path: path}

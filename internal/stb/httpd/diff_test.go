@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/pathway"
 )
 
 // The differential test: the fast path and net/http, each a real server on
@@ -35,6 +36,9 @@ func startPair(t testing.TB, engine httpd.EngineFunc, trusted ...string) diffPai
 	cfg := httpd.Config{InstanceID: instance, TrustedProxies: mustPrefixes(t, trusted...)}
 	fc, sc := cfg, cfg
 	fc.Server, sc.Server = httpd.ServerFast, httpd.ServerNetHTTP
+	// Each its own move buckets: both see the same requests in the same
+	// order, so they move the same players.
+	fc.Steering, sc.Steering = pathway.New(nil), pathway.New(nil)
 	return diffPair{
 		fast: strings.TrimPrefix(serve(t, httpd.New(fc, engine, nil, nil)), "http://"),
 		std:  strings.TrimPrefix(serve(t, httpd.New(sc, engine, nil, nil)), "http://"),
@@ -229,6 +233,21 @@ var diffSeeds = []string{
 	"GET /cctv1/index.m3u8?format=json HTTP/1.1\r\nHost: live.iptv.example\r\nX-Forwarded-For: 192.0.2.1, 100.64.1.9\r\nX-Forwarded-For: 10.9.9.9\r\n\r\n",
 	"GET /cctv1/index.m3u8?format=json HTTP/1.1\r\nHost: live.iptv.example\r\nX-Forwarded-For: [2001:db8::1]:80, junk\r\n\r\n",
 	"GET /cctv1/index.m3u8?token=abc&format=json HTTP/1.1\r\nHost: live.iptv.example\r\nAuthorization: Bearer x.y\r\n\r\n",
+	// Content steering manifests: the first (pinning), through RELOAD-URI,
+	// moving off a server that is down, DASH's keys, HEAD, and refusals.
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_HLS_pathway=.&_HLS_throughput=800000 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_anysched_base=hefei-1-a&_HLS_pathway=.&_HLS_throughput=1 HTTP/1.1\r\nHost: live.iptv.example\r\nX-Forwarded-For: 100.64.1.9\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?token=a.b&_anysched_base=wuhu-1-a&_HLS_pathway=luan-1-a HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_DASH_pathway=gone-1&_DASH_throughput=5 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"HEAD " + pathway.Prefix + "/cctv1/index.m3u8?_HLS_pathway=. HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_HLS_pathway=a%20b HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_HLS_throughput=fast HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8?_HLS_pathway=a&_HLS_pathway=b HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + " HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/ HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "x/cctv1 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/index.m3u8 HTTP/1.1\r\nHost: vod.other.example\r\n\r\n",
+	"GET " + pathway.Prefix + "/cctv1/a\"b HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 }
 
 // diffSetups are the engines (and trust) a differential input is tried with.

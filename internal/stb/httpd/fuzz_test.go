@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/pathway"
 	"github.com/anysched/anysched/internal/stb/steer"
 )
 
@@ -28,6 +29,12 @@ func FuzzHandler(f *testing.F) {
 	f.Add(uint8(1), "HEAD", "http://LIVE.iptv.example/a/b", "x", "Accept: application/json", "[::ffff:100.64.1.7]:1")
 	f.Add(uint8(2), "POST", "*", "", "", "")
 	f.Add(uint8(3), "GET", "/%zz/../x", "live.iptv.example.", "X-Forwarded-For: a, , 10.1.1.1:80, [2001:db8::1]", "10.9.9.9:1")
+	// Content steering manifests (pathway.Prefix).
+	f.Add(uint8(0), "GET", pathway.Prefix+"/cctv1/index.m3u8?_HLS_pathway=.&_HLS_throughput=1000", "live.iptv.example", "", "100.64.1.7:4000")
+	f.Add(uint8(1), "GET", pathway.Prefix+"/cctv1/index.m3u8?_anysched_base=hefei-1-a&_HLS_pathway=.", "live.iptv.example", "", "100.64.1.7:4000")
+	f.Add(uint8(1), "HEAD", pathway.Prefix+"/cctv1/index.m3u8?_DASH_pathway=luan-1-a&x=%22", "live.iptv.example", "", "100.68.0.1:1")
+	f.Add(uint8(2), "GET", pathway.Prefix+"/a?_HLS_pathway=%00&_HLS_throughput=-", "live.iptv.example", "", "100.64.1.7:4000")
+	f.Add(uint8(3), "GET", pathway.Prefix+"/?_anysched_base=", "vod.other.example", "", "")
 
 	snap := compile(f, []byte(testTopology))
 	hefei, _ := snap.Region("hefei")
@@ -39,7 +46,7 @@ func FuzzHandler(f *testing.F) {
 	}
 	servers := make([]*httpd.Server, len(engines))
 	for i, e := range engines {
-		servers[i] = httpd.New(httpd.Config{InstanceID: instance, TrustedProxies: mustPrefixes(f, "10.0.0.0/8", "::ffff:0:0/96")},
+		servers[i] = httpd.New(httpd.Config{InstanceID: instance, TrustedProxies: mustPrefixes(f, "10.0.0.0/8", "::ffff:0:0/96"), Steering: pathway.New(nil)},
 			func() *steer.Engine { return e }, nil, nil)
 	}
 	documented := map[int]bool{200: true, 302: true, 400: true, 404: true, 405: true, 413: true, 414: true, 503: true}
@@ -76,7 +83,18 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("503 without Retry-After for %q", raw)
 			}
 		}
-		if w.Header().Get("Content-Type") == "application/json" && r.Method != http.MethodHead {
+		steering := strings.HasPrefix(r.URL.EscapedPath(), pathway.Prefix+"/")
+		if steering && w.Code == 200 && r.Method != http.MethodHead {
+			var m struct {
+				VERSION  int
+				TTL      int
+				Priority []string `json:"PATHWAY-PRIORITY"`
+				DASH     []string `json:"SERVICE-LOCATION-PRIORITY"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m.VERSION != 1 || m.TTL < 1 || len(m.Priority)+len(m.DASH) == 0 {
+				t.Fatalf("bad steering manifest %q (%v) for %q", w.Body.Bytes(), err, raw)
+			}
+		} else if w.Header().Get("Content-Type") == "application/json" && r.Method != http.MethodHead {
 			var a httpd.Answer
 			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil || a.Instance != instance {
 				t.Fatalf("bad JSON answer %q (%v) for %q", w.Body.Bytes(), err, raw)

@@ -61,6 +61,7 @@ services:
     hostnames: [live.iptv.example]
     url_template: "http://{server}/live/{channel}/{bitrate}/index.m3u8"
     bitrates_kbps: [730, 3000]
+    steering: {}
 `
 
 const (

@@ -56,6 +56,9 @@ type Config struct {
 	// Allocator refines the decisions of services that select by QoE; nil:
 	// they are answered like nearest.
 	Allocator Allocator
+	// Steering answers content steering manifests (pathway.Prefix); nil:
+	// they are refused 404.
+	Steering Steerer
 	// Observer is told of every redirect (passive outlier detection); nil:
 	// nobody is.
 	Observer Observer

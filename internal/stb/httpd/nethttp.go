@@ -27,6 +27,7 @@ var (
 	hdrRetry    = []string{retryAfter}
 	hdrNoSniff  = []string{"nosniff"}
 	hdrClose    = []string{"close"}
+	hdrCORS     = []string{"*"}
 	instanceKey = "X-Anysched-Instance"
 )
 
@@ -81,6 +82,9 @@ func (s *Server) writeNetHTTP(w http.ResponseWriter, a *answer) {
 	h["Cache-Control"] = hdrNoStore
 	if a.allow {
 		h["Allow"] = hdrAllow
+	}
+	if a.cors {
+		h["Access-Control-Allow-Origin"] = hdrCORS
 	}
 	if a.retry {
 		h["Retry-After"] = hdrRetry

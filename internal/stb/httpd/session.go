@@ -247,6 +247,9 @@ func (s *Server) appendAnswer(out []byte, a *answer, p *parsed, b []byte, now ti
 	out = append(out, ' ')
 	out = append(out, http.StatusText(a.status)...)
 	out = append(out, "\r\n"...)
+	if a.cors {
+		out = append(out, "Access-Control-Allow-Origin: *\r\n"...)
+	}
 	if a.allow {
 		out = append(out, "Allow: GET, HEAD\r\n"...)
 	}

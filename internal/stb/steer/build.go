@@ -53,6 +53,11 @@ func Build(snap *topology.Snapshot, in Inputs) (*Engine, error) {
 	if av != nil {
 		o.Available = func(i int32) bool { return av.Available[i] }
 		o.Why = func(i int32) string { return av.Why[i] }
+		// Drained and healthy is the one way to be unavailable and still
+		// serve: the drain moves sessions away, it does not stop them.
+		o.Down = func(i int32) bool {
+			return !(int(i) < len(av.Drained) && av.Drained[i] && int(i) < len(av.Healthy) && av.Healthy[i])
+		}
 		o.NodeRank = nodeRanker(snap, av, in.Balance.Rank)
 	}
 	now := in.Now

@@ -60,6 +60,11 @@ func (e *Engine) Explain(req Request) Explanation {
 	cm := e.ExplainChannel(d.Service, req.Path, req.Query)
 	x.Channel = &cm
 	x.Steps = append(x.Steps, cm.step())
+	if st := s.Services[d.Service].Steering; st != nil {
+		x.Steps = append(x.Steps, fmt.Sprintf("content steering on: a playing session asks again every %d s and is moved to this answer when it differs, "+
+			"at most %d moves onto a server in any %.3g s per scheduler (deferred: asks again in %d s); at once if its server is down",
+			st.TTL, st.MoveBurst, float64(st.MoveBurst)/st.MovesPerSecond, st.Retry))
+	}
 	switch {
 	case d.Zone >= 0:
 		x.ClientLoc = s.Zones[d.Zone].Loc

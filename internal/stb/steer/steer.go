@@ -106,6 +106,10 @@ type Options struct {
 	Available func(server int32) bool
 	// Why says why a server is unavailable, for Explain; may be nil.
 	Why func(server int32) string
+	// Down reports whether an unavailable server is out for a fault
+	// (health, ejection) rather than only drained, so still serving the
+	// sessions it has; nil: every unavailable server is down.
+	Down func(server int32) bool
 	// Balance holds the in-node policies (swrr, chash, p2c) of services
 	// that select by them; nil: every service picks as "nearest" does.
 	Balance *balance.Table
@@ -156,6 +160,7 @@ type Engine struct {
 	snap          *topology.Snapshot
 	defaultRegion int32
 	avail         []bool  // by server
+	down          []bool  // by server: unavailable for a fault, not only drained
 	nodeAvail     []int32 // available servers per node
 	regionAvail   []int32 // available servers per region
 	// pools[0] is avail, nodeAvail, regionAvail and balance; pools[p+1]
@@ -206,11 +211,13 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 		}
 	}
 	e.avail = make([]bool, len(snap.Servers))
+	e.down = make([]bool, len(snap.Servers))
 	e.nodeAvail = make([]int32, len(snap.Nodes))
 	e.regionAvail = make([]int32, len(snap.Regions))
 	for i, s := range snap.Servers {
 		ok := o.Available == nil || o.Available(int32(i))
 		e.avail[i] = ok
+		e.down[i] = !ok && (o.Down == nil || o.Down(int32(i)))
 		if ok {
 			e.nodeAvail[s.Node]++
 			if s.Region >= 0 {
@@ -341,8 +348,19 @@ func (e *Engine) AnyAvailable() bool { return anyAvail(&e.pools[0]) }
 // Available reports whether the engine may send STBs to server.
 func (e *Engine) Available(server int32) bool { return e.avail[server] }
 
+// Down reports whether server is unavailable for a fault (failed health
+// checks, ejected), not only drained: a drained server still serves the
+// sessions it has, a down one does not.
+func (e *Engine) Down(server int32) bool { return e.down[server] }
+
 // Decide routes one request.
 func (e *Engine) Decide(req Request) Decision { return e.decide(req, false) }
+
+// Peek is the decision a new request would get, without counting it in
+// the balance policies' state or the overflow counters: for a request
+// that is not a new session (a playing session's steering manifest),
+// which must neither rotate swrr nor look like demand on a node.
+func (e *Engine) Peek(req Request) Decision { return e.decide(req, true) }
 
 // decide routes one request; dry decides without counting the pick in the
 // balance policies' state (swrr's rotation, chash's bounded loads, p2c's

@@ -15,7 +15,9 @@ import (
 // segments, which ffmpeg takes as a discontinuity and plays through.
 const NginxCycle = 100
 
-// nginxConf: stub_status for the checkers; the live playlist is the file
+// nginxConf: stub_status for the checkers; the packager's multivariant
+// playlist, the file MultivariantFile in dir when one is written there, for
+// every channel; the live playlist is the file
 // of the second nginx serves it at (live/<unix second>.m3u8, written ahead
 // by nginxWriter), the VOD playlist a constant, segment
 // n the file of its last two digits (named captures: rewrite's own
@@ -45,6 +47,11 @@ http {
             default_type application/vnd.apple.mpegurl;
             add_header Cache-Control no-cache;
             rewrite ^ /live/$live_second.m3u8 break;
+        }
+        location ~ ^/(live|vod)/[^/]+/multivariant\.m3u8$ {
+            default_type application/vnd.apple.mpegurl;
+            add_header Cache-Control no-cache;
+            try_files /%[5]s =404;
         }
         location ~ ^/vod/[^/]+/[0-9]+/index\.m3u8$ {
             default_type application/vnd.apple.mpegurl;
@@ -127,7 +134,7 @@ func Nginx(dir, segments, listen string) ([]string, error) {
 	}
 	vod := strings.ReplaceAll(VODPlaylist(), "\n", `\n`)
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, vod, segments), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, vod, segments, MultivariantFile), 0o644); err != nil {
 		return nil, err
 	}
 	// -e: the error log before the configuration is read (the default is
@@ -156,4 +163,28 @@ func writeSegments(dir string) error {
 		}
 	}
 	return nil
+}
+
+// MultivariantFile is the file in an nginx edge's directory (Nginx's dir)
+// served as /live/<channel>/multivariant.m3u8 and
+// /vod/<channel>/multivariant.m3u8: what an origin's packager would put
+// in front of the media playlists (MultivariantPlaylist). None: 404.
+const MultivariantFile = "multivariant.m3u8"
+
+// MultivariantPlaylist is a multivariant playlist over the media playlists
+// <bitrate>/index.m3u8 of the same directory. With steeringURI, it carries
+// EXT-X-CONTENT-STEERING naming the scheduler's steering manifest, as a
+// packager of a service with steering writes it; the variants have no
+// PATHWAY-ID, so they are the base pathway "." on whichever edge serves
+// the file.
+func MultivariantPlaylist(bitratesKbps []int, steeringURI string) string {
+	var b strings.Builder
+	b.WriteString("#EXTM3U\n#EXT-X-VERSION:3\n")
+	if steeringURI != "" {
+		fmt.Fprintf(&b, "#EXT-X-CONTENT-STEERING:SERVER-URI=%q\n", steeringURI)
+	}
+	for _, kbps := range bitratesKbps {
+		fmt.Fprintf(&b, "#EXT-X-STREAM-INF:BANDWIDTH=%d,RESOLUTION=160x90\n%d/index.m3u8\n", kbps*1000, kbps)
+	}
+	return b.String()
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/certstore"
 	"github.com/anysched/anysched/internal/stb/dnsd"
 	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/pathway"
 	"github.com/anysched/anysched/internal/stb/steer"
 	"github.com/anysched/anysched/internal/wiring/config"
 	"github.com/anysched/anysched/internal/wiring/daemon"
@@ -392,7 +393,9 @@ func newRecorder(reg prometheus.Registerer, c accesslog.Config) (*accesslog.Reco
 func (s *Scheduler) newHTTP() *httpd.Server {
 	c := s.common.HTTP
 	hc := httpd.Config{Listen: c.Listen, TrustedProxies: c.TrustedPrefixes(), InstanceID: s.ID, MaxConnections: c.MaxConnections,
-		Server: c.Server, AcceptLoops: c.AcceptLoops}
+		Server: c.Server, AcceptLoops: c.AcceptLoops,
+		// Always there: the topology turns steering on per service.
+		Steering: pathway.New(s.Registry)}
 	if s.QoE != nil {
 		hc.Allocator = s.QoE
 	}
