@@ -98,9 +98,12 @@ type ServiceView struct {
 	// Answers: locations per JSON or DNS answer (at least 1).
 	Answers          int
 	AlternatesHeader bool
-	Overflow         *Overflow // thresholds with Resume defaulted; nil: none
-	Bypass           *BypassView
-	Rights           Rights
+	// FamilySkip: family_fallback skip (a client of one family is only
+	// given servers with an address of it up); false: other.
+	FamilySkip bool
+	Overflow   *Overflow // thresholds with Resume defaulted; nil: none
+	Bypass     *BypassView
+	Rights     Rights
 }
 
 // Counts summarises a snapshot's size.
