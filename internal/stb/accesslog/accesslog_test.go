@@ -134,3 +134,64 @@ func TestLimiterDoesNotAllocate(t *testing.T) {
 		t.Fatalf("allow allocates %v times", n)
 	}
 }
+
+// TestFamilies: a line says the family asked and the family of the target
+// (only when there is one, so IPv4-only lines keep their shape), and
+// anysched_answers_by_family_total counts answers by both.
+func TestFamilies(t *testing.T) {
+	var buf bytes.Buffer
+	reg := prometheus.NewRegistry()
+	r := New(reg, &buf, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	r.Record(Entry{Time: time.Unix(1, 0), Proto: "http", Client: netip.MustParseAddr("2001:db8::7"), Result: steer.ResultCZ, Target: "10.0.0.1:80", Status: 302, Family: steer.FamilyV6, TargetFamily: steer.FamilyV4})
+	r.Record(Entry{Time: time.Unix(2, 0), Proto: "dns", Client: netip.MustParseAddr("2001:db8::7"), Result: steer.ResultCZ, Target: "2001:db8::1", Family: steer.FamilyV6, TargetFamily: steer.FamilyV6})
+	r.Record(Entry{Time: time.Unix(3, 0), Proto: "dns", Result: steer.ResultCZ, Target: "10.0.0.1"})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, want := range []string{`,"family":"ipv6","target_family":"ipv4"}`, `,"family":"ipv6","target_family":"ipv6"}`, `,"latency":0}`} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("line %d %q does not end %q", i, lines[i], want)
+		}
+	}
+	for _, c := range []struct {
+		proto, family, given string
+		want                 float64
+	}{{"http", "ipv6", "ipv4", 1}, {"dns", "ipv6", "ipv6", 1}, {"http", "ipv6", "ipv6", 0}, {"dns", "any", "ipv4", 0}} {
+		if got := testutil.ToFloat64(counterOf(t, reg, "anysched_answers_by_family_total", c.family, c.given, c.proto)); got != c.want {
+			t.Errorf("%s %s->%s: %v, want %v", c.proto, c.family, c.given, got, c.want)
+		}
+	}
+}
+
+// counterOf is the series of a counter vector with the given label values
+// (in the order of their names, as Gather sorts them).
+func counterOf(t *testing.T, reg *prometheus.Registry, name string, values ...string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			match := len(m.Label) == len(values)
+			for i, l := range m.Label {
+				match = match && l.GetValue() == values[i]
+			}
+			if match {
+				c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+				c.Add(m.GetCounter().GetValue())
+				return c
+			}
+		}
+	}
+	t.Fatalf("%s%v: no such series", name, values)
+	return nil
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/anysched/anysched/internal/stb/steer"
 )
 
 // encoder turns entries into JSON lines; it remembers the formatted second
@@ -52,6 +54,14 @@ func (c *encoder) appendLine(b []byte, e *Entry) []byte {
 	if e.Rule != "" {                              // only then: lines without rights keep their shape
 		b = append(b, `,"rule":`...)
 		b = appendString(b, e.Rule)
+	}
+	if e.Family != steer.FamilyAny { // likewise for families
+		b = append(b, `,"family":`...)
+		b = appendString(b, e.Family.String())
+	}
+	if e.TargetFamily != steer.FamilyAny {
+		b = append(b, `,"target_family":`...)
+		b = appendString(b, e.TargetFamily.String())
 	}
 	return append(b, "}\n"...)
 }

@@ -118,7 +118,14 @@ func mustPrefixes(t testing.TB, ps ...string) []netip.Prefix {
 // the base URL. The cleanup checks Serve returns nil promptly.
 func serve(t testing.TB, s *httpd.Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveOn(t, s, "127.0.0.1:0")
+}
+
+// serveOn is serve on a listener at addr ("[::1]:0": IPv6 loopback;
+// "[::]:0": a dual-stack socket, which sees IPv4 peers 4-in-6).
+func serveOn(t testing.TB, s *httpd.Server, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,4 +241,31 @@ func recording(t testing.TB) (*accesslog.Recorder, *syncbuf.Buffer, *prometheus.
 	done := make(chan struct{})
 	go func() { _ = rec.Run(ctx); close(done) }()
 	return rec, &logs, reg, func() { cancel(); <-done }
+}
+
+// familyCounter is anysched_answers_by_family_total{proto,family,given}.
+func familyCounter(t testing.TB, reg *prometheus.Registry, proto, family, given string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "anysched_answers_by_family_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["proto"] == proto && l["family"] == family && l["given"] == given {
+				c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
+				c.Add(m.GetCounter().GetValue())
+				return c
+			}
+		}
+	}
+	t.Fatalf("no series %s %s %s", proto, family, given)
+	return nil
 }
