@@ -277,7 +277,8 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		eng, _ = eng.AsRegion(r)
 	}
 	p, q, _ := strings.Cut(path, "?")
-	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q})
+	// The family of the STB's address, as the HTTP front end decides.
+	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q, Family: steer.FamilyOf(client)})
 	loc := eng.AppendLocation(nil, &x.Decision, p, q)
 	if noPath {
 		// An STB always asks for a channel: "/" would render {channel} empty
@@ -291,7 +292,7 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		Revision: snap.Revision, Result: x.Result, Reason: x.Reason,
 		Service: x.Names.Service, Zone: x.Names.Zone, ClientRegion: x.Names.ClientRegion, Region: x.Names.Region,
 		Node: x.Names.Node, Server: x.Names.Server, Address: x.Names.Address, BitrateKbps: int32(x.Decision.BitrateKbps),
-		Location: string(loc), Steps: x.Steps,
+		Location: string(loc), Steps: x.Steps, Family: x.Family, AddressFamily: x.GivenFamily,
 	}
 	for _, c := range x.Candidates {
 		resp.Candidates = append(resp.Candidates, &pb.Candidate{
