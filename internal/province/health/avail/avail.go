@@ -21,7 +21,9 @@ type Availability struct {
 	// addresses works (a server with every address down is unavailable
 	// instead). Nil: no address is down on its own.
 	FamilyDown *[2][]bool
-	Checkers   []CheckerInfo
+	// FamilyWhy says why, beside FamilyDown (nil with it).
+	FamilyWhy *[2][]string
+	Checkers  []CheckerInfo
 }
 
 // Figures are what checkers measured on one server.
