@@ -303,6 +303,13 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 	return resp, nil
 }
 
+func b2i32(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Status lists the registered scheduler instances.
 func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	resp := &pb.StatusResponse{CenterId: s.ID}
@@ -427,6 +434,10 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 			}
 			if av.Available[si] {
 				rh.Available++
+			}
+			if fd := av.FamilyDown; fd != nil {
+				rh.Ipv4Down += b2i32(fd[0][si])
+				rh.Ipv6Down += b2i32(fd[1][si])
 			}
 		}
 		for _, ni := range snap.Regions[ri].Nodes {
