@@ -454,8 +454,8 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 			if dual {
 				prev6 := tr6.verdict
 				rep6, _ := tr6.update(res6, t6, now)
-				if tr6.verdict != prev6 && prev6 != unknown {
-					c.familyChanged(rep6)
+				if tr6.verdict != prev6 {
+					c.changed(prev6, rep6, "server's IPv6 address")
 				}
 				if tr6.verdict != unknown && rep.Server != "" {
 					up6 := tr6.verdict == yes
@@ -489,34 +489,26 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 	}
 }
 
-// familyChanged logs a change of the verdict on a server's IPv6 address
-// (r is its tracker's report); counted with the server's changes.
-func (c *Checker) familyChanged(r Report) {
-	if r.Up {
-		c.m.changes.WithLabelValues("up").Inc()
-		c.log.Info("health: server's IPv6 address up", "server", r.Server, "rtt", r.RTT)
-	} else {
-		c.m.changes.WithLabelValues("down").Inc()
-		c.log.Warn("health: server's IPv6 address down", "server", r.Server, "reason", r.Reason)
-	}
-}
+func (c *Checker) verdictChanged(prev tri, r Report) { c.changed(prev, r, "server") }
 
-func (c *Checker) verdictChanged(prev tri, r Report) {
+// changed logs and counts a change of the verdict on what (the server, or
+// its IPv6 address) that r reports.
+func (c *Checker) changed(prev tri, r Report, what string) {
 	if prev == unknown {
 		// Establishing a verdict is not a change; not counted.
 		if r.Up {
-			c.log.Debug("health: server up (first verdict)", "server", r.Server, "rtt", r.RTT)
+			c.log.Debug("health: "+what+" up (first verdict)", "server", r.Server, "rtt", r.RTT)
 		} else {
-			c.log.Warn("health: server down (first verdict)", "server", r.Server, "reason", r.Reason)
+			c.log.Warn("health: "+what+" down (first verdict)", "server", r.Server, "reason", r.Reason)
 		}
 		return
 	}
 	if r.Up {
 		c.m.changes.WithLabelValues("up").Inc()
-		c.log.Info("health: server up", "server", r.Server, "rtt", r.RTT)
+		c.log.Info("health: "+what+" up", "server", r.Server, "rtt", r.RTT)
 	} else {
 		c.m.changes.WithLabelValues("down").Inc()
-		c.log.Warn("health: server down", "server", r.Server, "reason", r.Reason)
+		c.log.Warn("health: "+what+" down", "server", r.Server, "reason", r.Reason)
 	}
 }
 

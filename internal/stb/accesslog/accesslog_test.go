@@ -158,40 +158,17 @@ func TestFamilies(t *testing.T) {
 			t.Errorf("line %d %q does not end %q", i, lines[i], want)
 		}
 	}
+	// Every series exists from the start (2 protocols, 3 families asked, 2
+	// given); byFamily[proto][asked][given-1] are they.
+	if n := testutil.CollectAndCount(reg, "anysched_answers_by_family_total"); n != 12 {
+		t.Errorf("%d series, want 12", n)
+	}
 	for _, c := range []struct {
-		proto, family, given string
-		want                 float64
-	}{{"http", "ipv6", "ipv4", 1}, {"dns", "ipv6", "ipv6", 1}, {"http", "ipv6", "ipv6", 0}, {"dns", "any", "ipv4", 0}} {
-		if got := testutil.ToFloat64(counterOf(t, reg, "anysched_answers_by_family_total", c.family, c.given, c.proto)); got != c.want {
-			t.Errorf("%s %s->%s: %v, want %v", c.proto, c.family, c.given, got, c.want)
+		proto, asked, given int
+		want                float64
+	}{{0, 2, 0, 1}, {1, 2, 1, 1}, {0, 2, 1, 0}, {1, 0, 0, 0}} {
+		if got := testutil.ToFloat64(r.byFamily[c.proto][c.asked][c.given]); got != c.want {
+			t.Errorf("byFamily[%d][%d][%d] = %v, want %v", c.proto, c.asked, c.given, got, c.want)
 		}
 	}
-}
-
-// counterOf is the series of a counter vector with the given label values
-// (in the order of their names, as Gather sorts them).
-func counterOf(t *testing.T, reg *prometheus.Registry, name string, values ...string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			match := len(m.Label) == len(values)
-			for i, l := range m.Label {
-				match = match && l.GetValue() == values[i]
-			}
-			if match {
-				c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
-				c.Add(m.GetCounter().GetValue())
-				return c
-			}
-		}
-	}
-	t.Fatalf("%s%v: no such series", name, values)
-	return nil
 }

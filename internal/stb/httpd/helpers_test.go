@@ -242,30 +242,3 @@ func recording(t testing.TB) (*accesslog.Recorder, *syncbuf.Buffer, *prometheus.
 	go func() { _ = rec.Run(ctx); close(done) }()
 	return rec, &logs, reg, func() { cancel(); <-done }
 }
-
-// familyCounter is anysched_answers_by_family_total{proto,family,given}.
-func familyCounter(t testing.TB, reg *prometheus.Registry, proto, family, given string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "anysched_answers_by_family_total" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			l := map[string]string{}
-			for _, p := range m.Label {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["proto"] == proto && l["family"] == family && l["given"] == given {
-				c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
-				c.Add(m.GetCounter().GetValue())
-				return c
-			}
-		}
-	}
-	t.Fatalf("no series %s %s %s", proto, family, given)
-	return nil
-}
