@@ -277,7 +277,8 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		eng, _ = eng.AsRegion(r)
 	}
 	p, q, _ := strings.Cut(path, "?")
-	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q})
+	// The family of the STB's address, as the HTTP front end decides.
+	x := eng.Explain(steer.Request{Client: client, Host: req.GetHost(), Path: p, Query: q, Family: steer.FamilyOf(client)})
 	loc := eng.AppendLocation(nil, &x.Decision, p, q)
 	if noPath {
 		// An STB always asks for a channel: "/" would render {channel} empty
@@ -291,7 +292,7 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		Revision: snap.Revision, Result: x.Result, Reason: x.Reason,
 		Service: x.Names.Service, Zone: x.Names.Zone, ClientRegion: x.Names.ClientRegion, Region: x.Names.Region,
 		Node: x.Names.Node, Server: x.Names.Server, Address: x.Names.Address, BitrateKbps: int32(x.Decision.BitrateKbps),
-		Location: string(loc), Steps: x.Steps,
+		Location: string(loc), Steps: x.Steps, Family: x.Family, AddressFamily: x.GivenFamily,
 	}
 	for _, c := range x.Candidates {
 		resp.Candidates = append(resp.Candidates, &pb.Candidate{
@@ -300,6 +301,13 @@ func (s *Service) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Explai
 		})
 	}
 	return resp, nil
+}
+
+func b2i32(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Status lists the registered scheduler instances.
@@ -426,6 +434,10 @@ func (s *Service) healthStatus(resp *pb.StatusResponse) {
 			}
 			if av.Available[si] {
 				rh.Available++
+			}
+			if fd := av.FamilyDown; fd != nil {
+				rh.Ipv4Down += b2i32(fd[0][si])
+				rh.Ipv6Down += b2i32(fd[1][si])
 			}
 		}
 		for _, ni := range snap.Regions[ri].Nodes {

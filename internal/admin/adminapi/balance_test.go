@@ -280,3 +280,56 @@ func TestExplainWithoutPathAndAsRegion(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusCountsFamilies: a dual-stack server whose IPv6 address is down
+// counts healthy and in ipv6_down, one whose IPv4 address is down in
+// ipv4_down; ServerStates names the family down and why, for the console.
+func TestStatusCountsFamilies(t *testing.T) {
+	p := newBalanceProvince(t)
+	snap := p.snap
+	r := snap.Regions[0]
+	n := len(snap.Servers)
+	av := &avail.Availability{Figures: make([]avail.Figures, n), Available: make([]bool, n), Why: make([]string, n), Healthy: make([]bool, n), Drained: make([]bool, n), Panic: make([]bool, len(snap.Nodes)),
+		FamilyDown: &[2][]bool{make([]bool, n), make([]bool, n)}, FamilyWhy: &[2][]string{make([]string, n), make([]string, n)}}
+	for i := range n {
+		av.Healthy[i], av.Available[i], av.Figures[i].Measured = true, true, true
+	}
+	v6, v4 := r.Servers[0], r.Servers[1]
+	av.FamilyDown[1][v6], av.FamilyWhy[1][v6] = true, "down by 1 of 1 checkers (c1: refused)"
+	av.FamilyDown[0][v4] = true
+	p.svc.Health = func() *avail.Availability { return av }
+	ctx, _ := as(t, authz.Viewer)
+	resp, err := p.svc.Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rh := range resp.GetRegions() {
+		want := int32(0)
+		if rh.GetRegion() == r.Name {
+			want = 1
+		}
+		if rh.GetIpv6Down() != want || rh.GetIpv4Down() != want || (rh.GetRegion() == r.Name && rh.GetHealthy() != int32(len(r.Servers))) {
+			t.Errorf("%v", rh)
+		}
+	}
+	_, states, err := p.svc.ServerStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		switch st.Server {
+		case snap.Servers[v6].Name:
+			if st.FamilyDown != "ipv6" || st.FamilyWhy != "down by 1 of 1 checkers (c1: refused)" || !st.Available {
+				t.Errorf("%+v", st)
+			}
+		case snap.Servers[v4].Name:
+			if st.FamilyDown != "ipv4" {
+				t.Errorf("%+v", st)
+			}
+		default:
+			if st.FamilyDown != "" {
+				t.Errorf("%+v", st)
+			}
+		}
+	}
+}

@@ -64,18 +64,22 @@ func (g *Gate) Call(ctx context.Context, c authz.Caller, fullMethod string, do f
 // per-server figures behind Status's per-region health counts.
 type ServerState struct {
 	Server, Node, Region, Address string
-	Available                     bool
-	Healthy                       bool // health alone, before drains and panic mode
-	Measured                      bool // a live checker reports on it
-	Drained                       bool
-	PanicNode                     bool      // its node is in panic mode: health ignored
-	Why                           string    // why it is unavailable: unhealthy, drained, ejected
-	Since                         time.Time // when its verdict last changed (zero: unknown)
-	RTT                           time.Duration
-	Loss                          float64
-	Weight                        int     // the topology's
-	Effective                     float64 // the engine's weight when it differs (slow start, adaptive)
-	WeightWhy                     string
+	Address6                      string // a dual-stack server's IPv6 address
+	// FamilyDown names the family ("ipv4", "ipv6") of a dual-stack server
+	// whose address of it is down while the other works, FamilyWhy why.
+	FamilyDown, FamilyWhy string
+	Available             bool
+	Healthy               bool // health alone, before drains and panic mode
+	Measured              bool // a live checker reports on it
+	Drained               bool
+	PanicNode             bool      // its node is in panic mode: health ignored
+	Why                   string    // why it is unavailable: unhealthy, drained, ejected
+	Since                 time.Time // when its verdict last changed (zero: unknown)
+	RTT                   time.Duration
+	Loss                  float64
+	Weight                int     // the topology's
+	Effective             float64 // the engine's weight when it differs (slow start, adaptive)
+	WeightWhy             string
 }
 
 // ServerStates lists every server of the engine in service with its
@@ -113,6 +117,14 @@ func (s *Service) ServerStates(_ context.Context) (revision int64, out []ServerS
 				}
 				if i, ok := weights[si]; ok {
 					st.Effective, st.WeightWhy = ws[i].Effective, ws[i].Why
+				}
+				st.Address6 = sv.Addr6String
+				if fd := a.FamilyDown; fd != nil {
+					for f, name := range [2]string{"ipv4", "ipv6"} {
+						if fd[f][si] {
+							st.FamilyDown, st.FamilyWhy = name, a.FamilyWhy[f][si]
+						}
+					}
 				}
 				out = append(out, st)
 			}

@@ -431,20 +431,25 @@ type ServersView struct {
 
 // Server is one server's state.
 type Server struct {
-	Server    string  `json:"server"`
-	Node      string  `json:"node"`
-	Region    string  `json:"region"`
-	Address   string  `json:"address"`
-	Verdict   string  `json:"verdict"` // available, unhealthy, drained, ejected, unavailable
-	Why       string  `json:"why,omitempty"`
-	Measured  bool    `json:"measured"`
-	Panic     bool    `json:"panic,omitempty"`
-	SinceS    float64 `json:"since_s,omitempty"`
-	RTTms     float64 `json:"rtt_ms,omitempty"`
-	Loss      float64 `json:"loss,omitempty"`
-	Weight    int     `json:"weight"`
-	Effective float64 `json:"effective"`
-	WeightWhy string  `json:"weight_why,omitempty"`
+	Server   string `json:"server"`
+	Node     string `json:"node"`
+	Region   string `json:"region"`
+	Address  string `json:"address"`
+	Address6 string `json:"address6,omitempty"`
+	Verdict  string `json:"verdict"` // available, unhealthy, drained, ejected, unavailable
+	// FamilyDown: the family (ipv4, ipv6) whose address of a dual-stack
+	// server is down while the other works, FamilyWhy why.
+	FamilyDown string  `json:"family_down,omitempty"`
+	FamilyWhy  string  `json:"family_why,omitempty"`
+	Why        string  `json:"why,omitempty"`
+	Measured   bool    `json:"measured"`
+	Panic      bool    `json:"panic,omitempty"`
+	SinceS     float64 `json:"since_s,omitempty"`
+	RTTms      float64 `json:"rtt_ms,omitempty"`
+	Loss       float64 `json:"loss,omitempty"`
+	Weight     int     `json:"weight"`
+	Effective  float64 `json:"effective"`
+	WeightWhy  string  `json:"weight_why,omitempty"`
 }
 
 func (con *Console) servers(ctx context.Context, c authz.Caller) (*ServersView, error) {
@@ -463,7 +468,7 @@ func (con *Console) servers(ctx context.Context, c authz.Caller) (*ServersView, 
 		v.Revision = rev
 		now := time.Now()
 		for _, s := range ss {
-			sv := Server{Server: s.Server, Node: s.Node, Region: s.Region, Address: s.Address, Why: s.Why, Measured: s.Measured,
+			sv := Server{Server: s.Server, Node: s.Node, Region: s.Region, Address: s.Address, Address6: s.Address6, FamilyDown: s.FamilyDown, FamilyWhy: s.FamilyWhy, Why: s.Why, Measured: s.Measured,
 				Panic: s.PanicNode, RTTms: ms(s.RTT), Loss: s.Loss, Weight: s.Weight, Effective: s.Effective, WeightWhy: s.WeightWhy}
 			if !s.Since.IsZero() {
 				sv.SinceS = now.Sub(s.Since).Seconds()

@@ -37,7 +37,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 func explanation(w io.Writer, x *pb.ExplainResponse) error {
 	fmt.Fprintf(w, "revision %d: %s", x.GetRevision(), x.GetResult())
 	if x.GetServer() != "" {
-		fmt.Fprintf(w, " -> %s (%s) at %d kbps\n  %s\n", x.GetServer(), x.GetAddress(), x.GetBitrateKbps(), x.GetLocation())
+		fmt.Fprintf(w, " -> %s (%s%s) at %d kbps\n  %s\n", x.GetServer(), x.GetAddress(), familyNote(x), x.GetBitrateKbps(), x.GetLocation())
 	} else {
 		fmt.Fprintf(w, ": %s\n", x.GetReason())
 	}
@@ -65,4 +65,17 @@ func weightText(effective int64, topology int32) string {
 		s += fmt.Sprintf(" (topology %d)", topology)
 	}
 	return s
+}
+
+// familyNote says the family of the address given, and the STB's where it
+// differs (family_fallback other); "" from a center that does not say.
+func familyNote(x *pb.ExplainResponse) string {
+	switch af, f := x.GetAddressFamily(), x.GetFamily(); {
+	case af == "":
+		return ""
+	case f != "" && f != af:
+		return ", " + af + " for an " + f + " STB"
+	default:
+		return ", " + af
+	}
 }

@@ -33,6 +33,14 @@ hefei-1-b  hefei-1  hefei   10.1.1.11:8080  2.3  50 (topology 100)  false      u
 			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example"}),
 		},
 		{
+			// A dual-stack STB given the other family's address.
+			name: "families", args: stb,
+			rpc: map[string]handler{"Explain": reply(&pb.ExplainResponse{Revision: 7, Result: "CZ", Server: "hefei-1-a", Address: "10.1.1.10:8080", BitrateKbps: 2500,
+				Location: "http://10.1.1.10:8080/live/ch1", Family: "ipv6", AddressFamily: "ipv4"})},
+			want: "revision 7: CZ -> hefei-1-a (10.1.1.10:8080, ipv4 for an ipv6 STB) at 2500 kbps\n  http://10.1.1.10:8080/live/ch1\n",
+			sent: asked(&pb.ExplainRequest{ClientIp: "100.64.0.9", Host: "live.iptv.example"}),
+		},
+		{
 			name: "no server", args: append(stb, "--path", "/ch1/index.m3u8", "--region", "wuhu"),
 			rpc:  map[string]handler{"Explain": reply(&pb.ExplainResponse{Revision: 7, Result: "MISS", Reason: "no service for host", Steps: []string{"host live.iptv.example"}})},
 			want: "revision 7: MISS: no service for host\n  - host live.iptv.example\n",

@@ -233,13 +233,28 @@ func regionTable(st *pb.StatusResponse) *table {
 	// HEALTHY and UNHEALTHY are measured, DRAINED decided: a drained server
 	// counts in both. A server no live checker covers is UNCHECKED; a
 	// region with none checked shows "-" rather than a health it never had.
-	t := newTable("REGION", "SERVERS", "HEALTHY", "UNHEALTHY", "UNCHECKED", "DRAINED", "AVAILABLE", "PANIC_NODES", "CHECKERS")
+	// IPV4_DOWN and IPV6_DOWN, dual-stack servers with one address down
+	// (healthy by the other), are shown once some region has one, so a
+	// single-family province keeps its table.
+	families := false
+	for _, r := range st.GetRegions() {
+		families = families || r.GetIpv4Down() > 0 || r.GetIpv6Down() > 0
+	}
+	header := []string{"REGION", "SERVERS", "HEALTHY", "UNHEALTHY", "UNCHECKED", "DRAINED", "AVAILABLE", "PANIC_NODES", "CHECKERS"}
+	if families {
+		header = append(header[:4], append([]string{"IPV4_DOWN", "IPV6_DOWN"}, header[4:]...)...)
+	}
+	t := newTable(header...)
 	for _, r := range st.GetRegions() {
 		healthy, unhealthy := strconv.Itoa(int(r.GetHealthy())), strconv.Itoa(int(r.GetUnhealthy()))
 		if r.GetServers() > 0 && r.GetUnchecked() == r.GetServers() {
 			healthy, unhealthy = "-", "-"
 		}
-		t.add(r.GetRegion(), r.GetServers(), healthy, unhealthy, r.GetUnchecked(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes(), checkers[r.GetRegion()])
+		row := []any{r.GetRegion(), r.GetServers(), healthy, unhealthy}
+		if families {
+			row = append(row, r.GetIpv4Down(), r.GetIpv6Down())
+		}
+		t.add(append(row, r.GetUnchecked(), r.GetDrained(), r.GetAvailable(), r.GetPanicNodes(), checkers[r.GetRegion()])...)
 	}
 	return t
 }

@@ -112,3 +112,24 @@ func TestCentersTraffic(t *testing.T) {
 		t.Errorf("statusview.CenterTraffic(wuhu) = %v, want center-1's 12 only", c)
 	}
 }
+
+// TestStatusFamilies: a region with a dual-stack server whose IPv6 address
+// is down shows IPV4_DOWN and IPV6_DOWN; a single-family province does not
+// (TestStatus's golden).
+func TestStatusFamilies(t *testing.T) {
+	st := &pb.StatusResponse{Revision: 3, Regions: []*pb.RegionHealth{
+		{Region: "hefei", Servers: 3, Healthy: 3, Available: 3, Ipv6Down: 1},
+		{Region: "wuhu", Servers: 1, Healthy: 1, Available: 1},
+	}}
+	got := regionTable(st)
+	var out bytes.Buffer
+	if err := writeTables(&out, got); err != nil {
+		t.Fatal(err)
+	}
+	want := "REGION  SERVERS  HEALTHY  UNHEALTHY  IPV4_DOWN  IPV6_DOWN  UNCHECKED  DRAINED  AVAILABLE  PANIC_NODES  CHECKERS\n" +
+		"hefei   3        3        0          0          1          0          0        3          0            0\n" +
+		"wuhu    1        1        0          0          0          0          0        1          0            0\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}

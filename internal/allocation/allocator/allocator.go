@@ -312,20 +312,26 @@ func (a *Allocator) Allocate(eng *steer.Engine, d *steer.Decision, req steer.Req
 		return nil
 	}
 	if s != nil && s.released.Load() != p.gen {
-		if as := p.plannedOf(s); as != nil && (as.server == qoe.Fallback || eng.AvailableFor(d.Service, as.server)) {
+		if as := p.plannedOf(s); as != nil && (as.server == qoe.Fallback || eng.AvailableTo(d, as.server)) {
 			a.apply(eng, d, req, sp, s, as, kindPlanned)
 			return nil
 		}
 		// Priced onto a server earlier in this plan's period: it keeps that
 		// place (its capacity is taken already). One priced to the fallback is
 		// priced again, since capacity may have come free since.
-		if as := s.cur.Load(); as != nil && as.gen == p.gen && as.snap == p.snap && as.server >= 0 && eng.AvailableFor(d.Service, as.server) {
+		if as := s.cur.Load(); as != nil && as.gen == p.gen && as.snap == p.snap && as.server >= 0 && eng.AvailableTo(d, as.server) {
 			a.apply(eng, d, req, sp, s, as, kindPlanned)
 			return nil
 		}
 	}
 	// New (or its planned server went away): the best choice at the prices.
 	as := p.price(eng, sp, s, k.channel, prof, loc, zone)
+	if as.server >= 0 && !eng.AvailableTo(d, as.server) {
+		// Priced onto a server without an address of the client's family
+		// (family_fallback skip): the steer decision, which has one, stands.
+		a.met.decisions[kindUnplanned].Inc()
+		return nil
+	}
 	kind := kindPriced
 	if as.server == qoe.Fallback {
 		kind = kindFallback

@@ -105,7 +105,7 @@ func (a *Agent) SetSnapshot(snap *topology.Snapshot) {
 		if sv.Region < 0 || (a.opts.Region != keyspace.ProvinceRegion && snap.Regions[sv.Region].Name != a.opts.Region) {
 			continue
 		}
-		targets = append(targets, Target{Server: sv.Name, Address: sv.Addr, URL: sv.HealthURL, CapacityMbps: sv.Capacity.BandwidthMbps, Policy: sv.Health})
+		targets = append(targets, Target{Server: sv.Name, Address: sv.Addr, Address6: sv.Addr6, URL: sv.HealthURL, CapacityMbps: sv.Capacity.BandwidthMbps, Policy: sv.Health})
 		where[sv.Name] = [2]string{snap.Nodes[sv.Node].Name, snap.Regions[sv.Region].Name}
 	}
 	a.mu.Lock()

@@ -406,6 +406,10 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 	name := l.target.Load().Server
 	offset := phaseOffset(c.opts.ID, name, c.opts.Interval)
 	tr := newTracker(&c.opts)
+	// A dual-stack server's IPv6 address has its own rise and fall: one
+	// family may be down while the other works.
+	tr6 := newTracker(&c.opts)
+	var sent6 tri // the IPv6 verdict last emitted
 	now := c.clock.Now()
 	timer := c.clock.NewTimer(c.nextSlot(now, offset).Sub(now))
 	defer timer.Stop()
@@ -422,19 +426,45 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 		res := c.prober.Probe(pctx, t)
 		cancel()
 		took := time.Since(began)
+		t6, dual := t.Family6()
+		var res6 Result
+		if dual {
+			began6 := time.Now()
+			pctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+			res6 = c.prober.Probe(pctx, t6)
+			cancel()
+			c.m.duration.Observe(time.Since(began6).Seconds())
+		}
 		now := c.clock.Now()
 		if ctx.Err() != nil {
 			return
 		}
-		if res.Kind != KindCanceled { // says nothing about the server
+		if res.Kind != KindCanceled && res6.Kind != KindCanceled { // says nothing about the server
 			c.m.duration.Observe(took.Seconds())
-			if res.Kind != "" {
-				c.m.errors.WithLabelValues(res.Kind).Inc()
+			for _, k := range [2]string{res.Kind, res6.Kind} {
+				if k != "" {
+					c.m.errors.WithLabelValues(k).Inc()
+				}
 			}
 			prevVerdict := tr.verdict
 			rep, emit := tr.update(res, t, now)
 			if tr.verdict != prevVerdict {
 				c.verdictChanged(prevVerdict, rep)
+			}
+			if dual {
+				prev6 := tr6.verdict
+				rep6, _ := tr6.update(res6, t6, now)
+				if tr6.verdict != prev6 {
+					c.changed(prev6, rep6, "server's IPv6 address")
+				}
+				if tr6.verdict != unknown && rep.Server != "" {
+					up6 := tr6.verdict == yes
+					rep.Up6, rep.Reason6 = &up6, rep6.Reason
+					emit = emit || tr6.verdict != sent6
+				}
+			}
+			if emit && dual {
+				sent6 = tr6.verdict
 			}
 			if emit {
 				rep.Checker = c.opts.ID
@@ -446,7 +476,7 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 		}
 
 		var next time.Time
-		if tr.pending() {
+		if tr.pending() || (t.Address6.IsValid() && tr6.pending()) {
 			next = start.Add(c.opts.FastInterval)
 		} else {
 			after := start.Add(c.opts.Interval / 2)
@@ -459,22 +489,26 @@ func (c *Checker) loop(ctx context.Context, l *targetLoop) {
 	}
 }
 
-func (c *Checker) verdictChanged(prev tri, r Report) {
+func (c *Checker) verdictChanged(prev tri, r Report) { c.changed(prev, r, "server") }
+
+// changed logs and counts a change of the verdict on what (the server, or
+// its IPv6 address) that r reports.
+func (c *Checker) changed(prev tri, r Report, what string) {
 	if prev == unknown {
 		// Establishing a verdict is not a change; not counted.
 		if r.Up {
-			c.log.Debug("health: server up (first verdict)", "server", r.Server, "rtt", r.RTT)
+			c.log.Debug("health: "+what+" up (first verdict)", "server", r.Server, "rtt", r.RTT)
 		} else {
-			c.log.Warn("health: server down (first verdict)", "server", r.Server, "reason", r.Reason)
+			c.log.Warn("health: "+what+" down (first verdict)", "server", r.Server, "reason", r.Reason)
 		}
 		return
 	}
 	if r.Up {
 		c.m.changes.WithLabelValues("up").Inc()
-		c.log.Info("health: server up", "server", r.Server, "rtt", r.RTT)
+		c.log.Info("health: "+what+" up", "server", r.Server, "rtt", r.RTT)
 	} else {
 		c.m.changes.WithLabelValues("down").Inc()
-		c.log.Warn("health: server down", "server", r.Server, "reason", r.Reason)
+		c.log.Warn("health: "+what+" down", "server", r.Server, "reason", r.Reason)
 	}
 }
 

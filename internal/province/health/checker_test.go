@@ -3,10 +3,8 @@ package health
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -734,20 +732,7 @@ func TestCheckerReportSuppression(t *testing.T) {
 }
 
 func TestCheckerTCPTarget(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	ap := netip.MustParseAddrPort(ln.Addr().String())
+	ln, ap := listenTCP(t, "127.0.0.1:0")
 	c := startClocked(t, CheckerOptions{Interval: time.Second}, nil, Target{Server: "tcp", Address: ap})
 	if r := c.until(t, 1, "tcp", 0, 1, isUp); r.RTT <= 0 {
 		t.Fatalf("%+v", r)

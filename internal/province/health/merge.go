@@ -324,13 +324,19 @@ func counted(dst []*Report, st *serverState, region string) []*Report {
 
 // merge applies the rule to one server's reports.
 func merge(rule string, reports []*Report) (up bool, reason string) {
+	return mergeBy(rule, reports, func(r *Report) (bool, string) { return r.Up, r.Reason })
+}
+
+// mergeBy applies the rule to the verdicts verdict reads from the reports
+// (the server's, or its IPv6 address's).
+func mergeBy(rule string, reports []*Report, verdict func(*Report) (bool, string)) (up bool, reason string) {
 	downs, total := 0, len(reports)
 	var why []string
 	for _, r := range reports {
-		if !r.Up {
+		if up, reason := verdict(r); !up {
 			downs++
-			if r.Reason != "" {
-				why = append(why, r.Checker+": "+r.Reason)
+			if reason != "" {
+				why = append(why, r.Checker+": "+reason)
 			}
 		}
 	}
@@ -432,6 +438,11 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 	now := time.Now()
 	failOpen := 0
 	var sc scratch
+	// A dual-stack server's families are merged apart: one may be down
+	// while the other works. famDown[f][i]: only family f of server i is
+	// down (allocated at the first).
+	var famDown *[2][]bool
+	var famWhy [2][]string
 	for i, sv := range snap.Servers {
 		region := ""
 		if sv.Region >= 0 {
@@ -444,6 +455,21 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 		}
 		if rs := sc.rs; st != nil && len(rs) > 0 {
 			up, reason = merge(m.Options.Rule, rs)
+			if sv.Addr6.IsValid() {
+				up6, reason6 := mergeBy(m.Options.Rule, rs, (*Report).up6)
+				if up != up6 {
+					if famDown == nil {
+						famDown = &[2][]bool{make([]bool, n), make([]bool, n)}
+						famWhy = [2][]string{make([]string, n), make([]string, n)}
+					}
+					f, why := 0, reason
+					if !up6 {
+						f, why = 1, reason6
+					}
+					famDown[f][i], famWhy[f][i] = true, why
+					up, reason = true, ""
+				}
+			}
 			a.Figures[i] = medianFigures(rs, &sc)
 			st.last, st.hasLast = lostVerdict{up: up, reason: reason}, true
 			if len(m.lost) > 0 {
@@ -499,7 +525,14 @@ func (m *Merger) Compute(snap *topology.Snapshot, drained []string) *avail.Avail
 			if a.Available[s] {
 				a.Why[s] = ""
 			}
+			if famDown != nil && a.Panic[ni] { // health ignored: both families too
+				famDown[0][s], famDown[1][s], famWhy[0][s], famWhy[1][s] = false, false, "", ""
+			}
 		}
+	}
+	a.FamilyDown = famDown
+	if famDown != nil {
+		a.FamilyWhy = &famWhy
 	}
 	perRegion := map[string]int{}
 	for _, rv := range snap.Regions {

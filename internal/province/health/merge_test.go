@@ -218,3 +218,44 @@ func TestEtcdOutage(t *testing.T) {
 	h.e.Restart()
 	h.eventually("recovery published after etcd returns", 15*time.Second, s, func(av *avail.Availability) bool { return av.Available[0] && av.Healthy[0] })
 }
+
+// TestMergeFamilies: a dual-stack server's families are merged apart. Its
+// IPv6 address down (by every checker) leaves it available with
+// FamilyDown[1] and the reason; its IPv4 address down likewise; both down,
+// it is down; a report without a verdict on IPv6 (a checker before
+// dual-stack) speaks for both; one checker of two seeing IPv6 down is not
+// enough under the optimistic rule.
+func TestMergeFamilies(t *testing.T) {
+	doc := fixture.Shaped(t, topogen.Options{NodesPerRegion: 1, ServersPerNode: 5, ZonesPerRegion: 1, NetworksPerZone: 1}, topogen.Cities(nil, 1)...)
+	fixture.DualStack(doc)
+	s := fixture.Compile(t, doc)
+	h := newHarness(t, health.MergerOptions{Rule: health.MergeOptimistic, Grace: time.Minute})
+	p1, _ := h.publisher("c1", 5*time.Second)
+	p2, _ := h.publisher("c2", 5*time.Second)
+	fam := func(server string, up, up6 bool) health.Report {
+		r := report(server, "c1", up)
+		r.Up6 = &up6
+		if !up6 {
+			r.Reason6 = "refused over IPv6"
+		}
+		return r
+	}
+	name := func(i int) string { return s.Servers[i].Name }
+	p1.Publish(fam(name(0), true, false))
+	p1.Publish(fam(name(1), false, true))
+	p1.Publish(fam(name(2), false, false))
+	p1.Publish(report(name(3), "c1", true))
+	p1.Publish(fam(name(4), true, false))
+	other := fam(name(4), true, true)
+	other.Checker = "c2"
+	p2.Publish(other)
+	h.waitKeys("health/", 6, 5*time.Second)
+	h.eventually("families merged apart", 5*time.Second, s, func(av *avail.Availability) bool {
+		if !slices.Equal(av.Available, []bool{true, true, false, true, true}) || av.FamilyDown == nil || av.FamilyWhy == nil {
+			return false
+		}
+		fd, fw := av.FamilyDown, av.FamilyWhy
+		return slices.Equal(fd[0], []bool{false, true, false, false, false}) && slices.Equal(fd[1], []bool{true, false, false, false, false}) &&
+			strings.Contains(fw[1][0], "refused over IPv6") && strings.Contains(fw[0][1], "refused") && strings.Contains(av.Why[2], "refused")
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,10 +20,13 @@ import (
 
 // Target is one server to probe.
 type Target struct {
-	Server       string         // the server's name in the topology; the key of its reports
-	Address      netip.AddrPort // TCP connect probe, used when URL is empty
-	URL          string         // HTTP GET probe (e.g. http://10.1.2.3/nginx_status); empty: TCP connect
-	CapacityMbps float64        // egress capacity; 0 disables the bandwidth threshold
+	Server  string         // the server's name in the topology; the key of its reports
+	Address netip.AddrPort // TCP connect probe, used when URL is empty
+	URL     string         // HTTP GET probe (e.g. http://10.1.2.3/nginx_status); empty: TCP connect
+	// Address6 is a dual-stack server's IPv6 address, probed beside
+	// Address (URL's host replaced by it: Family6); invalid: none.
+	Address6     netip.AddrPort
+	CapacityMbps float64 // egress capacity; 0 disables the bandwidth threshold
 	// Policy is the server's probe expectations and load thresholds from
 	// the topology (servers[].health over pools[].health); the zero value
 	// is any 2xx and no thresholds but the checker's bandwidth one.
@@ -46,6 +50,32 @@ type Target struct {
 	//   - MaxConnections: active connections.
 	//   - MaxLoad: the (1-minute) load average.
 	Policy topology.HealthPolicy
+}
+
+// Family6 is the target that probes t's IPv6 address: a TCP connect to
+// Address6, or t's URL with its host the IPv6 address (the URL's port
+// kept: the status page listens on both families alike).
+// ok is false when t has no IPv6 address.
+func (t Target) Family6() (Target, bool) {
+	if !t.Address6.IsValid() {
+		return Target{}, false
+	}
+	t6 := t
+	t6.Address, t6.Address6 = t.Address6, netip.AddrPort{}
+	if t.URL == "" {
+		return t6, true
+	}
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return t6, true // probed as is: the failure says why
+	}
+	host := "[" + t.Address6.Addr().String() + "]"
+	if port := u.Port(); port != "" {
+		host += ":" + port
+	}
+	u.Host = host
+	t6.URL = u.String()
+	return t6, true
 }
 
 // Error kinds of a Result, the label values of

@@ -411,6 +411,7 @@ func serviceFields(a, b *Service) []string {
 	out = field(out, "match", labelString(a.Match), labelString(b.Match))
 	out = field(out, "answers", strconv.Itoa(max(a.Answers, 1)), strconv.Itoa(max(b.Answers, 1)))
 	out = field(out, "alternates_header", strconv.FormatBool(a.AlternatesHeader), strconv.FormatBool(b.AlternatesHeader))
+	out = field(out, "family_fallback", string(a.FamilyFallback.OrDefault()), string(b.FamilyFallback.OrDefault()))
 	out = field(out, "overflow", overflowString(a.Overflow), overflowString(b.Overflow))
 	out = field(out, "steering", a.Steering.String(), b.Steering.String())
 	return rightsFields(out, a, b)

@@ -126,6 +126,14 @@ func TestDiff(t *testing.T) {
 				"bitrates_kbps: [730, 1100, 2000] -> [730, 2000]", "selection: nearest -> swrr"}}}}},
 			summary: "1 service changed",
 		},
+		{
+			// Writing the default out changes nothing; skip does.
+			name:    "family fallback",
+			old:     mustParse(t, edit{"selection: nearest", "selection: nearest\n    family_fallback: other"}),
+			new:     mustParse(t, edit{"selection: nearest", "selection: nearest\n    family_fallback: skip"}),
+			want:    []topology.Section{{Kind: "services", Changed: []topology.Change{{Name: "live", Fields: []string{"family_fallback: other -> skip"}}}}},
+			summary: "1 service changed",
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -158,6 +158,11 @@ type Service struct {
 	// AlternatesHeader adds the other locations to a 302 as
 	// X-Anysched-Alternates (Answers > 1).
 	AlternatesHeader bool `yaml:"alternates_header,omitempty" json:"alternates_header,omitempty"`
+	// FamilyFallback says what a client of one address family gets when
+	// the server chosen for it has no address of that family up:
+	// FamilyOther (empty: the default) its other family's address,
+	// FamilySkip a server that has one.
+	FamilyFallback FamilyFallback `yaml:"family_fallback,omitempty" json:"family_fallback,omitempty"`
 	// Overflow sends new STBs past a node (then a region) whose load is
 	// over these thresholds; nil: never.
 	Overflow *Overflow `yaml:"overflow,omitempty" json:"overflow,omitempty"`

@@ -284,6 +284,29 @@ func (c *compiler) servicePool(p string, i int, sv *Service) int32 {
 	return -1
 }
 
+// FamilyFallback is a service's policy for a client of an address family
+// the chosen server has no address of (or none up).
+type FamilyFallback string
+
+// The family fallback policies.
+const (
+	// FamilyOther gives the chosen server's address of the other family:
+	// a dual-stack STB reaches it either way, and the decision (nearest
+	// node, balance, caches) stays the one every family gets.
+	FamilyOther FamilyFallback = "other"
+	// FamilySkip chooses among the servers with an address of the
+	// client's family up, for single-stack clients.
+	FamilySkip FamilyFallback = "skip"
+)
+
+// OrDefault is f, or FamilyOther when unset.
+func (f FamilyFallback) OrDefault() FamilyFallback {
+	if f == "" {
+		return FamilyOther
+	}
+	return f
+}
+
 // serviceExtras checks answers and overflow of service sv at path p.
 func (c *compiler) serviceExtras(p string, sv *Service, view *ServiceView) {
 	view.Answers = 1
@@ -294,6 +317,13 @@ func (c *compiler) serviceExtras(p string, sv *Service, view *ServiceView) {
 		view.Answers = sv.Answers
 	}
 	view.AlternatesHeader = sv.AlternatesHeader
+	switch sv.FamilyFallback {
+	case "", FamilyOther:
+	case FamilySkip:
+		view.FamilySkip = true
+	default:
+		c.add(p+".family_fallback", "unknown policy %q (want %s or %s)", sv.FamilyFallback, FamilyOther, FamilySkip)
+	}
 	if sv.AlternatesHeader && view.Answers < 2 {
 		c.add(p+".alternates_header", "needs answers of 2 or more")
 	}

@@ -25,6 +25,13 @@ func TestPoolDocuments(t *testing.T) {
 	if s.InPool(0, 0) || !s.InPool(0, 1) || s.Services[0].Answers != 2 {
 		t.Errorf("InPool or answers wrong")
 	}
+	// family_fallback: other is the default, skip is kept.
+	if s.Services[0].FamilySkip {
+		t.Errorf("family_fallback defaulted to skip")
+	}
+	if s = mustCompile(t, apply(t, validDoc, edit{lastService, lastService + "    family_fallback: skip\n"})); !s.Services[0].FamilySkip {
+		t.Errorf("family_fallback: skip not compiled")
+	}
 	// An inline match equal to a named pool shares it.
 	s = mustCompile(t, apply(t, withVOD, edit{lastService, lastService + "    match: {fleet: vod}\n"}))
 	if s.Services[0].Pool != 0 || len(s.Pools) != 1 {
@@ -53,6 +60,7 @@ func TestPoolDocuments(t *testing.T) {
 		{"bad expect_status", []edit{{"health: {url: \"http://10.1.1.10:8080/health\"}", "health: {url: \"http://10.1.1.10:8080/health\", expect_status: 42}"}}, "nodes[0] (hefei-1).servers[0] (hefei-1-a).health.expect_status", "not an HTTP status"},
 		{"too many answers", []edit{{lastService, lastService + "    answers: 9\n"}}, "services[0] (live).answers", "out of range [1, 8]"},
 		{"alternates header needs answers", []edit{{lastService, lastService + "    alternates_header: true\n"}}, "services[0] (live).alternates_header", "needs answers of 2 or more"},
+		{"unknown family fallback", []edit{{lastService, lastService + "    family_fallback: ipv4\n"}}, "services[0] (live).family_fallback", `unknown policy "ipv4" (want other or skip)`},
 		{"overflow without thresholds", []edit{{lastService, lastService + "    overflow: {resume: 0.5}\n"}}, "services[0] (live).overflow", "sets no threshold"},
 		{"overflow share out of range", []edit{{lastService, lastService + "    overflow: {bandwidth_share: 1.5}\n"}}, "services[0] (live).overflow.bandwidth_share", "out of range [0, 1]"},
 		{"claims need qoe", []edit{{lastService, lastService + "    overflow: {claims_share: 0.9}\n"}}, "services[0] (live).overflow", "need selection qoe"},

@@ -98,10 +98,13 @@ type ServiceView struct {
 	// Answers: locations per JSON or DNS answer (at least 1).
 	Answers          int
 	AlternatesHeader bool
-	Overflow         *Overflow // thresholds with Resume defaulted; nil: none
-	Bypass           *BypassView
-	Rights           Rights
-	Steering         *SteeringView // nil: no content steering
+	// FamilySkip: family_fallback skip (a client of one family is only
+	// given servers with an address of it up); false: other.
+	FamilySkip bool
+	Overflow   *Overflow // thresholds with Resume defaulted; nil: none
+	Bypass     *BypassView
+	Rights     Rights
+	Steering   *SteeringView // nil: no content steering
 }
 
 // Counts summarises a snapshot's size.

@@ -62,6 +62,10 @@ type Entry struct {
 	// player was on; both "" for every other answer. Server is then the
 	// pathway the manifest puts first.
 	Steering, From string
+	// Family is the address family the STB asked for (HTTP: its own; DNS:
+	// the record type's), TargetFamily that of the address given (the
+	// other one under family_fallback other); FamilyAny: none.
+	Family, TargetFamily steer.Family
 }
 
 // Options tune the recorder. The yaml tags are the access_log section's
@@ -115,6 +119,9 @@ type Recorder struct {
 	errLimit              *limiter
 	limited               *prometheus.CounterVec
 	limitedMiss, limitedE prometheus.Counter
+	// byFamily[proto][asked][given-1]: anysched_answers_by_family_total
+	// (proto 0 http, 1 dns), resolved once.
+	byFamily [2][3][2]prometheus.Counter
 }
 
 // New creates a recorder writing JSON lines to out and registers its
@@ -178,7 +185,17 @@ func newRecorder(reg prometheus.Registerer, out *sink, o Options) *Recorder {
 	r.errLimit = newLimiter(o.MaxErrorsPerSecond)
 	r.limitedMiss = r.limited.WithLabelValues(steer.ResultMiss.String())
 	r.limitedE = r.limited.WithLabelValues(steer.ResultError.String())
-	reg.MustRegister(r.requests, r.latency, r.dropped, r.writeErrors, r.limited)
+	families := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anysched_answers_by_family_total", Help: "STB answers that gave an edge address, by protocol, the family the STB asked for and the family of the address given (they differ under family_fallback other).",
+	}, []string{"proto", "family", "given"})
+	for p, proto := range [2]string{"http", "dns"} {
+		for f := range r.byFamily[p] {
+			for g := range r.byFamily[p][f] {
+				r.byFamily[p][f][g] = families.WithLabelValues(proto, familyLabel(steer.Family(f)), familyLabel(steer.Family(g+1)))
+			}
+		}
+	}
+	reg.MustRegister(r.requests, r.latency, r.dropped, r.writeErrors, r.limited, families)
 	return r
 }
 
@@ -192,6 +209,13 @@ func (r *Recorder) RecordPtr(e *Entry) {
 	s.requests.Inc()
 	s.latency.Observe(e.Latency.Seconds())
 	s.tally.record(e.Time, failedAnswer(e))
+	if g := e.TargetFamily; g != steer.FamilyAny && e.Family <= steer.FamilyV6 && g <= steer.FamilyV6 {
+		p := 0
+		if e.Proto == "dns" {
+			p = 1
+		}
+		r.byFamily[p][e.Family][g-1].Inc()
+	}
 	if r.q == nil {
 		return
 	}
@@ -255,4 +279,13 @@ func (r *Recorder) Run(ctx context.Context) error {
 		failed, _ := w.drain(r.out)
 		r.writeErrors.Add(float64(failed))
 	}
+}
+
+// familyLabel is a family's metric label: "any" for a request that asked
+// for none.
+func familyLabel(f steer.Family) string {
+	if f == steer.FamilyAny {
+		return "any"
+	}
+	return f.String()
 }

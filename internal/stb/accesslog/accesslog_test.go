@@ -134,3 +134,41 @@ func TestLimiterDoesNotAllocate(t *testing.T) {
 		t.Fatalf("allow allocates %v times", n)
 	}
 }
+
+// TestFamilies: a line says the family asked and the family of the target
+// (only when there is one, so IPv4-only lines keep their shape), and
+// anysched_answers_by_family_total counts answers by both.
+func TestFamilies(t *testing.T) {
+	var buf bytes.Buffer
+	reg := prometheus.NewRegistry()
+	r := New(reg, &buf, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	r.Record(Entry{Time: time.Unix(1, 0), Proto: "http", Client: netip.MustParseAddr("2001:db8::7"), Result: steer.ResultCZ, Target: "10.0.0.1:80", Status: 302, Family: steer.FamilyV6, TargetFamily: steer.FamilyV4})
+	r.Record(Entry{Time: time.Unix(2, 0), Proto: "dns", Client: netip.MustParseAddr("2001:db8::7"), Result: steer.ResultCZ, Target: "2001:db8::1", Family: steer.FamilyV6, TargetFamily: steer.FamilyV6})
+	r.Record(Entry{Time: time.Unix(3, 0), Proto: "dns", Result: steer.ResultCZ, Target: "10.0.0.1"})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, want := range []string{`,"family":"ipv6","target_family":"ipv4"}`, `,"family":"ipv6","target_family":"ipv6"}`, `,"latency":0}`} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("line %d %q does not end %q", i, lines[i], want)
+		}
+	}
+	// Every series exists from the start (2 protocols, 3 families asked, 2
+	// given); byFamily[proto][asked][given-1] are they.
+	if n := testutil.CollectAndCount(reg, "anysched_answers_by_family_total"); n != 12 {
+		t.Errorf("%d series, want 12", n)
+	}
+	for _, c := range []struct {
+		proto, asked, given int
+		want                float64
+	}{{0, 2, 0, 1}, {1, 2, 1, 1}, {0, 2, 1, 0}, {1, 0, 0, 0}} {
+		if got := testutil.ToFloat64(r.byFamily[c.proto][c.asked][c.given]); got != c.want {
+			t.Errorf("byFamily[%d][%d][%d] = %v, want %v", c.proto, c.asked, c.given, got, c.want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/anysched/anysched/internal/stb/steer"
 )
 
 // encoder turns entries into JSON lines; it remembers the formatted second
@@ -58,6 +60,14 @@ func (c *encoder) appendLine(b []byte, e *Entry) []byte {
 		b = appendString(b, e.Steering)
 		b = append(b, `,"from":`...)
 		b = appendString(b, e.From)
+	}
+	if e.Family != steer.FamilyAny { // likewise for families
+		b = append(b, `,"family":`...)
+		b = appendString(b, e.Family.String())
+	}
+	if e.TargetFamily != steer.FamilyAny {
+		b = append(b, `,"target_family":`...)
+		b = appendString(b, e.TargetFamily.String())
 	}
 	return append(b, "}\n"...)
 }

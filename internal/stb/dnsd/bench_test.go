@@ -12,22 +12,31 @@ import (
 )
 
 // benchQueries are the queries both benchmarks answer.
+// The dual ones ask the dual-stack province (dualTopology), A and AAAA
+// side by side (IPv4 and IPv6 client subnets): the IPv4 one of each pair
+// is the IPv6 one's baseline in the same run.
 func benchQueries() []struct {
-	name string
-	log  bool
-	req  *dns.Msg
+	name      string
+	log, dual bool
+	req       *dns.Msg
 } {
 	return []struct {
-		name string
-		log  bool
-		req  *dns.Msg
+		name      string
+		log, dual bool
+		req       *dns.Msg
 	}{
-		{"A", false, query("live.iptv.example.", dns.TypeA)},
-		{"A+EDNS", false, query("live.iptv.example.", dns.TypeA, withEDNS)},
-		{"A+ECS", false, query("live.iptv.example.", dns.TypeA, ecs("100.65.0.0/24"))},
-		{"A+ECS/8", false, query("live.iptv.example.", dns.TypeA, ecs("100.0.0.0/8"))},
-		{"AAAA-NODATA", false, query("live.iptv.example.", dns.TypeAAAA, withEDNS)},
-		{"A+accesslog", true, query("live.iptv.example.", dns.TypeA)},
+		{"A", false, false, query("live.iptv.example.", dns.TypeA)},
+		{"A+EDNS", false, false, query("live.iptv.example.", dns.TypeA, withEDNS)},
+		{"A+ECS", false, false, query("live.iptv.example.", dns.TypeA, ecs("100.65.0.0/24"))},
+		{"A+ECS/8", false, false, query("live.iptv.example.", dns.TypeA, ecs("100.0.0.0/8"))},
+		{"AAAA-NODATA", false, false, query("live.iptv.example.", dns.TypeAAAA, withEDNS)},
+		{"A+accesslog", true, false, query("live.iptv.example.", dns.TypeA)},
+		{"dual/A", false, true, query("live.iptv.example.", dns.TypeA)},
+		{"dual/AAAA", false, true, query("live.iptv.example.", dns.TypeAAAA)},
+		{"dual/A+ECS", false, true, query("live.iptv.example.", dns.TypeA, ecs("100.64.0.0/24"))},
+		{"dual/AAAA+ECS6", false, true, query("live.iptv.example.", dns.TypeAAAA, ecs("2001:db8:100::/56"))},
+		{"dual/A+accesslog", true, true, query("live.iptv.example.", dns.TypeA)},
+		{"dual/AAAA+accesslog", true, true, query("live.iptv.example.", dns.TypeAAAA)},
 	}
 }
 
@@ -37,6 +46,7 @@ func benchQueries() []struct {
 // with the access log.
 func BenchmarkServeDNS(b *testing.B) {
 	eng := steer.New(compile(b, []byte(testTopology)), steer.Options{})
+	dual := steer.New(compile(b, []byte(dualTopology)), steer.Options{})
 	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{})
 	go rec.Run(b.Context())
 	for _, bc := range benchQueries() {
@@ -45,7 +55,11 @@ func BenchmarkServeDNS(b *testing.B) {
 			if bc.log {
 				r = rec
 			}
-			s := New(Config{TrustedResolvers: testResolvers}, engineFunc(eng), r, nil)
+			e := eng
+			if bc.dual {
+				e = dual
+			}
+			s := New(Config{TrustedResolvers: testResolvers}, engineFunc(e), r, nil)
 			wire, _ := bc.req.Pack()
 			req := new(dns.Msg)
 			if err := req.Unpack(wire); err != nil {
@@ -68,6 +82,7 @@ func BenchmarkServeDNS(b *testing.B) {
 // access log): no allocation.
 func BenchmarkFastPath(b *testing.B) {
 	eng := steer.New(compile(b, []byte(testTopology)), steer.Options{})
+	dual := steer.New(compile(b, []byte(dualTopology)), steer.Options{})
 	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{})
 	go rec.Run(b.Context())
 	src := netip.MustParseAddr("100.64.0.7")
@@ -77,7 +92,11 @@ func BenchmarkFastPath(b *testing.B) {
 			if bc.log {
 				r = rec
 			}
-			s := New(Config{TrustedResolvers: testResolvers}, engineFunc(eng), r, nil)
+			e := eng
+			if bc.dual {
+				e = dual
+			}
+			s := New(Config{TrustedResolvers: testResolvers}, engineFunc(e), r, nil)
 			wire, _ := bc.req.Pack()
 			out := make([]byte, 0, DefaultMaxUDPSize+1)
 			var ok bool

@@ -584,8 +584,14 @@ func TestTruncate(t *testing.T) {
 // listen opens UDP and TCP on the same loopback port, as dig +tcp expects.
 func listen(t *testing.T) (net.PacketConn, net.Listener) {
 	t.Helper()
+	return listenOn(t, "127.0.0.1:0")
+}
+
+// listenOn is listen at addr ("[::1]:0": IPv6 loopback).
+func listenOn(t *testing.T, addr string) (net.PacketConn, net.Listener) {
+	t.Helper()
 	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,7 +608,13 @@ func listen(t *testing.T) (net.PacketConn, net.Listener) {
 // start serves s on loopback until the test ends and returns its address.
 func start(t *testing.T, s *Server) string {
 	t.Helper()
-	pc, ln := listen(t)
+	return startOn(t, s, "127.0.0.1:0")
+}
+
+// startOn is start at addr.
+func startOn(t *testing.T, s *Server, addr string) string {
+	t.Helper()
+	pc, ln := listenOn(t, addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, pc, ln) }()

@@ -342,7 +342,8 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 	if client.IsValid() {
 		a.o.client = client
 	}
-	a.o.d = eng.Decide(steer.Request{Client: a.o.client, Host: fz.z.apex})
+	a.o.family = qFamily(q.qtype)
+	a.o.d = eng.Decide(steer.Request{Client: a.o.client, Host: fz.z.apex, Family: a.o.family})
 	a.o.decided, a.o.result = true, a.o.d.Result
 	flags := flagQR | q.flags&(flagRD|flagCD)
 	var scope uint8
@@ -366,7 +367,9 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 				addr, a.o.target = sl.AAAA, sl.AAAAText
 			}
 		default:
-			addr = ix.snap.Servers[a.o.d.Server].Addr.Addr().Unmap()
+			var ap netip.AddrPort
+			ap, _, a.o.given, _ = eng.Addr(&a.o.d)
+			addr = ap.Addr().Unmap()
 		}
 	}
 	answer := a.rcode == dns.RcodeSuccess &&
@@ -376,10 +379,11 @@ func (s *Server) fastAnswer(q *fastQuery, b []byte, src netip.Addr, out []byte, 
 	case answer:
 		an = 1
 		if a.o.d.Server >= 0 {
-			a.o.target = ix.targets[a.o.d.Server]
+			a.o.target = ix.target(a.o.d.Server, a.o.given)
 		}
 	case a.rcode == dns.RcodeSuccess:
-		ns = 1 // NODATA: the chosen server has the other family
+		a.o.given = steer.FamilyAny // NODATA: nothing given
+		ns = 1                      // NODATA: the chosen server has the other family
 	}
 	if q.edns {
 		ar = 1

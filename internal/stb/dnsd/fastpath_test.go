@@ -42,6 +42,12 @@ type pair struct {
 
 func newPair(t testing.TB, doc string, c Config, rec func() *accesslog.Recorder) *pair {
 	t.Helper()
+	return newPairWith(t, doc, c, rec, steer.Options{})
+}
+
+// newPairWith is newPair with engines built with o.
+func newPairWith(t testing.TB, doc string, c Config, rec func() *accesslog.Recorder, o steer.Options) *pair {
+	t.Helper()
 	if c.TrustedResolvers == nil {
 		c.TrustedResolvers = testResolvers
 	}
@@ -51,8 +57,8 @@ func newPair(t testing.TB, doc string, c Config, rec func() *accesslog.Recorder)
 		ra, rb = rec(), rec()
 	}
 	return &pair{
-		fast: New(c, engineFunc(steer.New(snap, steer.Options{})), ra, nil),
-		full: New(c, engineFunc(steer.New(snap, steer.Options{})), rb, nil),
+		fast: New(c, engineFunc(steer.New(snap, o)), ra, nil),
+		full: New(c, engineFunc(steer.New(snap, o)), rb, nil),
 		snap: snap,
 	}
 }
@@ -122,6 +128,7 @@ var diffSubnets = []string{
 	"100.64.0.0/24", "100.64.1.0/24", "100.65.0.0/24", "100.65.6.0/24", "100.66.0.0/16", "100.66.128.0/24",
 	"100.66.7.0/24", "100.0.0.0/8", "192.0.2.0/24", "100.64.0.7/32", "0.0.0.0/0",
 	"2001:db8:100::/48", "2001:db8:200::/56", "2001:db8::/32", "::/0", "2001:db8:100::5/128",
+	"2001:db8:200::/40", "2001:db8:200:ff00::/56", "2001:db8:200:ff00::/64",
 }
 
 // genCases generates queries for every hostname of snap: asked as written
@@ -248,9 +255,17 @@ func TestFastPathDifferential(t *testing.T) {
 		return r
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, top := range []struct{ name, doc string }{{"test", diffTopology}, {"example", exampleTopology(t)}} {
+	for _, top := range []struct {
+		name, doc string
+		o         steer.Options
+	}{
+		{"test", diffTopology, steer.Options{}}, {"example", exampleTopology(t), steer.Options{}},
+		// Without answers: 3, which the full path alone answers.
+		{"dual-stack", strings.Replace(dualTopology, "    answers: 3\n", "", 1), dualOptions(false)},
+		{"dual-stack, an IPv6 address down", strings.Replace(dualTopology, "    answers: 3\n", "", 1), dualOptions(true)},
+	} {
 		t.Run(top.name, func(t *testing.T) {
-			p := newPair(t, top.doc, Config{}, newRec)
+			p := newPairWith(t, top.doc, Config{}, newRec, top.o)
 			cases := genCases(p.snap, rng)
 			if top.name == "example" {
 				cases = append(cases, exampleCases(p.snap, rng)...)

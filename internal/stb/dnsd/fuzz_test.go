@@ -24,7 +24,9 @@ var updateCorpus = flag.Bool("update", false, "rewrite the seed corpus in testda
 //
 //	go test ./internal/stb/dnsd -run '^$' -fuzz FuzzDNS -fuzztime 60s
 func FuzzDNS(f *testing.F) {
-	s := newTestServer(f, Config{InstanceID: "fuzz"}, steer.Options{})
+	// The single-family province and a dual-stack one with an IPv6
+	// address down (what the ID picks).
+	servers := []*Server{newTestServer(f, Config{InstanceID: "fuzz"}, steer.Options{}), newDualServer(f, Config{InstanceID: "fuzz"}, true, nil)}
 	remotes := []net.Addr{udpFrom("100.64.0.7"), udpFrom("2001:db8:200::1"), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req := new(dns.Msg)
@@ -32,7 +34,7 @@ func FuzzDNS(f *testing.F) {
 			return
 		}
 		w := &writer{remote: remotes[int(req.Id)%len(remotes)]}
-		s.ServeDNS(w, req)
+		servers[int(req.Id>>8)%len(servers)].ServeDNS(w, req)
 		if w.msg == nil {
 			if !req.Response {
 				t.Fatalf("no reply to a query:\n%v", req)
@@ -67,7 +69,7 @@ func FuzzECSScope(f *testing.F) {
 	for _, seed := range []struct {
 		addr   string
 		source uint8
-	}{{"100.0.0.0", 8}, {"100.64.0.0", 16}, {"100.66.0.0", 16}, {"100.66.128.0", 17}, {"192.0.2.0", 24}, {"2001:db8::", 32}, {"2001:db8:200::", 56}, {"0.0.0.0", 1}} {
+	}{{"100.0.0.0", 8}, {"100.64.0.0", 16}, {"100.66.0.0", 16}, {"100.66.128.0", 17}, {"192.0.2.0", 24}, {"2001:db8::", 32}, {"2001:db8:200::", 56}, {"2001:db8:100::", 40}, {"2001:db8:100::5", 128}, {"0.0.0.0", 1}} {
 		a := netip.MustParseAddr(seed.addr)
 		f.Add(a.AsSlice(), seed.source)
 	}
@@ -105,23 +107,29 @@ func FuzzECSScope(f *testing.F) {
 func TestFuzzCorpus(t *testing.T) {
 	const apex = "live.iptv.example."
 	seeds := map[string]*dns.Msg{
-		"a":          query(apex, dns.TypeA),
-		"aaaa":       query(apex, dns.TypeAAAA, withEDNS),
-		"soa":        query(apex, dns.TypeSOA),
-		"ns":         query(apex, dns.TypeNS, withNSID),
-		"any-0x20":   query("LiVe.IpTv.ExAmPlE.", dns.TypeANY),
-		"ecs-v4":     query(apex, dns.TypeA, ecs("100.65.0.0/24")),
-		"ecs-v6":     query(apex, dns.TypeAAAA, ecs("2001:db8:200::/56")),
-		"ecs-bad":    query(apex, dns.TypeA, ecsRaw(1, 22, 100, 65, 3)),
-		"ecs-wide":   query(apex, dns.TypeA, ecs("100.0.0.0/8")),
-		"nxdomain":   query("x.live.iptv.example.", dns.TypeTXT),
-		"refused":    query("www.example.com.", dns.TypeA),
-		"ns1":        query("ns1.live.iptv.example.", dns.TypeA),
-		"chaos":      query("version.bind.", dns.TypeTXT, func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }),
-		"notify":     query(apex, dns.TypeSOA, func(m *dns.Msg) { m.Opcode = dns.OpcodeNotify }),
-		"badvers":    query(apex, dns.TypeA, func(m *dns.Msg) { edns0(m).SetVersion(1) }),
-		"response":   query(apex, dns.TypeA, func(m *dns.Msg) { m.Response = true }),
-		"two-quests": query(apex, dns.TypeA, func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) }),
+		"a":        query(apex, dns.TypeA),
+		"aaaa":     query(apex, dns.TypeAAAA, withEDNS),
+		"soa":      query(apex, dns.TypeSOA),
+		"ns":       query(apex, dns.TypeNS, withNSID),
+		"any-0x20": query("LiVe.IpTv.ExAmPlE.", dns.TypeANY),
+		"ecs-v4":   query(apex, dns.TypeA, ecs("100.65.0.0/24")),
+		"ecs-v6":   query(apex, dns.TypeAAAA, ecs("2001:db8:200::/56")),
+		// IPv6 client subnets: for an A, wider than the zone networks, a
+		// host, and for the name server's AAAA.
+		"ecs-v6-a":    query(apex, dns.TypeA, ecs("2001:db8:100::/48")),
+		"ecs-v6-wide": query(apex, dns.TypeAAAA, ecs("2001:db8:100::/40")),
+		"ecs-v6-host": query(apex, dns.TypeAAAA, withDO, ecs("2001:db8:100::5/128")),
+		"ns1-aaaa":    query("ns1.live.iptv.example.", dns.TypeAAAA, ecs("2001:db8:200::/56")),
+		"ecs-bad":     query(apex, dns.TypeA, ecsRaw(1, 22, 100, 65, 3)),
+		"ecs-wide":    query(apex, dns.TypeA, ecs("100.0.0.0/8")),
+		"nxdomain":    query("x.live.iptv.example.", dns.TypeTXT),
+		"refused":     query("www.example.com.", dns.TypeA),
+		"ns1":         query("ns1.live.iptv.example.", dns.TypeA),
+		"chaos":       query("version.bind.", dns.TypeTXT, func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }),
+		"notify":      query(apex, dns.TypeSOA, func(m *dns.Msg) { m.Opcode = dns.OpcodeNotify }),
+		"badvers":     query(apex, dns.TypeA, func(m *dns.Msg) { edns0(m).SetVersion(1) }),
+		"response":    query(apex, dns.TypeA, func(m *dns.Msg) { m.Response = true }),
+		"two-quests":  query(apex, dns.TypeA, func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) }),
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzDNS")
 	write := func(name string, wire []byte) {
@@ -145,7 +153,7 @@ func TestFuzzCorpus(t *testing.T) {
 		}
 	}
 	for name, m := range seeds {
-		m.Id = 0x2a00 // fixed, so the files are stable; Id%3 picks the fuzz client
+		m.Id = 0x2a00 // fixed, so the files are stable; Id%3 picks the fuzz client, Id>>8%2 the province
 		wire, err := m.Pack()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

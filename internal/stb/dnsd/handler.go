@@ -82,6 +82,21 @@ type outcome struct {
 	d       steer.Decision
 	decided bool
 	target  string // the address given out
+	// family is the record type's (A: IPv4, AAAA: IPv6), given the family
+	// of the edge address given, for the access log.
+	family, given steer.Family
+}
+
+// qFamily is the address family a question asks for: the record type's,
+// whatever the transport or the ECS option's family.
+func qFamily(qtype uint16) steer.Family {
+	switch qtype {
+	case dns.TypeA:
+		return steer.FamilyV4
+	case dns.TypeAAAA:
+		return steer.FamilyV6
+	}
+	return steer.FamilyAny
 }
 
 // answer builds the reply to req from a client at src.
@@ -146,11 +161,17 @@ func (s *Server) resolve(m, req *dns.Msg, e *edns, o *outcome) (rcode int, scope
 	case name == z.apex:
 		return s.apex(m, q, z, eng, ix, e, o)
 	case z.nsInZone && name == z.ns:
-		ip := ix.snap.ServiceIP.Unmap()
-		if rr := s.addrRR(q.Name, ip, q.Qtype); rr != nil {
-			m.Answer = append(m.Answer, rr)
-			o.target = ix.serviceIP
-		} else {
+		// The name server is the scheduler: at each service address of
+		// the family asked (both in a dual-stack province).
+		for i, ip := range ix.serviceIPs {
+			if rr := s.addrRR(q.Name, ip, q.Qtype); rr != nil {
+				m.Answer = append(m.Answer, rr)
+				if o.target == "" {
+					o.target = ix.serviceIPText[i]
+				}
+			}
+		}
+		if len(m.Answer) == 0 {
 			m.Ns = append(m.Ns, s.soa(z.apex, z, ix.snap))
 		}
 		return dns.RcodeSuccess, 0
@@ -170,9 +191,11 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 		return dns.RcodeSuccess, 0
 	case dns.TypeNS:
 		m.Answer = append(m.Answer, &dns.NS{Hdr: s.hdr(q.Name, dns.TypeNS), Ns: z.ns})
-		if z.nsInZone {
-			if rr := s.addrRR(z.ns, snap.ServiceIP.Unmap(), dns.TypeANY); rr != nil {
-				m.Extra = append(m.Extra, rr)
+		if z.nsInZone { // glue: every service address
+			for _, ip := range ix.serviceIPs {
+				if rr := s.addrRR(z.ns, ip, dns.TypeANY); rr != nil {
+					m.Extra = append(m.Extra, rr)
+				}
 			}
 		}
 		return dns.RcodeSuccess, 0
@@ -183,7 +206,9 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 		m.Ns = append(m.Ns, s.soa(z.apex, z, snap))
 		return dns.RcodeSuccess, 0
 	}
-	o.d = eng.Decide(steer.Request{Client: o.client, Host: z.apex})
+	o.family = qFamily(q.Qtype)
+	req := steer.Request{Client: o.client, Host: z.apex, Family: o.family}
+	o.d = eng.Decide(req)
 	o.decided, o.result = true, o.d.Result
 	if o.d.Result.Redirected() {
 		return s.redirect(m, q, z, eng, ix, e, o)
@@ -196,19 +221,25 @@ func (s *Server) apex(m *dns.Msg, q dns.Question, z *zone, eng *steer.Engine, ix
 	if e.client.IsValid() {
 		scope = ix.ecsScope(e.client, e.ecs.SourceNetmask)
 	}
-	if rr := s.addrRR(q.Name, snap.Servers[o.d.Server].Addr.Addr().Unmap(), q.Qtype); rr != nil {
+	ap, _, given, _ := eng.Addr(&o.d)
+	if rr := s.addrRR(q.Name, ap.Addr().Unmap(), q.Qtype); rr != nil {
 		m.Answer = append(m.Answer, rr)
-		o.target = ix.targets[o.d.Server]
+		o.target, o.given = ix.target(o.d.Server, given), given
 		// Further servers in preference order (services[].answers), of
-		// the family asked; truncation drops the last first.
-		for _, si := range eng.Alternates(&o.d, steer.Request{Client: o.client, Host: z.apex}, z.answers, nil) {
-			if rr := s.addrRR(q.Name, snap.Servers[si].Addr.Addr().Unmap(), q.Qtype); rr != nil {
-				m.Answer = append(m.Answer, rr)
+		// the family asked (an alternate without one up is left out);
+		// truncation drops the last first.
+		for _, si := range eng.Alternates(&o.d, req, z.answers, nil) {
+			if ap, _, f, _ := eng.ServerAddr(si, o.family); f == o.family || o.family == steer.FamilyAny {
+				if rr := s.addrRR(q.Name, ap.Addr().Unmap(), q.Qtype); rr != nil {
+					m.Answer = append(m.Answer, rr)
+				}
 			}
 		}
 	} else {
-		// The chosen server has the other address family: say so
-		// (NODATA) rather than hand out a server the engine did not pick.
+		// The chosen server has no address of the family asked up
+		// (family_fallback other): say so (NODATA), and the STB, asking
+		// for both, reaches it by the other, rather than hand out a
+		// server the engine did not pick.
 		m.Ns = append(m.Ns, s.soa(z.apex, z, snap))
 	}
 	return dns.RcodeSuccess, scope
@@ -309,6 +340,7 @@ func entry(start time.Time, latency time.Duration, host, qtype string, rcode int
 	e := accesslog.Entry{
 		Time: start, Proto: "dns", Client: o.client, Result: o.result,
 		Target: o.target, Status: rcode, Latency: latency, Host: host, Path: qtype,
+		Family: o.family, TargetFamily: o.given,
 	}
 	if o.decided {
 		if r := o.snap.Rule(o.d.Service, o.d.Rule); r != nil {
@@ -339,11 +371,14 @@ func qtypeString(t uint16) string {
 // changes (not when only availability does), so that a query finds its zone
 // and its log target without allocating.
 type index struct {
-	snap      *topology.Snapshot
-	zones     map[string]*zone // by apex, lowercase with the root dot
-	networks  bart.Lite        // every coverage-zone network, for ECS scopes
-	targets   []string         // by server: its IP as given out
-	serviceIP string
+	snap     *topology.Snapshot
+	zones    map[string]*zone // by apex, lowercase with the root dot
+	networks bart.Lite        // every coverage-zone network, for ECS scopes
+	targets  [2][]string      // by family (IPv4, IPv6) and server: its IP as given out
+	// serviceIPs are the province's service addresses (IPv4 first),
+	// serviceIPText as the access log writes them.
+	serviceIPs    []netip.Addr
+	serviceIPText []string
 	// fast: the apexes the fast path answers, by lowercase wire name.
 	fast map[string]*fastZone
 }
@@ -362,7 +397,7 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 		return ix
 	}
 	// Two queries racing here build the same thing; the last store wins.
-	ix := &index{snap: snap, zones: map[string]*zone{}, targets: make([]string, len(snap.Servers))}
+	ix := &index{snap: snap, zones: map[string]*zone{}, targets: [2][]string{make([]string, len(snap.Servers)), make([]string, len(snap.Servers))}}
 	for _, svc := range snap.Services {
 		for _, h := range svc.Hostnames {
 			z := &zone{apex: h + ".", ns: s.cfg.NSName, mbox: s.cfg.Hostmaster, answers: svc.Answers}
@@ -379,8 +414,12 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 			ix.zones[z.apex] = z
 		}
 	}
-	for i, sv := range snap.Servers {
-		ix.targets[i] = sv.Addr.Addr().Unmap().String()
+	for i := range snap.Servers {
+		for f, v6 := range [2]bool{false, true} {
+			if ap, _, ok := snap.Servers[i].AddrFor(v6); ok {
+				ix.targets[f][i] = ap.Addr().Unmap().String()
+			}
+		}
 	}
 	for _, z := range snap.Zones {
 		for _, p := range z.Networks {
@@ -394,12 +433,23 @@ func (s *Server) indexFor(snap *topology.Snapshot) *index {
 			ix.networks.Insert(p)
 		}
 	}
-	if snap.ServiceIP.IsValid() {
-		ix.serviceIP = snap.ServiceIP.Unmap().String()
+	for _, p := range snap.Anycast() {
+		if p.ServiceIP.IsValid() {
+			ix.serviceIPs = append(ix.serviceIPs, p.ServiceIP.Unmap())
+			ix.serviceIPText = append(ix.serviceIPText, p.ServiceIP.Unmap().String())
+		}
 	}
 	ix.fast = s.fastZones(ix)
 	s.index.Store(ix)
 	return ix
+}
+
+// target is server's address of family f as the access log writes it.
+func (ix *index) target(server int32, f steer.Family) string {
+	if f == steer.FamilyV6 {
+		return ix.targets[1][server]
+	}
+	return ix.targets[0][server]
 }
 
 // find returns the zone of a lowercase name: its longest suffix that is an apex.

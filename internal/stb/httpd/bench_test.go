@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/anysched/anysched/internal/province/topology"
@@ -12,6 +13,7 @@ import (
 	"github.com/anysched/anysched/internal/stb/httpd"
 	"github.com/anysched/anysched/internal/stb/pathway"
 	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -111,6 +113,37 @@ func benchTarget(b *testing.B, eng *steer.Engine, target string, status int, st 
 	h.ServeHTTP(w, r)
 	if w.code != status {
 		b.Fatalf("status %d, want %d", w.code, status)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h.ServeHTTP(w, r)
+	}
+}
+
+// BenchmarkHandlerIPv6: Handler/record on the sample province made
+// dual-stack (fixture.DualStack) for an IPv6 STB, given the server's IPv6
+// address; its baseline is an IPv4 STB of the same zone and province.
+func BenchmarkHandlerIPv6(b *testing.B) {
+	benchDual(b, "["+fixture.Zone6(0).Addr().Next().String()+"]:51234", "//[")
+}
+func BenchmarkHandlerIPv6_Baseline(b *testing.B) { benchDual(b, "100.64.1.7:51234", "//10.") }
+
+func benchDual(b *testing.B, remote, want string) {
+	doc, err := topology.Parse(readFile(b, "../../../deploy/examples/topology.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fixture.DualStack(doc)
+	eng := steer.New(fixture.Compile(b, doc), steer.Options{})
+	rec := accesslog.New(prometheus.NewRegistry(), io.Discard, accesslog.Options{SampleEvery: 1 << 62})
+	h := httpd.New(httpd.Config{InstanceID: instance}, func() *steer.Engine { return eng }, rec, nil).Handler()
+	r := httptest.NewRequest(http.MethodGet, "http://live.iptv.example/cctv1/index.m3u8", nil)
+	r.RemoteAddr = remote
+	w := &discardWriter{h: make(http.Header, 8)}
+	h.ServeHTTP(w, r)
+	if loc := w.h.Get("Location"); w.code != http.StatusFound || !strings.Contains(loc, want) {
+		b.Fatalf("%d %s from %s", w.code, loc, remote)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -166,7 +166,10 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 		return scratch
 	}
 
-	req := steer.Request{Client: client, Host: r.host, Path: path, Query: r.query, Now: start}
+	// The family of the STB's own address (the peer's, or a trusted
+	// proxy's X-Forwarded-For) is the family of the edge address it gets.
+	req := steer.Request{Client: client, Host: r.host, Path: path, Query: r.query, Now: start, Family: steer.FamilyOf(client)}
+	a.entry.Family = req.Family
 	d := eng.Decide(req)
 	if s.cfg.Allocator != nil {
 		// A copy the interface call may keep, so d stays on the stack
@@ -219,6 +222,9 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 	}
 	a.entry.Latency, a.entry.Result = lat, d.Result
 	setNames(&a.entry, &names)
+	if d.Result.Served() && d.Server >= 0 {
+		_, _, a.entry.TargetFamily, _ = eng.Addr(&d)
+	}
 	setRedirect(&a.entry, eng, &d)
 
 	switch {
@@ -227,7 +233,10 @@ func (s *Server) decide(r *stbRequest, a *answer, scratch []byte, start time.Tim
 			Result: d.Result.String(), Reason: d.Reason, Client: addrString(client), Host: r.host,
 			Service: names.Service, Zone: names.Zone, ClientRegion: names.ClientRegion, Region: names.Region,
 			Node: names.Node, Server: names.Server, Address: names.Address, BitrateKbps: d.BitrateKbps,
-			Instance: s.cfg.InstanceID, Rule: a.entry.Rule,
+			Instance: s.cfg.InstanceID, Rule: a.entry.Rule, Family: req.Family.String(),
+		}
+		if a.entry.TargetFamily != steer.FamilyAny {
+			an.AddressFamily = a.entry.TargetFamily.String()
 		}
 		if status == http.StatusFound {
 			an.Location, status = string(buf), http.StatusOK

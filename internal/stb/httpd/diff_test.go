@@ -33,6 +33,12 @@ type diffPair struct{ fast, std string }
 
 func startPair(t testing.TB, engine httpd.EngineFunc, trusted ...string) diffPair {
 	t.Helper()
+	return startPairOn(t, engine, "127.0.0.1:0", trusted...)
+}
+
+// startPairOn is startPair on listeners at addr.
+func startPairOn(t testing.TB, engine httpd.EngineFunc, addr string, trusted ...string) diffPair {
+	t.Helper()
 	cfg := httpd.Config{InstanceID: instance, TrustedProxies: mustPrefixes(t, trusted...)}
 	fc, sc := cfg, cfg
 	fc.Server, sc.Server = httpd.ServerFast, httpd.ServerNetHTTP
@@ -40,8 +46,8 @@ func startPair(t testing.TB, engine httpd.EngineFunc, trusted ...string) diffPai
 	// order, so they move the same players.
 	fc.Steering, sc.Steering = pathway.New(nil), pathway.New(nil)
 	return diffPair{
-		fast: strings.TrimPrefix(serve(t, httpd.New(fc, engine, nil, nil)), "http://"),
-		std:  strings.TrimPrefix(serve(t, httpd.New(sc, engine, nil, nil)), "http://"),
+		fast: strings.TrimPrefix(serveOn(t, httpd.New(fc, engine, nil, nil), addr), "http://"),
+		std:  strings.TrimPrefix(serveOn(t, httpd.New(sc, engine, nil, nil), addr), "http://"),
 	}
 }
 
@@ -248,19 +254,42 @@ var diffSeeds = []string{
 	"GET " + pathway.Prefix + "x/cctv1 HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
 	"GET " + pathway.Prefix + "/cctv1/index.m3u8 HTTP/1.1\r\nHost: vod.other.example\r\n\r\n",
 	"GET " + pathway.Prefix + "/cctv1/a\"b HTTP/1.1\r\nHost: live.iptv.example\r\n\r\n",
+	// Dual-stack: an IPv6 STB (the peer, or X-Forwarded-For from a
+	// trusted proxy) on a service that falls back to the other family
+	// and on one that skips, with alternates.
+	"GET /cctv1/index.m3u8 HTTP/1.1\r\nHost: skip.iptv.example\r\n\r\n",
+	"GET /cctv1/index.m3u8?format=json HTTP/1.1\r\nHost: skip.iptv.example\r\n\r\n",
+	"GET /cctv1/index.m3u8?format=json HTTP/1.1\r\nHost: live.iptv.example\r\nX-Forwarded-For: 2001:db8:99::1\r\n\r\n",
+	"GET /cctv1/index.m3u8 HTTP/1.1\r\nHost: skip.iptv.example\r\nX-Forwarded-For: 2001:db8:99::1\r\nX-Anysched-Debug: 1\r\n\r\n",
+	"GET /cctv1/index.m3u8 HTTP/1.1\r\nHost: [2001:db8:ff::1]\r\n\r\n",
 }
 
-// diffSetups are the engines (and trust) a differential input is tried with.
+// diffSetups are the engines (and trust) a differential input is tried
+// with; dual: dualTopology's engine on IPv6 loopback (v6Down: hefei-1-a's
+// IPv6 address down).
 type diffSetup struct {
-	avail   avail
-	trusted []string
+	avail        avail
+	trusted      []string
+	dual, v6Down bool
 }
 
-var diffSetups = []diffSetup{{availAll, nil}, {availNoHefei, []string{"127.0.0.0/8"}}, {availNone, nil}, {availNoSnap, nil}}
+var diffSetups = []diffSetup{
+	{avail: availAll}, {avail: availNoHefei, trusted: []string{"127.0.0.0/8"}}, {avail: availNone}, {avail: availNoSnap},
+	{dual: true, trusted: []string{"::1/128"}}, {dual: true, v6Down: true},
+}
+
+// start starts su's pair of servers.
+func (su diffSetup) start(t testing.TB) diffPair {
+	t.Helper()
+	if su.dual {
+		return startPairOn(t, dualEngine(t, su.v6Down), "[::1]:0", su.trusted...)
+	}
+	return startPair(t, testEngine(t, su.avail), su.trusted...)
+}
 
 func TestDifferential(t *testing.T) {
 	for _, su := range diffSetups {
-		p := startPair(t, testEngine(t, su.avail), su.trusted...)
+		p := su.start(t)
 		for _, raw := range append(slices.Clone(diffSeeds), corpusRequests(t)...) {
 			p.compare(t, []byte(raw))
 		}
@@ -280,7 +309,7 @@ func FuzzDifferential(f *testing.F) {
 	}
 	pairs := make([]diffPair, len(diffSetups))
 	for i, su := range diffSetups {
-		pairs[i] = startPair(f, testEngine(f, su.avail), su.trusted...)
+		pairs[i] = su.start(f)
 	}
 	f.Fuzz(func(t *testing.T, mode uint8, raw []byte) {
 		if len(raw) > httpd.DefaultMaxHeaderBytes {

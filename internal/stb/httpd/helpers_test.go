@@ -119,7 +119,14 @@ func mustPrefixes(t testing.TB, ps ...string) []netip.Prefix {
 // the base URL. The cleanup checks Serve returns nil promptly.
 func serve(t testing.TB, s *httpd.Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveOn(t, s, "127.0.0.1:0")
+}
+
+// serveOn is serve on a listener at addr ("[::1]:0": IPv6 loopback;
+// "[::]:0": a dual-stack socket, which sees IPv4 peers 4-in-6).
+func serveOn(t testing.TB, s *httpd.Server, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,6 +154,7 @@ func TestJSON(t *testing.T) {
 		Result: "CZ", Client: "127.0.0.2", Host: host, Service: "live", Zone: "hefei-north",
 		ClientRegion: "hefei", Region: "hefei", Node: "hefei-1", Server: "hefei-1-a",
 		Address: "10.1.1.10:8080", BitrateKbps: 3000, Location: locHefei, Instance: instance,
+		Family: "ipv4", AddressFamily: "ipv4",
 	}
 	fallback := hefeiCZ
 	fallback.Result, fallback.Region, fallback.Node, fallback.Server, fallback.Address, fallback.Location =
@@ -172,13 +173,14 @@ func TestJSON(t *testing.T) {
 		{"default", availAll, req{path: "/cctv1/index.m3u8?format=json"}, 200, httpd.Answer{
 			Result: "DEFAULT", Client: "127.0.0.1", Host: host, Service: "live", ClientRegion: "wuhu", Region: "wuhu",
 			Node: "wuhu-1", Server: "wuhu-1-a", Address: "10.2.1.10:8080", BitrateKbps: 3000, Location: locWuhu, Instance: instance,
+			Family: "ipv4", AddressFamily: "ipv4",
 		}},
 		{"miss keeps 404", availAll, req{host: "nope.example", path: "/?format=json"}, 404, httpd.Answer{
-			Result: "MISS", Reason: steer.ReasonUnknownHost, Client: "127.0.0.1", Host: "nope.example", Instance: instance,
+			Result: "MISS", Reason: steer.ReasonUnknownHost, Client: "127.0.0.1", Host: "nope.example", Instance: instance, Family: "ipv4",
 		}},
 		{"error keeps 503", availNone, req{path: "/cctv1/index.m3u8?format=json"}, 503, httpd.Answer{
 			Result: "ERROR", Reason: steer.ReasonNoServer, Client: "127.0.0.1", Host: host, Service: "live",
-			ClientRegion: "wuhu", BitrateKbps: 3000, Instance: instance,
+			ClientRegion: "wuhu", BitrateKbps: 3000, Instance: instance, Family: "ipv4",
 		}},
 		{"no snapshot keeps 503", availNoSnap, req{path: "/x?format=json"}, 503, httpd.Answer{
 			Result: "ERROR", Reason: "no topology snapshot loaded yet", Client: "127.0.0.1", Host: host, Instance: instance,
@@ -583,7 +585,7 @@ func TestBlackoutAndBypass(t *testing.T) {
 	}
 	stop()
 	if !strings.Contains(logs.String(), `"result":"BLACKOUT","zone":"hefei-north","client_region":"hefei","region":"","server":"","target":"http://slate.example/{region}/{channel}.m3u8","status":302`) ||
-		!strings.Contains(logs.String(), `"rule":"0 (derby)"}`) || !strings.Contains(logs.String(), `"result":"BYPASS"`) {
+		!strings.Contains(logs.String(), `"rule":"0 (derby)","family":"ipv4"}`) || !strings.Contains(logs.String(), `"result":"BYPASS"`) {
 		t.Errorf("access log:\n%s", logs.String())
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`

@@ -18,10 +18,14 @@ type Answer struct {
 	Node         string `json:"node"`
 	Server       string `json:"server"`
 	Address      string `json:"address"`
-	BitrateKbps  int    `json:"bitrate_kbps"`
-	Location     string `json:"location"`       // the redirect URL; "" when there is none
-	Rule         string `json:"rule,omitempty"` // the rights rule that decided
-	Instance     string `json:"instance"`
+	// Family is the STB's address family (ipv4, ipv6), AddressFamily that
+	// of Address: the other one under family_fallback other.
+	Family        string `json:"family,omitempty"`
+	AddressFamily string `json:"address_family,omitempty"`
+	BitrateKbps   int    `json:"bitrate_kbps"`
+	Location      string `json:"location"`       // the redirect URL; "" when there is none
+	Rule          string `json:"rule,omitempty"` // the rights rule that decided
+	Instance      string `json:"instance"`
 	// Alternates are the further locations of a service with answers > 1,
 	// in the order to try them.
 	Alternates []Alternate `json:"alternates,omitempty"`

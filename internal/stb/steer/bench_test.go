@@ -41,6 +41,51 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
+// BenchmarkDecideIPv6: BenchmarkDecide on the province-scale snapshot
+// made dual-stack (fixture.DualStack), for IPv6 clients (their own zone
+// networks, the servers' IPv6 addresses), rendering the URL as the front
+// end does; its baseline is the same for IPv4 clients of that snapshot.
+// The Skip pair is the service with family_fallback skip while one server
+// in ten has its IPv6 address down: the family-restricted pool.
+func BenchmarkDecideIPv6(b *testing.B)              { benchFamily(b, false, steer.FamilyV6) }
+func BenchmarkDecideIPv6_Baseline(b *testing.B)     { benchFamily(b, false, steer.FamilyV4) }
+func BenchmarkDecideIPv6Skip(b *testing.B)          { benchFamily(b, true, steer.FamilyV6) }
+func BenchmarkDecideIPv6Skip_Baseline(b *testing.B) { benchFamily(b, true, steer.FamilyV4) }
+
+func benchFamily(b *testing.B, skip bool, f steer.Family) {
+	doc := scaleDoc(b)
+	fixture.DualStack(doc)
+	var up func(int32, bool) bool
+	if skip {
+		doc.Services[0].FamilyFallback = topology.FamilySkip
+		up = func(i int32, v6 bool) bool { return !v6 || i%10 != 0 }
+	}
+	s, err := topology.Compile(doc, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs := clients(s, 4096)
+	if f == steer.FamilyV6 {
+		for i := range cs {
+			a := fixture.Zone6(i % len(s.Zones)).Addr().As16()
+			a[15] = byte(i/len(s.Zones)) + 1
+			cs[i] = netip.AddrFrom16(a)
+		}
+	}
+	e := steer.New(s, steer.Options{DefaultRegion: s.Regions[0].Name, FamilyUp: up})
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		d := e.Decide(steer.Request{Client: cs[i&4095], Host: "live.iptv.example", Family: f})
+		if d.Result != steer.ResultCZ {
+			b.Fatal(d.Result)
+		}
+		buf = e.AppendLocation(buf[:0], &d, "/cctv1/index.m3u8", "")
+		i++
+	}
+}
+
 // BenchmarkDecide_Baseline: only the two lookups any router must do (client
 // address in the CIDR table, hostname in the service map), no choosing.
 func BenchmarkDecide_Baseline(b *testing.B) {

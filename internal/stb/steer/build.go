@@ -80,20 +80,38 @@ func Build(snap *topology.Snapshot, in Inputs) (*Engine, error) {
 		prev = &Balances{}
 	}
 	if uses := balanceSelections(snap, -1); len(uses) > 0 {
-		t, err := balanceTable(snap, av, since, uses, in, now, -1, prev.All)
+		t, err := balanceTable(snap, av, since, uses, in, now, nil, nil, prev.All)
 		o.Balance = t
 		errs = append(errs, err)
 	}
 	o.PoolBalance = make([]*balance.Table, len(snap.Pools))
 	for p := range snap.Pools {
 		if uses := balanceSelections(snap, int32(p)); len(uses) > 0 {
-			t, err := balanceTable(snap, av, since, uses, in, now, int32(p), prev.Pools[snap.Pools[p].Name])
+			pv := &snap.Pools[p]
+			t, err := balanceTable(snap, av, since, uses, in, now, pv.Has, nil, prev.Pools[pv.Name])
 			o.PoolBalance[p] = t
 			if err != nil {
 				err = fmt.Errorf("pool %s: %w", snap.Pools[p].Name, err)
 			}
 			errs = append(errs, err)
 		}
+	}
+	if av != nil && av.FamilyDown != nil {
+		down := av.FamilyDown
+		o.FamilyUp = func(i int32, v6 bool) bool { return !down[b2i(v6)][i] }
+	}
+	o.FamilyBalance = func(p int32, v6 bool, up []bool) *balance.Table {
+		uses := balanceSelections(snap, p)
+		key := familyKey(snap, p, v6)
+		member := func(si int32) bool {
+			_, _, has := snap.Servers[si].AddrFor(v6)
+			return has && (p < 0 || snap.Pools[p].Has(si))
+		}
+		t, err := balanceTable(snap, av, since, uses, in, now, member, func(si int32) bool { return up[si] }, prev.Family[key])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+		return t
 	}
 	e := New(snap, o)
 	e.ramp, e.rampUntil = ramp, rampUntil
@@ -135,6 +153,21 @@ func balanceSelections(snap *topology.Snapshot, p int32) []topology.Selection {
 type Balances struct {
 	All   *balance.Table            // services that may use every server
 	Pools map[string]*balance.Table // by pool name
+	// Family: the tables of a pool restricted to one family's servers
+	// (family_fallback skip), by familyKey.
+	Family map[string]*balance.Table
+}
+
+// familyKey names pool p (-1: every server) restricted to family v6.
+func familyKey(snap *topology.Snapshot, p int32, v6 bool) string {
+	name := ""
+	if p >= 0 {
+		name = snap.Pools[p].Name
+	}
+	if v6 {
+		return name + "/ipv6"
+	}
+	return name + "/ipv4"
 }
 
 // Ramp is the share of its weight (0..1] slow start gives server now:
@@ -206,14 +239,15 @@ func nodeRanker(snap *topology.Snapshot, av *avail.Availability, opts balance.Ra
 	}
 }
 
-// balanceTable builds the policy tables of pool p (-1: every server) from
-// the snapshot and merged health.
-func balanceTable(snap *topology.Snapshot, av *avail.Availability, since []time.Time, uses []topology.Selection, in Inputs, now time.Time, p int32, prev *balance.Table) (*balance.Table, error) {
+// balanceTable builds the policy tables of the servers member accepts
+// (nil: every server) from the snapshot and merged health; up, when not
+// nil, overrides the merged health's availability (a family's addresses).
+func balanceTable(snap *topology.Snapshot, av *avail.Availability, since []time.Time, uses []topology.Selection, in Inputs, now time.Time, member, up func(int32) bool, prev *balance.Table) (*balance.Table, error) {
 	nodes := make([]balance.NodeInput, len(snap.Nodes))
 	for ni, nv := range snap.Nodes {
 		var n balance.NodeInput
 		for _, si := range nv.Servers {
-			if p >= 0 && !snap.Pools[p].Has(si) {
+			if member != nil && !member(si) {
 				continue
 			}
 			sv := &snap.Servers[si]
@@ -226,6 +260,9 @@ func balanceTable(snap *topology.Snapshot, av *avail.Availability, since []time.
 					Connections: f.Load.Connections, RTT: f.RTT, Loss: f.Loss, Since: since[si],
 					Failures: int(f.Loss*20 + 0.5), // failed probes among the checker's last 20
 				}
+			}
+			if up != nil {
+				l.Healthy = up(si)
 			}
 			n.Loads = append(n.Loads, l)
 		}
@@ -240,13 +277,18 @@ func balanceTable(snap *topology.Snapshot, av *avail.Availability, since []time.
 // Balance is the engine's in-node policy tables (nil when no service uses
 // one), to be lent to the next Build.
 func (e *Engine) Balance() *Balances {
-	b := &Balances{All: e.balance, Pools: map[string]*balance.Table{}}
-	for p, pl := range e.pools[1:] {
+	b := &Balances{All: e.balance, Pools: map[string]*balance.Table{}, Family: map[string]*balance.Table{}}
+	for p, pl := range e.pools[1 : 1+len(e.snap.Pools)] {
 		if pl.balance != nil {
 			b.Pools[e.snap.Pools[p].Name] = pl.balance
 		}
 	}
-	if b.All == nil && len(b.Pools) == 0 {
+	for i, fp := range e.famPools {
+		if pl := &e.pools[1+len(e.snap.Pools)+i]; pl.balance != nil {
+			b.Family[familyKey(e.snap, fp.base-1, fp.v6)] = pl.balance
+		}
+	}
+	if b.All == nil && len(b.Pools) == 0 && len(b.Family) == 0 {
 		return nil
 	}
 	return b

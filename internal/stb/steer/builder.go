@@ -62,7 +62,16 @@ func sameAvailability(a, b *avail.Availability) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return slices.Equal(a.Available, b.Available) && slices.Equal(a.Why, b.Why) && slices.Equal(a.Figures, b.Figures)
+	return slices.Equal(a.Available, b.Available) && slices.Equal(a.Why, b.Why) && slices.Equal(a.Figures, b.Figures) &&
+		sameFamilies(a.FamilyDown, b.FamilyDown)
+}
+
+// sameFamilies compares per-family health (nil: no family down alone).
+func sameFamilies(a, b *[2][]bool) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a[0], b[0]) && slices.Equal(a[1], b[1])
 }
 
 // comebacks is when each server of snap came back into service (zero:

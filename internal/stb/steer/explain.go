@@ -41,8 +41,14 @@ type Explanation struct {
 	// (nil when the hostname belongs to no service).
 	Channel *ChannelMatch `json:"channel,omitempty"`
 	// Rule is the rights rule that matched ("2 (derby)"), if any.
-	Rule       string      `json:"rule,omitempty"`
-	Candidates []Candidate `json:"candidates"`
+	Rule string `json:"rule,omitempty"`
+	// Family is the request's address family ("ipv4", "ipv6"; empty:
+	// none asked), Address what the client is given and GivenFamily its
+	// family (the other one under family_fallback other).
+	Family      string      `json:"family,omitempty"`
+	Address     string      `json:"address,omitempty"`
+	GivenFamily string      `json:"given_family,omitempty"`
+	Candidates  []Candidate `json:"candidates"`
 }
 
 // Explain decides req as Decide would now and says why, listing the servers
@@ -82,7 +88,7 @@ func (e *Engine) Explain(req Request) Explanation {
 	if x.rights(e, &d, &req) {
 		return x
 	}
-	pl := &e.pools[e.svcPool[d.Service]]
+	pl := e.pool(d.Service, d.Family)
 	if p := s.Services[d.Service].Pool; p >= 0 {
 		x.Steps = append(x.Steps, fmt.Sprintf("service %s uses pool %s (labels %s): %d servers", s.Services[d.Service].Name, s.Pools[p].Name, poolLabels(s.Pools[p].Match), len(s.Pools[p].Servers)))
 	}
@@ -146,15 +152,25 @@ func (e *Engine) Explain(req Request) Explanation {
 			scores[c.Server] = t
 		}
 	}
+	x.Family = d.Family.String()
 	if d.Region >= 0 {
-		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, s.Servers[d.Server].Addr, d.BitrateKbps))
+		_, addr, given, _ := e.Addr(&d)
+		x.Address, x.GivenFamily = addr, given.String()
+		x.Steps = append(x.Steps, fmt.Sprintf("chose node %s in region %s, server %s (%s) at %d kbps", s.Nodes[d.Node].Name, s.Regions[d.Region].Name, s.Servers[d.Server].Name, addr, d.BitrateKbps))
+		if d.Family != FamilyAny && given != d.Family {
+			x.Steps = append(x.Steps, fmt.Sprintf("the client is %s but the server has no %s address up: family_fallback other gives its %s address", d.Family, d.Family, given))
+		}
+	}
+	if d.Family != FamilyAny && s.Services[d.Service].FamilySkip {
+		x.Steps = append(x.Steps, fmt.Sprintf("family_fallback skip: only servers with an %s address up are considered", d.Family))
 	}
 	weights := map[int32]map[int32]ServerWeight{} // by node, for policy
 	for _, r := range considered {
 		for _, si := range s.Regions[r].Servers {
 			sv := &s.Servers[si]
+			_, addr, _, _ := e.ServerAddr(si, d.Family)
 			c := Candidate{
-				Server: sv.Name, Node: s.Nodes[sv.Node].Name, Region: s.Regions[r].Name, Address: sv.Addr.String(),
+				Server: sv.Name, Node: s.Nodes[sv.Node].Name, Region: s.Regions[r].Name, Address: addr,
 				DistanceKm: math.Round(dist(x.ClientLoc, sv.Loc)) / 1000, Weight: sv.Weight, Effective: e.weight[si], Available: pl.avail[si],
 			}
 			if policy != "" {
@@ -174,6 +190,8 @@ func (e *Engine) Explain(req Request) Explanation {
 				c.Chosen, c.Why = true, "chosen: nearest available"
 			case !s.InPool(d.Service, si):
 				c.Why = "not in the service's pool"
+			case e.avail[si] && !pl.avail[si]:
+				c.Why = fmt.Sprintf("no %s address up (family_fallback skip)", d.Family)
 			case !e.avail[si]:
 				c.Why = "unavailable"
 				if e.why != nil {

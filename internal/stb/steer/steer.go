@@ -66,10 +66,46 @@ const (
 	ReasonNoClientPlace = "client is in no coverage zone and there is no default region"
 )
 
+// Family is the address family a client is given a server's address of.
+type Family uint8
+
+// Families. The zero Family asks for none: the server's first address
+// (ServerView.Addr), what a single-family province gives everyone.
+const (
+	FamilyAny Family = iota
+	FamilyV4
+	FamilyV6
+)
+
+var familyNames = [...]string{"", "ipv4", "ipv6"}
+
+func (f Family) String() string {
+	if int(f) < len(familyNames) {
+		return familyNames[f]
+	}
+	return "unknown"
+}
+
+// FamilyOf is the family of a client address (IPv4-mapped IPv6 is IPv4);
+// FamilyAny for the zero Addr.
+func FamilyOf(a netip.Addr) Family {
+	switch {
+	case a.Is4() || a.Is4In6():
+		return FamilyV4
+	case a.Is6():
+		return FamilyV6
+	}
+	return FamilyAny
+}
+
 // Request is what the engine needs from one STB request.
 type Request struct {
 	Client netip.Addr // where the STB is (TCP peer, trusted X-Forwarded-For, or ECS)
-	Host   string     // the service hostname asked for
+	// Family is the family of the address the answer gives: the client's
+	// own over HTTP, the record type's over DNS (whatever the transport or
+	// ECS). FamilyAny: the server's first address, as before dual-stack.
+	Family Family
+	Host   string // the service hostname asked for
 	// Path and Query (raw) give the content key for consistent hashing;
 	// empty for DNS.
 	Path, Query string
@@ -93,6 +129,9 @@ type Decision struct {
 	// Rule is the service's rights rule that matched (an index into its
 	// Rights.Rules): the one that blacked the request out, or allowed it.
 	Rule int32
+	// Family is the request's: Engine.Addr gives the chosen server's
+	// address of it, or by the service's family_fallback the other one.
+	Family Family
 }
 
 // Options configure an Engine.
@@ -136,6 +175,15 @@ type Options struct {
 	// Count is told of every node a decision sends an STB to, for services
 	// with overflow thresholds (requests per second); may be nil.
 	Count Counter
+	// FamilyUp reports whether server's address of a family (v6: IPv6)
+	// is up, for servers that have one; nil: every address is. A server
+	// with no address up is unavailable.
+	FamilyUp func(server int32, v6 bool) bool
+	// FamilyBalance makes the in-node policy tables of pool p's servers
+	// (-1: every server) restricted to those with an address of family v6
+	// up (avail, by server), for services with family_fallback skip whose
+	// pool has a balance table; nil: they pick as nearest does.
+	FamilyBalance func(p int32, v6 bool, avail []bool) *balance.Table
 }
 
 // Overflow reports the nodes over a service's overflow thresholds.
@@ -164,9 +212,16 @@ type Engine struct {
 	nodeAvail     []int32 // available servers per node
 	regionAvail   []int32 // available servers per region
 	// pools[0] is avail, nodeAvail, regionAvail and balance; pools[p+1]
-	// is snapshot pool p. svcPool maps a service to its entry.
-	pools   []pool
-	svcPool []int32
+	// is snapshot pool p; after them, the family-restricted pools of
+	// services with family_fallback skip (famPools says which). svcPool
+	// maps a request's Family and a service to its entry: every family
+	// shares the entry of a service that falls back to the other family.
+	pools    []pool
+	svcPool  [3][]int32
+	famPools []famPool
+	// famUp[0] (IPv4) and famUp[1] (IPv6), by server: available with an
+	// address of the family up.
+	famUp   [2][]bool
 	weight  []float64 // by server: what nearest weighs it by (slow start applied)
 	locate  func(netip.Addr) (topology.Location, bool)
 	over    Overflow
@@ -214,8 +269,17 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 	e.down = make([]bool, len(snap.Servers))
 	e.nodeAvail = make([]int32, len(snap.Nodes))
 	e.regionAvail = make([]int32, len(snap.Regions))
-	for i, s := range snap.Servers {
+	e.famUp = [2][]bool{make([]bool, len(snap.Servers)), make([]bool, len(snap.Servers))}
+	for i := range snap.Servers {
+		s := &snap.Servers[i]
 		ok := o.Available == nil || o.Available(int32(i))
+		for f, v6 := range [2]bool{false, true} {
+			_, _, has := s.AddrFor(v6)
+			e.famUp[f][i] = ok && has && (o.FamilyUp == nil || o.FamilyUp(int32(i), v6))
+		}
+		if o.FamilyUp != nil {
+			ok = ok && (e.famUp[0][i] || e.famUp[1][i])
+		}
 		e.avail[i] = ok
 		e.down[i] = !ok && (o.Down == nil || o.Down(int32(i)))
 		if ok {
@@ -244,10 +308,18 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 		}
 		e.pools[p+1] = pl
 	}
-	e.svcPool = make([]int32, len(snap.Services))
 	e.hasOver = make([]bool, len(snap.Services))
+	for f := range e.svcPool {
+		e.svcPool[f] = make([]int32, len(snap.Services))
+	}
 	for i, sv := range snap.Services {
-		e.svcPool[i] = sv.Pool + 1
+		for f := range e.svcPool {
+			e.svcPool[f][i] = sv.Pool + 1
+		}
+		if sv.FamilySkip {
+			e.svcPool[FamilyV4][i] = e.familyPool(sv.Pool+1, false, o.FamilyBalance)
+			e.svcPool[FamilyV6][i] = e.familyPool(sv.Pool+1, true, o.FamilyBalance)
+		}
 		e.hasOver[i] = sv.Overflow != nil && o.Overflow != nil
 	}
 	e.locate, e.over, e.count = o.Locate, o.Overflow, o.Count
@@ -320,6 +392,85 @@ func New(snap *topology.Snapshot, o Options) *Engine {
 	return e
 }
 
+// famPool says which pool a family-restricted pool restricts.
+type famPool struct {
+	base int32 // index into pools
+	v6   bool
+}
+
+// familyPool is the index of pools[base] restricted to servers with an
+// address of family v6 up: base itself when that leaves every server in,
+// else a pool added (once per base and family).
+func (e *Engine) familyPool(base int32, v6 bool, mk func(int32, bool, []bool) *balance.Table) int32 {
+	for i, fp := range e.famPools {
+		if fp.base == base && fp.v6 == v6 {
+			return int32(1 + len(e.snap.Pools) + i)
+		}
+	}
+	bp, up := &e.pools[base], e.famUp[b2i(v6)]
+	pl := pool{avail: make([]bool, len(bp.avail)), nodeAvail: make([]int32, len(bp.nodeAvail)), regionAvail: make([]int32, len(bp.regionAvail))}
+	same := true
+	for si, ok := range bp.avail {
+		if ok && !up[si] {
+			same = false
+			continue
+		}
+		if pl.avail[si] = ok; ok {
+			sv := &e.snap.Servers[si]
+			pl.nodeAvail[sv.Node]++
+			if sv.Region >= 0 {
+				pl.regionAvail[sv.Region]++
+			}
+		}
+	}
+	if same {
+		return base
+	}
+	if bp.balance != nil && mk != nil {
+		pl.balance = mk(base-1, v6, pl.avail)
+	}
+	e.pools = append(e.pools, pl)
+	e.famPools = append(e.famPools, famPool{base, v6})
+	return int32(len(e.pools) - 1)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// pool is the entry of service svc for a client of family f.
+func (e *Engine) pool(svc int32, f Family) *pool { return &e.pools[e.svcPool[f][svc]] }
+
+// Addr is the address d's server gives its client: of d's family when it
+// has one up, else (family_fallback other) of the other family; the
+// server's first address for FamilyAny. ok is false without a server.
+func (e *Engine) Addr(d *Decision) (ap netip.AddrPort, text string, f Family, ok bool) {
+	if d.Server < 0 {
+		return netip.AddrPort{}, "", FamilyAny, false
+	}
+	return e.ServerAddr(d.Server, d.Family)
+}
+
+// ServerAddr is the address server gives a client of family f (see Addr).
+func (e *Engine) ServerAddr(server int32, f Family) (netip.AddrPort, string, Family, bool) {
+	sv := &e.snap.Servers[server]
+	v6 := f == FamilyV6 || f == FamilyAny && sv.Addr.Addr().Is6()
+	if !e.famUp[b2i(v6)][server] && e.famUp[b2i(!v6)][server] {
+		v6 = !v6 // none of the family up: the other one (skip never gets here)
+	}
+	ap, text, ok := sv.AddrFor(v6)
+	if !ok { // a server whose addresses are all down, given by a test or explain
+		ap, text, v6 = sv.Addr, sv.AddrString, sv.Addr.Addr().Is6()
+	}
+	if v6 {
+		return ap, text, FamilyV6, true
+	}
+	return ap, text, FamilyV4, true
+}
+
 func (e *Engine) sortNodes(nodes []int32, from topology.Location) []int32 {
 	out := slices.Clone(nodes)
 	slices.SortStableFunc(out, func(a, b int32) int {
@@ -362,12 +513,21 @@ func (e *Engine) Decide(req Request) Decision { return e.decide(req, false) }
 // which must neither rotate swrr nor look like demand on a node.
 func (e *Engine) Peek(req Request) Decision { return e.decide(req, true) }
 
+// FamilyAvailable reports whether server's address of family f is up
+// (FamilyAny: any of its addresses).
+func (e *Engine) FamilyAvailable(server int32, f Family) bool {
+	if f == FamilyAny {
+		return e.avail[server]
+	}
+	return e.famUp[b2i(f == FamilyV6)][server]
+}
+
 // decide routes one request; dry decides without counting the pick in the
 // balance policies' state (swrr's rotation, chash's bounded loads, p2c's
 // in-flight counts) or in the overflow counters, so that explaining a
 // decision does not change the next STB's.
 func (e *Engine) decide(req Request, dry bool) Decision {
-	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1, Rule: -1}
+	d := Decision{Service: -1, Zone: -1, ClientRegion: -1, Region: -1, Node: -1, Server: -1, Rule: -1, Family: req.Family}
 	svc, ok := e.snap.ServiceByHost(req.Host)
 	if !ok {
 		d.Result, d.Reason = ResultMiss, ReasonUnknownHost
@@ -398,7 +558,7 @@ func (e *Engine) decide(req Request, dry bool) Decision {
 			return d
 		}
 	}
-	pl := &e.pools[e.svcPool[svc]]
+	pl := e.pool(svc, req.Family)
 	over := e.hasOver[svc]
 	if over && !dry && e.count != nil {
 		// Demand is counted where the STB would go without overflow, so
@@ -660,7 +820,7 @@ func (e *Engine) Elsewhere(d *Decision, req Request) {
 		loc = e.snap.Zones[d.Zone].Loc
 	}
 	c := *d
-	if e.elsewhere(&c, &e.pools[e.svcPool[d.Service]], loc, &req, false, false) {
+	if e.elsewhere(&c, e.pool(d.Service, d.Family), loc, &req, false, false) {
 		c.Result = ResultFallback
 		*d = c
 	}
@@ -668,7 +828,16 @@ func (e *Engine) Elsewhere(d *Decision, req Request) {
 
 // AvailableFor reports whether the engine may send STBs of service svc to
 // server: available, and in the service's pool.
-func (e *Engine) AvailableFor(svc, server int32) bool { return e.pools[e.svcPool[svc]].avail[server] }
+func (e *Engine) AvailableFor(svc, server int32) bool {
+	return e.pools[e.svcPool[FamilyAny][svc]].avail[server]
+}
+
+// AvailableTo reports whether the engine may send d's client to server:
+// available, in the service's pool, and (family_fallback skip) with an
+// address of the client's family up.
+func (e *Engine) AvailableTo(d *Decision, server int32) bool {
+	return e.pool(d.Service, d.Family).avail[server]
+}
 
 // Alternates appends to dst up to n-1 servers besides d's, in the order an
 // STB should try them: the other nodes of d's region (nearest first), then
@@ -680,7 +849,7 @@ func (e *Engine) Alternates(d *Decision, req Request, n int, dst []int32) []int3
 	if !d.Result.Served() || d.Server < 0 || n <= 1 {
 		return dst
 	}
-	pl := &e.pools[e.svcPool[d.Service]]
+	pl := e.pool(d.Service, d.Family)
 	loc, order := e.clientPlace(d, req.Client)
 	want := len(dst) + n - 1
 	// The region's other nodes; with overPass, those over the thresholds.

@@ -1,6 +1,7 @@
 package steer
 
 import (
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,24 +128,26 @@ func (e *Engine) AppendLocation(dst []byte, d *Decision, path, query string) []b
 	switch {
 	case d.Result == ResultBlackout:
 		if r := e.Rule(d); r != nil && r.Slate != nil {
-			return e.appendTemplate(dst, r.Slate.Template, queryPart(r.Slate.Template), d, nil, path, query)
+			return e.appendTemplate(dst, r.Slate.Template, queryPart(r.Slate.Template), d, nil, netip.AddrPort{}, path, query)
 		}
 		return dst
 	case d.Result == ResultBypass:
 		if sv.Bypass != nil {
-			return e.appendTemplate(dst, sv.Bypass.Template, queryPart(sv.Bypass.Template), d, nil, path, query)
+			return e.appendTemplate(dst, sv.Bypass.Template, queryPart(sv.Bypass.Template), d, nil, netip.AddrPort{}, path, query)
 		}
 		return dst
 	case d.Server < 0:
 		return dst
 	}
-	return e.appendTemplate(dst, sv.Template, e.queryPart[d.Service], d, &e.snap.Servers[d.Server], path, query)
+	addr, _, _, _ := e.Addr(d)
+	return e.appendTemplate(dst, sv.Template, e.queryPart[d.Service], d, &e.snap.Servers[d.Server], addr, path, query)
 }
 
 // appendTemplate renders tpl for d (qp: its first part after the '?');
 // srv is nil for a template without server placeholders, whose {region}
-// is then the client's.
-func (e *Engine) appendTemplate(dst []byte, tpl topology.Template, qp int, d *Decision, srv *topology.ServerView, path, query string) []byte {
+// is then the client's; addr is the address of srv the client is given
+// (of its family), an IPv6 one bracketed in {server} and {host}.
+func (e *Engine) appendTemplate(dst []byte, tpl topology.Template, qp int, d *Decision, srv *topology.ServerView, addr netip.AddrPort, path, query string) []byte {
 	// After the template's '?', {channel} and {path} are query values: there
 	// '&', '=', '+' and '?' are escaped too, so a path cannot add parameters.
 	class := uint8(pathSafe)
@@ -156,17 +159,17 @@ func (e *Engine) appendTemplate(dst []byte, tpl topology.Template, qp int, d *De
 		case topology.Literal:
 			dst = append(dst, part.Text...)
 		case topology.PlaceServer:
-			dst = srv.Addr.AppendTo(dst)
+			dst = addr.AppendTo(dst)
 		case topology.PlaceHost:
-			if srv.Addr.Addr().Is6() {
+			if addr.Addr().Is6() {
 				dst = append(dst, '[')
-				dst = srv.Addr.Addr().AppendTo(dst)
+				dst = addr.Addr().AppendTo(dst)
 				dst = append(dst, ']')
 			} else {
-				dst = srv.Addr.Addr().AppendTo(dst)
+				dst = addr.Addr().AppendTo(dst)
 			}
 		case topology.PlacePort:
-			dst = strconv.AppendUint(dst, uint64(srv.Addr.Port()), 10)
+			dst = strconv.AppendUint(dst, uint64(addr.Port()), 10)
 		case topology.PlaceChannel:
 			dst = appendEscaped(dst, e.Channel(d.Service, path, query), class)
 		case topology.PlacePath:
@@ -334,7 +337,7 @@ func (e *Engine) Names(d *Decision) Names {
 	}
 	if d.Server >= 0 {
 		n.Server = s.Servers[d.Server].Name
-		n.Address = s.Servers[d.Server].AddrString
+		_, n.Address, _, _ = e.Addr(d)
 	}
 	return n
 }

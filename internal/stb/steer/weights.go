@@ -67,7 +67,7 @@ func (e *Engine) Weights() []ServerWeight {
 			nearest = true
 			continue
 		}
-		u := use{e.pools[e.svcPool[svc]].balance, sel}
+		u := use{e.pools[e.svcPool[FamilyAny][svc]].balance, sel}
 		if u.t != nil && !slices.Contains(used, u) {
 			used = append(used, u)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/anysched/anysched/internal/province/health/avail"
@@ -31,6 +32,20 @@ type policy struct {
 
 	edge     outlier.EdgeTotals // what the edges last reported (runPolicy only)
 	ejectFor *topology.Snapshot // the snapshot eject's server indices are of (under rebuildMu)
+	// eject6 maps ejectFor's dual-stack servers to the detector's entries
+	// for their IPv6 addresses (read by Observe on the STB path).
+	eject6 atomic.Pointer[familyIndex]
+}
+
+// familyIndex is the outlier detector's entry for each server's IPv6
+// address: a dual-stack server's redirects to its IPv6 address, and the
+// re-asks after them, are counted apart from its IPv4 ones, so a broken
+// IPv6 address is ejected alone. byServer[i] is -1 for a server with one
+// family; server[j] is the server of entry len(snap.Servers)+j.
+type familyIndex struct {
+	snap     *topology.Snapshot
+	byServer []int32
+	server   []int32
 }
 
 // newPolicy builds the routing policy state from the configuration. On an
@@ -62,17 +77,36 @@ func (p *policy) inputs(snap *topology.Snapshot, av *avail.Availability, in *ste
 	if p.eject != nil {
 		if p.ejectFor != snap {
 			// Before any engine of snap answers: Observe takes its indices.
-			nodes, names := make([]int32, len(snap.Servers)), make([]string, len(snap.Servers))
+			n := len(snap.Servers)
+			nodes, names := make([]int32, n), make([]string, n)
+			fi := &familyIndex{snap: snap, byServer: make([]int32, n)}
 			for i, sv := range snap.Servers {
-				nodes[i], names[i] = sv.Node, sv.Name
+				nodes[i], names[i], fi.byServer[i] = sv.Node, sv.Name, -1
+				if sv.Addr6.IsValid() {
+					fi.byServer[i] = int32(n + len(fi.server))
+					fi.server = append(fi.server, int32(i))
+				}
+			}
+			for _, si := range fi.server {
+				nodes, names = append(nodes, snap.Servers[si].Node), append(names, snap.Servers[si].Name+" (IPv6)")
 			}
 			p.eject.SetServers(nodes, names)
+			p.eject6.Store(fi)
 			p.ejectFor = snap
 		}
+		fi := p.eject6.Load()
 		for i, ej := range p.eject.EjectedSet() {
-			if ej && i < len(av.Available) && av.Available[i] {
-				av.Available[i] = false
-				av.Why[i] = "ejected: " + p.eject.Why(int32(i))
+			switch {
+			case !ej:
+			case i < len(av.Available):
+				// The server's (IPv4) address: the whole server, as
+				// edge-reported errors, which say nothing of a family.
+				if av.Available[i] {
+					av.Available[i] = false
+					av.Why[i] = "ejected: " + p.eject.Why(int32(i))
+				}
+			case i-len(av.Available) < len(fi.server):
+				ejectFamily(av, fi.server[i-len(av.Available)], 1, "ejected: "+p.eject.Why(int32(i)))
 			}
 		}
 	}
@@ -88,10 +122,43 @@ func (p *policy) inputs(snap *topology.Snapshot, av *avail.Availability, in *ste
 	}
 }
 
+// ejectFamily marks server's address of family f (1: IPv6) down in av
+// with why, copying FamilyDown first: av's may be shared with the merger's
+// last result. A server available by that family alone becomes unavailable.
+func ejectFamily(av *avail.Availability, server int32, f int, why string) {
+	n := len(av.Available)
+	if !av.Available[server] {
+		return
+	}
+	down := [2][]bool{make([]bool, n), make([]bool, n)}
+	whys := [2][]string{make([]string, n), make([]string, n)}
+	if av.FamilyDown != nil {
+		copy(down[0], av.FamilyDown[0])
+		copy(down[1], av.FamilyDown[1])
+	}
+	if av.FamilyWhy != nil {
+		copy(whys[0], av.FamilyWhy[0])
+		copy(whys[1], av.FamilyWhy[1])
+	}
+	if down[1-f][server] { // the other family is down already: nothing is left
+		av.Available[server], av.Why[server] = false, why
+		return
+	}
+	down[f][server], whys[f][server] = true, why
+	av.FamilyDown, av.FamilyWhy = &down, &whys
+}
+
 // Observe feeds passive outlier detection with one redirect (the HTTP
-// front end's Observer); at is when the request was read.
+// front end's Observer); at is when the request was read. A redirect to a
+// dual-stack server's IPv6 address counts for that address's entry.
 func (p *policy) Observe(eng *steer.Engine, d steer.Decision, req steer.Request, at time.Time) {
-	p.eject.Observe(steer.ClientHash(req.Client), eng.ContentHash(d.Service, req.Path, req.Query), d.Server, at.UnixNano())
+	server := d.Server
+	if fi := p.eject6.Load(); fi != nil && fi.snap == eng.Snapshot() && d.Family == steer.FamilyV6 && fi.byServer[server] >= 0 {
+		if _, _, given, _ := eng.Addr(&d); given == steer.FamilyV6 {
+			server = fi.byServer[server]
+		}
+	}
+	p.eject.Observe(steer.ClientHash(req.Client), eng.ContentHash(d.Service, req.Path, req.Query), server, at.UnixNano())
 }
 
 // runPolicy evaluates the overflow thresholds and the outlier rules every

@@ -2530,7 +2530,12 @@ type RegionHealth struct {
 	// Servers no live health checker covers (their health is not known, and
 	// they count as neither healthy nor unhealthy); equal to servers when the
 	// region has no checker.
-	Unchecked     int32 `protobuf:"varint,8,opt,name=unchecked,proto3" json:"unchecked,omitempty"`
+	Unchecked int32 `protobuf:"varint,8,opt,name=unchecked,proto3" json:"unchecked,omitempty"`
+	// Dual-stack servers with their IPv4 (ipv4_down) or IPv6 (ipv6_down)
+	// address failing its checks while the other works: available, but not
+	// given to clients of that family under family_fallback skip.
+	Ipv4Down      int32 `protobuf:"varint,9,opt,name=ipv4_down,json=ipv4Down,proto3" json:"ipv4_down,omitempty"`
+	Ipv6Down      int32 `protobuf:"varint,10,opt,name=ipv6_down,json=ipv6Down,proto3" json:"ipv6_down,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2617,6 +2622,20 @@ func (x *RegionHealth) GetPanicNodes() int32 {
 func (x *RegionHealth) GetUnchecked() int32 {
 	if x != nil {
 		return x.Unchecked
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetIpv4Down() int32 {
+	if x != nil {
+		return x.Ipv4Down
+	}
+	return 0
+}
+
+func (x *RegionHealth) GetIpv6Down() int32 {
+	if x != nil {
+		return x.Ipv6Down
 	}
 	return 0
 }
@@ -2879,9 +2898,14 @@ type ExplainResponse struct {
 	Address      string `protobuf:"bytes,10,opt,name=address,proto3" json:"address,omitempty"`
 	BitrateKbps  int32  `protobuf:"varint,11,opt,name=bitrate_kbps,json=bitrateKbps,proto3" json:"bitrate_kbps,omitempty"`
 	// The redirect URL an HTTP request would get.
-	Location      string       `protobuf:"bytes,12,opt,name=location,proto3" json:"location,omitempty"`
-	Steps         []string     `protobuf:"bytes,13,rep,name=steps,proto3" json:"steps,omitempty"`
-	Candidates    []*Candidate `protobuf:"bytes,14,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	Location   string       `protobuf:"bytes,12,opt,name=location,proto3" json:"location,omitempty"`
+	Steps      []string     `protobuf:"bytes,13,rep,name=steps,proto3" json:"steps,omitempty"`
+	Candidates []*Candidate `protobuf:"bytes,14,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	// The STB's address family (ipv4, ipv6), and that of address: the other
+	// one where the service's family_fallback is other and the server has
+	// no address of the STB's family up.
+	Family        string `protobuf:"bytes,15,opt,name=family,proto3" json:"family,omitempty"`
+	AddressFamily string `protobuf:"bytes,16,opt,name=address_family,json=addressFamily,proto3" json:"address_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3012,6 +3036,20 @@ func (x *ExplainResponse) GetCandidates() []*Candidate {
 		return x.Candidates
 	}
 	return nil
+}
+
+func (x *ExplainResponse) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetAddressFamily() string {
+	if x != nil {
+		return x.AddressFamily
+	}
+	return ""
 }
 
 type Candidate struct {
@@ -4749,7 +4787,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x17ListMaintenanceResponse\x128\n" +
 	"\awindows\x18\x01 \x03(\v2\x1e.anysched.v1.MaintenanceWindowR\awindows\"2\n" +
 	"\x18CancelMaintenanceRequest\x12\x16\n" +
-	"\x06region\x18\x01 \x01(\tR\x06region\"\xef\x01\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\"\xa9\x02\n" +
 	"\fRegionHealth\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
 	"\aservers\x18\x02 \x01(\x05R\aservers\x12\x18\n" +
@@ -4759,7 +4797,10 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tavailable\x18\x06 \x01(\x05R\tavailable\x12\x1f\n" +
 	"\vpanic_nodes\x18\a \x01(\x05R\n" +
 	"panicNodes\x12\x1c\n" +
-	"\tunchecked\x18\b \x01(\x05R\tunchecked\"\x8c\x01\n" +
+	"\tunchecked\x18\b \x01(\x05R\tunchecked\x12\x1b\n" +
+	"\tipv4_down\x18\t \x01(\x05R\bipv4Down\x12\x1b\n" +
+	"\tipv6_down\x18\n" +
+	" \x01(\x05R\bipv6Down\"\x8c\x01\n" +
 	"\rCheckerStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x18\n" +
@@ -4780,7 +4821,7 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x16\n" +
-	"\x06region\x18\x04 \x01(\tR\x06region\"\x9b\x03\n" +
+	"\x06region\x18\x04 \x01(\tR\x06region\"\xda\x03\n" +
 	"\x0fExplainResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\tR\x06result\x12\x16\n" +
@@ -4798,7 +4839,9 @@ const file_anysched_v1_admin_proto_rawDesc = "" +
 	"\x05steps\x18\r \x03(\tR\x05steps\x126\n" +
 	"\n" +
 	"candidates\x18\x0e \x03(\v2\x16.anysched.v1.CandidateR\n" +
-	"candidates\"\x93\x02\n" +
+	"candidates\x12\x16\n" +
+	"\x06family\x18\x0f \x01(\tR\x06family\x12%\n" +
+	"\x0eaddress_family\x18\x10 \x01(\tR\raddressFamily\"\x93\x02\n" +
 	"\tCandidate\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x16\n" +

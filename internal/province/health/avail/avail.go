@@ -16,6 +16,13 @@ type Availability struct {
 	Healthy   []bool   // health alone, before drains and panic mode
 	Drained   []bool
 	Panic     []bool // by node: health ignored for it
+	// FamilyDown[0] (IPv4) and [1] (IPv6), by server: the checkers found
+	// the server's address of that family down while another of its
+	// addresses works (a server with every address down is unavailable
+	// instead). Nil: no address is down on its own.
+	FamilyDown *[2][]bool
+	// FamilyWhy says why, beside FamilyDown (nil with it).
+	FamilyWhy *[2][]string
 	Checkers  []CheckerInfo
 }
 

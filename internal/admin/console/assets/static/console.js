@@ -207,7 +207,8 @@
       const rows = [];
       let region = null, node = null;
       for (const s of v.servers || []) {
-        if (f && ![s.region, s.node, s.server, s.verdict, s.why || ""].some((x) => x.toLowerCase().includes(f))) continue;
+        const famDown = s.family_down ? s.family_down + " down" : "";
+        if (f && ![s.region, s.node, s.server, s.verdict, s.why || "", famDown].some((x) => x.toLowerCase().includes(f))) continue;
         if (s.region !== region) {
           region = s.region;
           rows.push(h("tr", { class: "region-row" }, h("td", { colspan: 7 }, "region " + region), h("td", {}, actButton("region", region))));
@@ -216,8 +217,9 @@
           node = s.node;
           rows.push(h("tr", { class: "node-row" }, h("td", {}), h("td", { colspan: 6 }, "node " + node), h("td", {}, actButton("node", node))));
         }
-        rows.push(h("tr", { class: "v-" + s.verdict, "data-server": s.server }, h("td", {}, s.region), h("td", {}, s.node), h("td", {}, s.server + " ", h("span", { class: "muted" }, s.address)),
-          h("td", {}, h("span", { class: "tag v" }, s.verdict), s.panic ? " (node in panic)" : ""), h("td", {}, s.why || (s.measured ? "" : "no live checker: counted available")),
+        rows.push(h("tr", { class: "v-" + s.verdict, "data-server": s.server }, h("td", {}, s.region), h("td", {}, s.node), h("td", {}, s.server + " ", h("span", { class: "muted" }, s.address + (s.address6 ? " " + s.address6 : ""))),
+          h("td", {}, h("span", { class: "tag v" }, s.verdict), famDown ? " " : "", famDown ? h("span", { class: "tag" }, famDown) : "", s.panic ? " (node in panic)" : ""),
+          h("td", {}, s.why || (famDown ? famDown + ": " + (s.family_why || "") : "") || (s.measured ? "" : "no live checker: counted available")),
           h("td", {}, s.measured ? s.rtt_ms.toFixed(1) + " ms" + (s.loss ? " · " + (100 * s.loss).toFixed(1) + "% loss" : "") : "-"),
           h("td", {}, s.effective !== s.weight ? s.weight + " → " + s.effective.toFixed(0) + (s.weight_why ? " (" + s.weight_why + ")" : "") : String(s.weight)),
           h("td", {}, actButton("server", s.server))));
