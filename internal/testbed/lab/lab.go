@@ -306,7 +306,21 @@ func (l *Lab) ProbeFamily(ctx context.Context, i int, v6 bool) (instance string,
 	return l.request(ctx, i, "0.5", v6)
 }
 
+// RedirectFamily is Redirect over IPv4 or (v6) IPv6 (curl -4/-6 from the
+// client namespace).
+func (l *Lab) RedirectFamily(ctx context.Context, i int, v6 bool) (string, error) {
+	var loc string
+	_, _, err := l.do(ctx, i, "2", v6, "%{redirect_url}", &loc)
+	return loc, err
+}
+
 func (l *Lab) request(ctx context.Context, i int, maxTime string, v6 bool) (instance string, status int, err error) {
+	return l.do(ctx, i, maxTime, v6, "", nil)
+}
+
+// do sends one STB request; with extra (a curl -w variable), its value is
+// written to *into.
+func (l *Lab) do(ctx context.Context, i int, maxTime string, v6 bool, extra string, into *string) (instance string, status int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	target, family := "http://"+ServiceIP.String()+"/ch1/index.m3u8", "-4"
@@ -322,13 +336,20 @@ func (l *Lab) request(ctx context.Context, i int, maxTime string, v6 bool) (inst
 	}
 	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", l.nsName(fmt.Sprintf("c%d", i+1)),
 		"curl", family, "-g", "-s", "-o", "/dev/null", "--max-time", maxTime, "-H", "Host: live.iptv.example",
-		"-w", "%{http_code} %header{x-anysched-instance}", target).Output()
+		"-w", "%{http_code} %header{x-anysched-instance} "+extra, target).Output()
 	if err != nil {
 		return "", 0, fmt.Errorf("curl: %w", err)
 	}
 	var code int
 	var inst string
 	_, _ = fmt.Sscanf(string(out), "%d %s", &code, &inst) // nothing read: code 0, which callers treat as no answer
+	if into != nil {
+		f := strings.Fields(string(out))
+		*into = f[len(f)-1]
+		if len(f) < 3 {
+			*into = ""
+		}
+	}
 	return inst, code, nil
 }
 

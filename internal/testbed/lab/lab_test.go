@@ -585,6 +585,18 @@ func TestPrivilegedLabDrill(t *testing.T) {
 		d := answeredByFamily(t, l, i, lab.PrimaryID(c), true, 60*time.Second)
 		t.Logf("%s's IPv6 STB answered by its scheduler %s later", c, d.Round(time.Millisecond))
 	}
+	// Each family's STB is sent to an edge address of its own family;
+	// bengbu's servers have IPv6 alone.
+	for _, c := range []struct {
+		city int
+		v6   bool
+		want string
+	}{{0, false, "http://10."}, {0, true, "http://[fd00:1:5::"}, {1, true, "http://[fd00:2:5::"}, {2, true, "http://[fd00:3:5::"}} {
+		loc, err := l.RedirectFamily(context.Background(), c.city, c.v6)
+		if err != nil || !strings.HasPrefix(loc, c.want) {
+			t.Errorf("%s's STB (IPv6 %v) sent to %q (%v), want %s...", cities[c.city], c.v6, loc, err, c.want)
+		}
+	}
 	// bengbu has no IPv4: an IPv4 request cannot leave its STBs, and its
 	// scheduler announces (and exports) its IPv6 route alone.
 	if inst, code, err := l.RequestFamily(context.Background(), 2, false); err == nil && code != 0 {

@@ -253,6 +253,9 @@ func (l *Lab) writeTopology() error {
 	}
 	if l.o.DualStack {
 		t.Anycast.ServiceIP6, t.Anycast.CenterPrefix6 = ServiceIP6.String(), CenterPrefix6.String()
+		if !l.o.Edges { // (the edge namespaces have IPv4 alone)
+			serverAddresses6(t, l.o.Cities, l.o.IPv6Only)
+		}
 	}
 	if l.o.Edges { // the servers are the edge namespaces' addresses
 		for ni := range t.Nodes {
@@ -289,6 +292,27 @@ func (l *Lab) writeTopology() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(l.o.Dir, "topology.yaml"), data, 0o644)
+}
+
+// serverAddresses6 gives every server of a dual-stack lab an IPv6 address
+// beside its IPv4 one (fd00:<city>:5::<n>), and an IPv6-only city's
+// servers that address alone, so that each family's STBs are sent to an
+// edge address of their own family.
+func serverAddresses6(t *topology.Topology, cities []string, only6 map[int]bool) {
+	n := map[int]int{}
+	for ni := range t.Nodes {
+		city := slices.Index(cities, t.Nodes[ni].Region)
+		for si := range t.Nodes[ni].Servers {
+			sv := &t.Nodes[ni].Servers[si]
+			n[city]++
+			a6 := fmt.Sprintf("[fd00:%x:5::%x]:8080", city+1, n[city])
+			if only6[city] {
+				sv.Address = a6
+			} else {
+				sv.Address6 = a6
+			}
+		}
+	}
 }
 
 // routers renders and starts the BIRD routers. In a dual-stack lab every
