@@ -256,7 +256,7 @@ func fakeRun(f family, httpA, httpB, dnsA, dnsB float64) *familyRun {
 func TestReportFamilies(t *testing.T) {
 	env := &environment{cpu: "test CPU", cores: 2, date: time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC), loadStart: "0.10"}
 	o := opts{rounds: 2, duration: 8 * time.Second, sampleEvery: 1, accessLog: "file", topN: 15}
-	r := &report{env: env, opts: o, loadEnd: "0.20",
+	r := &report{env: env, opts: o, loadEnd: "0.20", elapsed: 11 * time.Minute,
 		runs: []*familyRun{fakeRun(ipv4, 90000, 100000, 120000, 150000), fakeRun(ipv6, 81000, 90000, 110000, 100000)}}
 	md := r.markdown()
 	for _, want := range []string{
@@ -270,6 +270,7 @@ func TestReportFamilies(t *testing.T) {
 		"`return 302 http://10.1.1.1$request_uri;` (over IPv6 `return 302 http://[fd99::1]$request_uri;`)",
 		"anysched serves the province-scale topology (IPv6).",
 		"Load average (1 min) was 0.10 at the start and 0.20 at the end of the run.",
+		"Measured 2026-12-06 08:00 UTC by `go run ./bench/frontends -doc docs/benchmarks.md` (also run by `scripts/bench.sh`), in 11m0s; load average (1 min) 0.10 at the start, 0.20 at the end.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
@@ -285,8 +286,12 @@ func TestReportFamilies(t *testing.T) {
 		}
 	}
 
-	one := &report{env: env, opts: o, loadEnd: "0.20", runs: []*familyRun{fakeRun(ipv4, 90000, 100000, 120000, 150000)}}
+	one := &report{env: env, opts: o, loadEnd: "0.20", runs: []*familyRun{fakeRun(ipv4, 90000, 100000, 120000, 150000)},
+		args: []string{"-family", "ipv4", "-doc", "docs/benchmarks.md"}}
 	md = one.markdown()
+	if !strings.Contains(md, "by `go run ./bench/frontends -family ipv4 -doc docs/benchmarks.md`") {
+		t.Errorf("the command line is not the one run:\n%s", md)
+	}
 	if strings.Contains(md, "beside") || strings.Contains(md, "[fd99::1]") || !strings.Contains(md, "### IPv4: every server on 127.0.0.1") ||
 		!strings.Contains(md, "| HTTP 302, keep-alive | nginx 1.22.1, access log off | 90000 | 100000 | 0.900 | MISSED (< 1.00) |") {
 		t.Errorf("IPv4 alone:\n%s", md)

@@ -242,7 +242,7 @@ func run(ctx context.Context, o opts) error {
 	if err != nil {
 		return err
 	}
-	rep := &report{env: env, opts: o}
+	rep := &report{env: env, opts: o, args: os.Args[1:]}
 	for i, f := range fams {
 		dir := filepath.Join(tmp, f.name())
 		if err := os.Mkdir(dir, 0o755); err != nil {

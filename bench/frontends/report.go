@@ -40,6 +40,7 @@ type report struct {
 	profiles []profileRun
 	elapsed  time.Duration
 	loadEnd  string
+	args     []string // the command's arguments, as the document shows them
 }
 
 func sampling(n uint64) string {
@@ -395,8 +396,12 @@ func indent(s, prefix string) string {
 // markdown is the documented section.
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s by `go run ./bench/frontends -doc docs/benchmarks.md` (also run by `scripts/bench.sh`).\n\n",
-		r.env.date.Format("2006-01-02"))
+	cmd := "go run ./bench/frontends -doc docs/benchmarks.md"
+	if len(r.args) > 0 {
+		cmd = "go run ./bench/frontends " + strings.Join(r.args, " ")
+	}
+	fmt.Fprintf(&b, "Measured %s by `%s` (also run by `scripts/bench.sh`), in %s; load average (1 min) %s at the start, %s at the end.\n\n",
+		r.env.date.Format("2006-01-02 15:04 UTC"), cmd, r.elapsed.Round(time.Second), r.env.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "Machine: %s. Placement: %s.\n\n", r.env.machine(), r.env.pin.describe())
 	if w := r.noise(); w != "" {
 		fmt.Fprintf(&b, "**Warning: %s.**\n\n", w)
