@@ -10,4 +10,6 @@ go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1s}" -timeout 30m 
 grep -q '^FAIL' "$out" && { echo "bench: a benchmark failed" >&2; exit 1; }
 go run ./bench/benchdoc -doc docs/benchmarks.md <"$out"
 echo "bench: docs/benchmarks.md updated"
+# Both address families (-family both, the default): IPv4 on 127.0.0.1,
+# then IPv6 on [::1], each against its own baselines.
 go run ./bench/frontends -doc docs/benchmarks.md

@@ -31,12 +31,15 @@ type anyschedInfo struct {
 	Clients          []string // STB addresses inside coverage zones
 	Zones            int      // coverage zones they are in
 	GOMAXPROCS       int
+	Family           string // ipv4 or ipv6: what the front ends listen on, the clients' and the answers' family
 }
 
 // childAnysched serves anysched's front ends (HTTP, HTTPS when the build
 // has it, DNS over UDP and TCP) over the province-scale snapshot, as a
 // scheduler does, plus a debug listener the harness takes CPU profiles
-// and access-log counters from; all on 127.0.0.1, until stdin closes.
+// and access-log counters from (on 127.0.0.1); the front ends on the
+// loopback address of -family (127.0.0.1 or ::1), the province dual-stack
+// for ipv6; until stdin closes.
 func childAnysched(args []string) error {
 	fs := flag.NewFlagSet("anysched", flag.ContinueOnError)
 	sampleEvery := fs.Uint64("sample-every", 1, "")
@@ -46,6 +49,8 @@ func childAnysched(args []string) error {
 	certFile := fs.String("tls-cert", "", "")
 	keyFile := fs.String("tls-key", "", "")
 	resume := fs.Bool("tls-resume", true, "")
+	var fam family
+	fs.Var(&fam, "family", "ipv4 or ipv6")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,7 +68,7 @@ func childAnysched(args []string) error {
 		defer f.Close()
 		out = f
 	}
-	w, err := buildWorld(*sampleEvery, out, *zones, *clients)
+	w, err := buildWorld(fam, *sampleEvery, out, *zones, *clients)
 	if err != nil {
 		return err
 	}
@@ -86,7 +91,7 @@ func childAnysched(args []string) error {
 			}
 		}
 	}()
-	info := anyschedInfo{Topology: w.describe(), BuildTime: w.buildTime, Zones: w.zonesUsed, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	info := anyschedInfo{Topology: w.describe(), BuildTime: w.buildTime, Zones: w.zonesUsed, GOMAXPROCS: runtime.GOMAXPROCS(0), Family: fam.name()}
 	for _, a := range w.clients {
 		info.Clients = append(info.Clients, a.String())
 	}
@@ -94,8 +99,8 @@ func childAnysched(args []string) error {
 	// HTTP: as a scheduler runs it behind a proxy, the STB located from
 	// X-Forwarded-For.
 	hcfg := httpd.Config{
-		Listen:         "127.0.0.1:0",
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Listen:         fam.listen(),
+		TrustedProxies: []netip.Prefix{fam.trusted()},
 		InstanceID:     "bench-frontends",
 	}
 	hln, err := net.Listen("tcp", hcfg.Listen)
@@ -114,7 +119,7 @@ func childAnysched(args []string) error {
 		case err != nil:
 			return fmt.Errorf("https: %w", err)
 		default:
-			tln, err := net.Listen("tcp", "127.0.0.1:0")
+			tln, err := net.Listen("tcp", fam.listen())
 			if err != nil {
 				return err
 			}
@@ -125,13 +130,13 @@ func childAnysched(args []string) error {
 
 	// DNS: UDP and TCP on one port; the load generator speaks for its STBs
 	// with ECS, as a resolver would.
-	pc, ln, err := listenDNS()
+	pc, ln, err := listenDNS(fam)
 	if err != nil {
 		return err
 	}
 	dsrv := dnsd.New(dnsd.Config{
 		Listen: pc.LocalAddr().String(), InstanceID: "bench-frontends",
-		TrustedResolvers: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		TrustedResolvers: []netip.Prefix{fam.trusted()},
 	}, w.engineFunc, w.rec, nil)
 	info.DNS = pc.LocalAddr().String()
 	serve(func(ctx context.Context) error { return dsrv.Serve(ctx, pc, ln) })
@@ -170,14 +175,15 @@ func childAnysched(args []string) error {
 	}
 }
 
-// listenDNS binds UDP and TCP on one free port of 127.0.0.1. The kernel
-// picks the UDP port, which TCP may already use: then it tries again.
-func listenDNS() (net.PacketConn, net.Listener, error) {
+// listenDNS binds UDP and TCP on one free port of the family's loopback
+// address. The kernel picks the UDP port, which TCP may already use: then
+// it tries again.
+func listenDNS(f family) (net.PacketConn, net.Listener, error) {
 	var err error
 	for range 10 {
 		var pc net.PacketConn
 		var ln net.Listener
-		if pc, ln, err = dnsd.Listen("127.0.0.1:0"); err == nil {
+		if pc, ln, err = dnsd.Listen(f.listen()); err == nil {
 			return pc, ln, nil
 		}
 	}
@@ -228,9 +234,9 @@ type anyschedProc struct {
 	log  string // its access log file ("" discarded)
 }
 
-// startAnysched starts the anysched child on cpus.
-func startAnysched(ctx context.Context, o opts, pin pinning, cpus, accessLog, certFile, keyFile string) (*anyschedProc, error) {
-	c, err := startChild(ctx, pin, cpus, "anysched",
+// startAnysched starts the anysched child of family f on cpus.
+func startAnysched(ctx context.Context, o opts, f family, pin pinning, cpus, accessLog, certFile, keyFile string) (*anyschedProc, error) {
+	c, err := startChild(ctx, pin, cpus, "anysched", "-family", f.name(),
 		"-sample-every", strconv.FormatUint(o.sampleEvery, 10), "-access-log", accessLog,
 		"-zones", strconv.Itoa(o.zones), "-clients", strconv.Itoa(o.clients),
 		"-tls-cert", certFile, "-tls-key", keyFile, "-tls-resume="+strconv.FormatBool(o.tlsResume))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -25,21 +26,21 @@ import (
 // stdout and serves until its stdin is closed (the parent's exit closes it
 // too, so no child outlives the run).
 
-// bareLocation is the bare HTTP server's fixed redirect (the shape of
-// anysched's: a server address, the channel, a bitrate).
-const bareLocation = "http://10.0.0.1:8080/live/cctv1/6000/index.m3u8"
-
-// bareA is the bare DNS server's fixed answer.
-var bareA = net.IPv4(10, 0, 0, 1).To4()
-
 func runChild(kind string, args []string) error {
 	switch kind {
 	case "anysched":
 		return childAnysched(args)
-	case "http-bare":
-		return childHTTPBare()
-	case "dns-bare":
-		return childDNSBare()
+	case "http-bare", "dns-bare":
+		var fam family
+		fs := flag.NewFlagSet(kind, flag.ContinueOnError)
+		fs.Var(&fam, "family", "ipv4 or ipv6")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if kind == "http-bare" {
+			return childHTTPBare(fam)
+		}
+		return childDNSBare(fam)
 	case "dns-load":
 		return childDNSLoad(args)
 	}
@@ -56,14 +57,17 @@ func untilStdinCloses() context.Context {
 	return ctx
 }
 
-func childHTTPBare() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// childHTTPBare answers every request with a fixed 302 to the family's
+// bare edge address, on the family's loopback address.
+func childHTTPBare(f family) error {
+	ln, err := net.Listen("tcp", f.listen())
 	if err != nil {
 		return err
 	}
+	loc := f.bareLocation()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Location", bareLocation)
+			w.Header().Set("Location", loc)
 			w.WriteHeader(http.StatusFound)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -84,8 +88,10 @@ func childHTTPBare() error {
 	return nil
 }
 
-func childDNSBare() error {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+// childDNSBare answers every query with one fixed record of the family's
+// (A or AAAA of its bare edge address), on the family's loopback address.
+func childDNSBare(f family) error {
+	pc, err := net.ListenPacket("udp", f.listen())
 	if err != nil {
 		return err
 	}
@@ -100,7 +106,7 @@ func childDNSBare() error {
 			if len(req.Question) == 1 {
 				name = req.Question[0].Name
 			}
-			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: bareA}}
+			m.Answer = []dns.RR{addrRR(name, f.bareAddr(), 30)}
 			_ = w.WriteMsg(m)
 		}),
 		NotifyStartedFunc: func() { close(started) },
@@ -191,10 +197,12 @@ func childDNSLoad(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "")
 	clients := fs.Int("clients", 64, "")
 	ecs := fs.String("ecs", "", "")
+	var fam family
+	fs.Var(&fam, "family", "ipv4 or ipv6: A or AAAA queries")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	q, err := queryMsg(*ecs)
+	q, err := queryMsg(fam, *ecs)
 	if err != nil {
 		return err
 	}
@@ -206,22 +214,28 @@ func childDNSLoad(args []string) error {
 	return nil
 }
 
-// queryMsg is the A query for the service, with an ECS option when ecs is
-// a prefix.
-func queryMsg(ecs string) (*dns.Msg, error) {
+// queryMsg is the family's query for the service (A or AAAA), with an ECS
+// option when ecs is a prefix (of either family: a resolver may speak for
+// an STB of the other family than its own transport's, though the runs
+// send one of the queries' family).
+func queryMsg(f family, ecs string) (*dns.Msg, error) {
 	q := new(dns.Msg)
-	q.SetQuestion("live.iptv.example.", dns.TypeA)
+	q.SetQuestion("live.iptv.example.", f.qtype())
 	if ecs == "" {
 		return q, nil
 	}
-	_, n, err := net.ParseCIDR(ecs)
-	if err != nil || n.IP.To4() == nil {
-		return nil, fmt.Errorf("-dns-ecs %q: not an IPv4 prefix", ecs)
+	p, err := netip.ParsePrefix(ecs)
+	if err != nil {
+		return nil, fmt.Errorf("-dns-ecs %q: not a prefix", ecs)
 	}
-	bits, _ := n.Mask.Size()
+	p = p.Masked()
+	ecsFamily, addr := uint16(1), net.IP(p.Addr().AsSlice())
+	if p.Addr().Is6() {
+		ecsFamily = 2
+	}
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(1232)
-	o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(bits), Address: n.IP.To4()})
+	o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: ecsFamily, SourceNetmask: uint8(p.Bits()), Address: addr})
 	q.Extra = append(q.Extra, o)
 	return q, nil
 }

@@ -44,7 +44,7 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 	ds := dnsServers{any1: l.any1, any2: l.any2}
 	if env.gdnsd == "" {
 		ds.gdnsdMiss = "gdnsd is not installed"
-	} else if g, err := startGdnsd(ctx, env.gdnsd, env.pin, l.tmp); err != nil {
+	} else if g, err := startGdnsd(ctx, env.gdnsd, l.fam, env.pin, l.tmp); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, 0, ctx.Err()
 		}
@@ -54,7 +54,7 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 		ds.gdnsd = g
 		defer g.stop()
 	}
-	if b, err := startChild(ctx, env.pin, env.pin.server, "dns-bare"); err != nil {
+	if b, err := startChild(ctx, env.pin, env.pin.server, "dns-bare", "-family", l.fam.name()); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, 0, ctx.Err()
 		}
@@ -64,43 +64,47 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 		defer b.stop()
 	}
 
+	f, rr := l.fam, l.fam.rrType()
 	ecs := o.dnsECS
+	if p, err := netip.ParsePrefix(ecs); err == nil && !f.of(p.Addr()) {
+		ecs = "" // the other family's run's
+	}
 	if ecs == "" && len(l.any1.info.Clients) > 0 {
-		// A /24 of an STB address, as a resolver would send it.
+		// A /24 (IPv6: a /56) of an STB address, as a resolver would send it.
 		if a, err := netip.ParseAddr(l.any1.info.Clients[0]); err == nil {
-			ecs = netip.PrefixFrom(a, 24).Masked().String()
+			ecs = netip.PrefixFrom(a, f.ecsBits()).Masked().String()
 		}
 	}
 	qfile := filepath.Join(l.tmp, "queries.txt")
-	if err := os.WriteFile(qfile, []byte(topogen.Hostname+" A\n"), 0o644); err != nil {
+	if err := os.WriteFile(qfile, []byte(topogen.Hostname+" "+rr+"\n"), 0o644); err != nil {
 		return nil, nil, nil, 0, err
 	}
-	base := dnsLoad{tool: tool, dnsperf: env.dnsperf, qfile: qfile, pin: env.pin, cpus: env.pin.load,
+	base := dnsLoad{tool: tool, dnsperf: env.dnsperf, qfile: qfile, pin: env.pin, cpus: env.pin.load, fam: f,
 		threads: o.threads, clients: o.connections, outstanding: o.dnsOutstanding, maxQPS: o.dnsMaxQPS}
 
 	var scs []*scenario
 	var rows []row
 	for _, withECS := range []bool{false, true} {
 		ld := base
-		sc := &scenario{title: "DNS A, plain queries", unit: "q/s", tool: env.dnsperfVersion, pin: env.pin}
-		query := "A queries for " + topogen.Hostname + " from 127.0.0.1 (in no zone: anysched answers from the default region)"
+		sc := &scenario{title: "DNS " + rr + ", plain queries", unit: "q/s", tool: env.dnsperfVersion, pin: env.pin}
+		query := rr + " queries for " + topogen.Hostname + " from " + f.loopback().String() + " (in no zone: anysched answers from the default region)"
 		if withECS {
 			if ecs == "none" {
 				continue
 			}
 			ld.ecs = ecs
-			sc.title = "DNS A, with ECS"
-			query = "A queries for " + topogen.Hostname + " with ECS " + ecs + " (anysched locates the STB by it)"
+			sc.title = "DNS " + rr + ", with ECS"
+			query = rr + " queries for " + topogen.Hostname + " with ECS " + ecs + " (anysched locates the STB by it)"
 		}
 		if tool != "dnsperf" {
 			sc.tool = "internal miekg UDP generator"
 		}
-		q, err := queryMsg(ld.ecs)
+		q, err := queryMsg(f, ld.ecs)
 		if err != nil {
 			return nil, nil, nil, 0, err
 		}
 		ld.q = q
-		checks, err := verifyDNS(ctx, ds, q)
+		checks, err := verifyDNS(ctx, ds, q, l.edges)
 		if err != nil {
 			return nil, nil, nil, 0, err
 		}
@@ -165,7 +169,7 @@ func benchDNS(ctx context.Context, o opts, env *environment, l *lab) ([]*scenari
 	var profRPS float64
 	if o.profile {
 		ld := base
-		ld.q, _ = queryMsg("")
+		ld.q, _ = queryMsg(f, "")
 		var r runResult
 		var err error
 		prof, err = profiled(ctx, l.any1, "dns", o, dnsParts, func() error {
@@ -198,9 +202,11 @@ var dnsParts = [][2]string{
 	{"system calls (every caller)", "internal/runtime/syscall/linux.Syscall6"},
 }
 
-// verifyDNS checks that every server answers q with NOERROR and one A
-// record, and anysched and gdnsd authoritatively.
-func verifyDNS(ctx context.Context, ds dnsServers, q *dns.Msg) ([]string, error) {
+// verifyDNS checks that every server answers q with NOERROR and one record
+// of q's type (A or AAAA), anysched and gdnsd authoritatively, anysched's
+// one of edges (over IPv6 a server's address6).
+func verifyDNS(ctx context.Context, ds dnsServers, q *dns.Msg, edges edgeSet) ([]string, error) {
+	want := dns.TypeToString[q.Question[0].Qtype]
 	c := &dns.Client{Net: "udp", Timeout: time.Second}
 	ask := func(addr string) (*dns.Msg, error) {
 		var last error
@@ -238,16 +244,21 @@ func verifyDNS(ctx context.Context, ds dnsServers, q *dns.Msg) ([]string, error)
 			return nil, fmt.Errorf("%s sample query: %w", s.name, err)
 		}
 		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
-			return nil, fmt.Errorf("%s answered %s with %d records; want NOERROR and one A", s.name, dns.RcodeToString[r.Rcode], len(r.Answer))
+			return nil, fmt.Errorf("%s answered %s with %d records; want NOERROR and one %s", s.name, dns.RcodeToString[r.Rcode], len(r.Answer), want)
 		}
-		a, ok := r.Answer[0].(*dns.A)
-		if !ok {
-			return nil, fmt.Errorf("%s answered %s; want an A record", s.name, r.Answer[0])
+		a, ok := rrAddr(r.Answer[0])
+		if !ok || r.Answer[0].Header().Rrtype != q.Question[0].Qtype || !edges.fam.of(a) {
+			return nil, fmt.Errorf("%s answered %s; want an %s record", s.name, r.Answer[0], want)
 		}
 		if s.aa && !r.Authoritative {
 			return nil, fmt.Errorf("%s's answer is not authoritative", s.name)
 		}
-		desc := s.name + " " + a.A.String()
+		if s.name == "anysched" {
+			if err := edges.check(bracket(a)); err != nil {
+				return nil, fmt.Errorf("anysched answered %s: %w", r.Answer[0], err)
+			}
+		}
+		desc := s.name + " " + a.String()
 		if scope, ok := ecsScope(r); ok {
 			desc += fmt.Sprintf(" (ECS scope /%d)", scope)
 		}
@@ -256,7 +267,7 @@ func verifyDNS(ctx context.Context, ds dnsServers, q *dns.Msg) ([]string, error)
 			got = append(got, desc)
 		}
 	}
-	return []string{"sample answers are NOERROR with one A record: " + strings.Join(got, ", ")}, nil
+	return []string{"sample answers are NOERROR with one " + want + " record, anysched's " + edges.what() + ": " + strings.Join(got, ", ")}, nil
 }
 
 // ecsScope is the scope prefix length of the answer's ECS option.
@@ -284,13 +295,13 @@ func dnsAtRate(o opts, base dnsLoad, kept *scenario) (*scenario, []row) {
 		return nil, nil
 	}
 	ld := base
-	ld.q, _ = queryMsg("")
+	ld.q, _ = queryMsg(base.fam, "")
 	ld.perQuery = true
 	ld.maxQPS = int(o.rateShare*min(a.top().rps, g.top().rps)/1000) * 1000
 	if ld.maxQPS == 0 {
 		return nil, nil
 	}
-	sc := &scenario{title: "DNS A, plain queries, fixed rate", unit: "q/s", tool: kept.tool, pin: kept.pin, rate: ld.maxQPS,
+	sc := &scenario{title: "DNS " + base.fam.rrType() + ", plain queries, fixed rate", unit: "q/s", tool: kept.tool, pin: kept.pin, rate: ld.maxQPS,
 		settings: fmt.Sprintf("%s; %.0f%% of the lower best throughput above (anysched's and gdnsd's), rounded down to 1000; "+
 			"latency of every query, as dnsperf -v prints it", ld.describe(o.duration), 100*o.rateShare)}
 	ra, rg := a.under(ld), g.under(ld)

@@ -28,6 +28,7 @@ type dnsLoad struct {
 	outstanding, maxQPS  int
 	perQuery             bool   // dnsperf -v: every query's latency, for percentiles (with maxQPS: a fixed offered rate)
 	ecs                  string // ECS prefix sent with every query; "" for none
+	fam                  family // the queries' (A or AAAA) and the server's address family
 	q                    *dns.Msg
 }
 
@@ -66,7 +67,7 @@ func (l dnsLoad) run(ctx context.Context, addr string, d time.Duration) (runResu
 	if err != nil {
 		return runResult{}, err
 	}
-	args := []string{"-s", host, "-p", port, "-d", l.qfile, "-l", strconv.Itoa(secs(d)), "-c", strconv.Itoa(l.clients),
+	args := []string{"-s", host, "-p", port, "-f", map[bool]string{false: "inet", true: "inet6"}[l.fam.v6], "-d", l.qfile, "-l", strconv.Itoa(secs(d)), "-c", strconv.Itoa(l.clients),
 		"-T", strconv.Itoa(l.threads), "-q", strconv.Itoa(l.outstanding), "-t", "2"}
 	if l.maxQPS > 0 {
 		args = append(args, "-Q", strconv.Itoa(l.maxQPS))
@@ -144,8 +145,12 @@ func ecsHex(q *dns.Msg) string {
 		if opt, ok := rr.(*dns.OPT); ok {
 			for _, o := range opt.Option {
 				if s, ok := o.(*dns.EDNS0_SUBNET); ok { // RFC 7871 §6
+					addr := s.Address.To4()
+					if s.Family == 2 {
+						addr = s.Address.To16()
+					}
 					b := []byte{byte(s.Family >> 8), byte(s.Family), s.SourceNetmask, 0}
-					b = append(b, s.Address.To4()[:(int(s.SourceNetmask)+7)/8]...)
+					b = append(b, addr[:(int(s.SourceNetmask)+7)/8]...)
 					return hex.EncodeToString(b)
 				}
 			}
@@ -198,7 +203,7 @@ func runInternalDNS(ctx context.Context, l dnsLoad, addr string, d time.Duration
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	path, args := l.pin.wrap(l.cpus, exe, []string{"-child", "dns-load", "--", "-target", addr, "-duration", d.String(),
-		"-clients", strconv.Itoa(l.clients), "-ecs", l.ecs})
+		"-clients", strconv.Itoa(l.clients), "-ecs", l.ecs, "-family", l.fam.name()})
 	out, err := exec.CommandContext(ctx, path, args...).Output()
 	if err != nil {
 		return runResult{}, fmt.Errorf("internal load generator: %w", err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -462,7 +463,7 @@ func TestRunScenario(t *testing.T) {
 
 func TestOptsValidate(t *testing.T) {
 	good := opts{duration: 8 * time.Second, connections: 32, threads: 1, rounds: 2, clients: 256, zones: 32, path: "/x",
-		accessLog: "file", dnsTool: "auto", dnsOutstanding: 100, serverCPU: -1, loadCPU: -1, topN: 15}
+		accessLog: "file", dnsTool: "auto", dnsOutstanding: 100, serverCPU: -1, loadCPU: -1, topN: 15, family: "both"}
 	if err := good.validate(); err != nil {
 		t.Fatalf("defaults rejected: %v", err)
 	}
@@ -474,7 +475,7 @@ func TestOptsValidate(t *testing.T) {
 		"access log":       func(o *opts) { o.accessLog = "stdout" },
 		"dns tool":         func(o *opts) { o.dnsTool = "flamethrower" },
 		"ecs not a prefix": func(o *opts) { o.dnsECS = "10.0.0.1" },
-		"ecs IPv6":         func(o *opts) { o.dnsECS = "2001:db8::/48" },
+		"family":           func(o *opts) { o.family = "ipx" },
 		"one CPU given":    func(o *opts) { o.serverCPU = 0 },
 	} {
 		o := good
@@ -483,11 +484,18 @@ func TestOptsValidate(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	for _, ecs := range []string{"", "none", "100.64.0.0/24"} {
+	for _, ecs := range []string{"", "none", "100.64.0.0/24", "fd00:0:1::/56"} {
 		o := good
 		o.dnsECS = ecs
 		if err := o.validate(); err != nil {
 			t.Errorf("-dns-ecs %q rejected: %v", ecs, err)
+		}
+	}
+	for _, f := range []string{"ipv4", "ipv6", "both"} {
+		o := good
+		o.family = f
+		if err := o.validate(); err != nil {
+			t.Errorf("-family %q rejected: %v", f, err)
 		}
 	}
 }
@@ -546,11 +554,29 @@ func TestNginxConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, resume := range []bool{true, false} {
-		c := nginxConf{dir: dir, user: userDirective(), plain: 1, logged: 2, tls: 3, cert: certFile, key: keyFile, resume: resume}
+	for _, tc := range []struct {
+		fam    family
+		resume bool
+		want   []string
+	}{
+		{ipv4, true, []string{"listen 127.0.0.1:1;", "listen 127.0.0.1:2;", "listen 127.0.0.1:3 ssl;", "return 302 http://10.1.1.1$request_uri;"}},
+		{ipv4, false, nil},
+		{ipv6, true, []string{"listen [::1]:1;", "listen [::1]:2;", "listen [::1]:3 ssl;", "return 302 http://[fd99::1]$request_uri;"}},
+		{ipv6, false, nil},
+	} {
+		resume := tc.resume
+		c := nginxConf{dir: dir, user: userDirective(), fam: tc.fam, plain: 1, logged: 2, tls: 3, cert: certFile, key: keyFile, resume: resume}
 		conf := c.render()
 		if got := strings.Contains(conf, "ssl_session_tickets off;"); got == resume {
 			t.Errorf("resume %v: tickets off = %v", resume, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(conf, w) {
+				t.Errorf("%s: no %q in\n%s", tc.fam.label(), w, conf)
+			}
+		}
+		if strings.Contains(conf, "127.0.0.1") == tc.fam.v6 {
+			t.Errorf("%s: the configuration mentions 127.0.0.1: %v", tc.fam.label(), tc.fam.v6)
 		}
 		path := filepath.Join(dir, "nginx.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
@@ -569,17 +595,72 @@ func TestGdnsdConfig(t *testing.T) {
 	if gdnsd == "" {
 		t.Skip("gdnsd is not installed")
 	}
-	dir := t.TempDir()
-	if _, err := writeGdnsd(dir, 5353); err != nil {
+	for _, tc := range []struct {
+		fam          family
+		addr, listen string
+		record       *regexp.Regexp
+	}{
+		{ipv4, "127.0.0.1:5353", `listen => [ "127.0.0.1:5353" ]`, regexp.MustCompile(`(?m)^@\s+A\s+10\.1\.1\.1$`)},
+		{ipv6, "[::1]:5353", `listen => [ "[::1]:5353" ]`, regexp.MustCompile(`(?m)^@\s+AAAA\s+fd99::1$`)},
+	} {
+		dir := t.TempDir()
+		addr, err := writeGdnsd(dir, tc.fam, 5353)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr != tc.addr {
+			t.Errorf("%s: address %s, want %s", tc.fam.label(), addr, tc.addr)
+		}
+		if conf := gdnsdConfig(dir, tc.fam, 5353); !strings.Contains(conf, tc.listen) {
+			t.Errorf("%s: no %s in\n%s", tc.fam.label(), tc.listen, conf)
+		}
+		if zone := gdnsdZone(tc.fam); !tc.record.MatchString(zone) {
+			t.Errorf("%s: zone without %s:\n%s", tc.fam.label(), tc.record, zone)
+		}
+		out, err := exec.Command(gdnsd, "-c", dir, "checkconf").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: gdnsd checkconf: %v\n%s", tc.fam.label(), err, out)
+		}
+		if !bytes.Contains(out, []byte("live.iptv.example")) {
+			t.Errorf("%s: checkconf did not load the zone:\n%s", tc.fam.label(), out)
+		}
+	}
+}
+
+// TestGdnsdIPv6 starts gdnsd on [::1] and asks it AAAA: the listen syntax
+// and the record are what gdnsd serves, not only what checkconf reads.
+func TestGdnsdIPv6(t *testing.T) {
+	gdnsd := lookTool("gdnsd")
+	if gdnsd == "" {
+		t.Skip("gdnsd is not installed")
+	}
+	if !hasIPv6Loopback() {
+		t.Skip("no ::1 on this host")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := startGdnsd(ctx, gdnsd, ipv6, pinning{}, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(gdnsd, "-c", dir, "checkconf").CombinedOutput()
+	defer g.stop()
+	q, _ := queryMsg(ipv6, "")
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).ExchangeContext(ctx, q, g.addr)
+	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("gdnsd over IPv6: %v, %v", r, err)
+	}
+	if a, ok := r.Answer[0].(*dns.AAAA); !ok || a.AAAA.String() != "fd99::1" {
+		t.Errorf("gdnsd answered %s, want AAAA fd99::1", r.Answer[0])
+	}
+}
+
+func hasIPv6Loopback() bool {
+	ln, err := net.Listen("tcp", "[::1]:0")
 	if err != nil {
-		t.Fatalf("gdnsd checkconf: %v\n%s", err, out)
+		return false
 	}
-	if !bytes.Contains(out, []byte("live.iptv.example")) {
-		t.Errorf("checkconf did not load the zone:\n%s", out)
-	}
+	ln.Close()
+	return true
 }
 
 // TestAnyschedChild starts the anysched child (unpinned) and checks what
@@ -590,6 +671,17 @@ func TestAnyschedChild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the province-scale snapshot")
 	}
+	for _, f := range []family{ipv4, ipv6} {
+		t.Run(f.name(), func(t *testing.T) {
+			if f.v6 && !hasIPv6Loopback() {
+				t.Skip("no ::1 on this host")
+			}
+			testAnyschedChild(t, f)
+		})
+	}
+}
+
+func testAnyschedChild(t *testing.T, f family) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -599,7 +691,7 @@ func TestAnyschedChild(t *testing.T) {
 	}
 	logFile := filepath.Join(dir, "access.log")
 	o := opts{sampleEvery: 1, zones: 4, clients: 8, tlsResume: true}
-	a, err := startAnysched(ctx, o, pinning{}, "", logFile, certFile, keyFile)
+	a, err := startAnysched(ctx, o, f, pinning{}, "", logFile, certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,22 +705,55 @@ func TestAnyschedChild(t *testing.T) {
 	if err != nil || len(clients) != 8 || a.info.Zones != 4 {
 		t.Fatalf("clients %v (zones %d), %v; want 8 in 4 zones", clients, a.info.Zones, err)
 	}
+	for _, c := range clients {
+		if !f.of(c) {
+			t.Errorf("client %s is not %s", c, f.label())
+		}
+	}
+	if a.info.Family != f.name() {
+		t.Errorf("the child serves %q, want %s", a.info.Family, f.name())
+	}
+	if h, _, _ := net.SplitHostPort(a.info.HTTP); h != f.loopback().String() {
+		t.Errorf("HTTP on %s, want %s", a.info.HTTP, f.loopback())
+	}
+	if h, _, _ := net.SplitHostPort(a.info.DNS); h != f.loopback().String() {
+		t.Errorf("DNS on %s, want %s", a.info.DNS, f.loopback())
+	}
 	if a.info.HTTPS == "" && a.info.HTTPSMissing == "" {
 		t.Error("no HTTPS listener and no reason why")
 	}
 
 	c := &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirect}
 	servers := map[string]bool{}
-	if err := checkAnysched(ctx, c, "http://"+a.info.HTTP+"/cctv1/index.m3u8", clients[0], servers); err != nil {
-		t.Fatal(err)
+	edges := newEdgeSet(f)
+	for _, cl := range clients {
+		if err := checkAnysched(ctx, c, "http://"+a.info.HTTP+"/cctv1/index.m3u8", cl, servers, edges); err != nil {
+			t.Fatal(err)
+		}
 	}
-	q, err := queryMsg("")
-	if err != nil {
-		t.Fatal(err)
+	// The other family's edges are not what the child answers with.
+	other := newEdgeSet(family{v6: !f.v6})
+	other.fam = f
+	if err := checkAnysched(ctx, c, "http://"+a.info.HTTP+"/cctv1/index.m3u8", clients[0], map[string]bool{}, other); err == nil {
+		t.Error("a Location outside the edge set passed the check")
 	}
-	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).ExchangeContext(ctx, q, a.info.DNS)
-	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
-		t.Fatalf("DNS answer %v, %v; want NOERROR and one record", r, err)
+	ecs := netip.PrefixFrom(clients[0], f.ecsBits()).Masked().String()
+	for _, e := range []string{"", ecs} {
+		q, err := queryMsg(f, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := dnsServers{any1: a}
+		checks, err := verifyDNS(ctx, ds, q, edges)
+		if err != nil {
+			t.Fatalf("ECS %q: %v", e, err)
+		}
+		if want := "one " + f.rrType() + " record"; !strings.Contains(checks[0], want) {
+			t.Errorf("ECS %q: check %q, want %q", e, checks[0], want)
+		}
+		if e != "" && !strings.Contains(checks[0], "ECS scope") {
+			t.Errorf("ECS %q: no ECS scope in the answer: %s", e, checks[0])
+		}
 	}
 	// Both decisions reach the log file (its writer flushes when idle).
 	deadline := time.Now().Add(5 * time.Second)
@@ -665,11 +790,20 @@ func TestAnyschedChild(t *testing.T) {
 
 // TestFreePort: the port is free for TCP and UDP when returned.
 func TestFreePort(t *testing.T) {
-	port, err := freePort(true)
+	for _, f := range []family{ipv4, ipv6} {
+		if f.v6 && !hasIPv6Loopback() {
+			continue
+		}
+		testFreePort(t, f)
+	}
+}
+
+func testFreePort(t *testing.T, f family) {
+	port, err := freePort(f, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
+	addr := f.hostPort(port)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

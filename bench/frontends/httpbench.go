@@ -43,7 +43,7 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 	}
 	if env.nginx == "" {
 		hs.nginxMiss = "nginx is not installed"
-	} else if n, err := startNginx(ctx, env.nginx, env.pin, l.tmp, l.certFile, l.keyFile, o.tlsResume); err != nil {
+	} else if n, err := startNginx(ctx, env.nginx, l.fam, env.pin, l.tmp, l.certFile, l.keyFile, o.tlsResume); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, 0, ctx.Err()
 		}
@@ -53,7 +53,7 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 		hs.nginx = n
 		defer n.stop()
 	}
-	if b, err := startChild(ctx, env.pin, env.pin.server, "http-bare"); err != nil {
+	if b, err := startChild(ctx, env.pin, env.pin.server, "http-bare", "-family", l.fam.name()); err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, 0, ctx.Err()
 		}
@@ -83,8 +83,8 @@ func benchHTTP(ctx context.Context, o opts, env *environment, l *lab) ([]*scenar
 	for _, c := range append(checks, tlsChecks...) {
 		fmt.Println("http: " + c)
 	}
-	stbs := fmt.Sprintf("Host %s, X-Forwarded-For cycling %d STBs in %d zones; same connection count for every server (closed loop; the fixed-rate scenario below compares latency at equal offered load)",
-		topogen.Hostname, len(clients), l.any1.info.Zones)
+	stbs := fmt.Sprintf("Host %s, X-Forwarded-For cycling %d %s STBs in %d zones; same connection count for every server (closed loop; the fixed-rate scenario below compares latency at equal offered load)",
+		topogen.Hostname, len(clients), l.fam.label(), l.any1.info.Zones)
 
 	// side builds the side of a server at u under load ld.
 	mk := func(name string, miss string, pid int, logFile string, a *anyschedProc, ld wrkLoad, u string) *side {

@@ -6,11 +6,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,8 +16,10 @@ import (
 	"github.com/anysched/anysched/internal/stb/steer"
 )
 
-// verifyHTTP checks every server before the runs: anysched answers 302
-// and locates every STB address in its coverage zone (result CZ); nginx
+// verifyHTTP checks every server before the runs: anysched answers 302,
+// locates every STB address in its coverage zone (result CZ) and sends it
+// to an edge address of the run's family (a server's address, or over
+// IPv6 its address6, bracketed in the URL); nginx
 // and the bare server answer 302 with their fixed Location; the HTTPS
 // servers do so with the harness's certificate.
 func verifyHTTP(ctx context.Context, hs httpSides, l *lab, clients []netip.Addr, path string) (checks, tlsChecks []string, err error) {
@@ -37,20 +37,20 @@ func verifyHTTP(ctx context.Context, hs httpSides, l *lab, clients []netip.Addr,
 			continue
 		}
 		for _, c := range clients {
-			if err := checkAnysched(ctx, plain, "http://"+a.info.HTTP+path, c, servers); err != nil {
+			if err := checkAnysched(ctx, plain, "http://"+a.info.HTTP+path, c, servers, l.edges); err != nil {
 				return nil, nil, err
 			}
 		}
 		if a.info.HTTPS != "" {
-			if err := checkAnysched(ctx, secure, "https://"+a.info.HTTPS+path, clients[0], servers); err != nil {
+			if err := checkAnysched(ctx, secure, "https://"+a.info.HTTPS+path, clients[0], servers, l.edges); err != nil {
 				return nil, nil, fmt.Errorf("https: %w", err)
 			}
 		}
 	}
-	checks = []string{fmt.Sprintf("anysched answered 302 and located all %d STB addresses in their zones (CZ), sending them to %d distinct servers",
-		len(clients), len(servers))}
+	checks = []string{fmt.Sprintf("anysched answered 302 and located all %d STB addresses (%s) in their zones (CZ), sending them to %d distinct servers, each at %s",
+		len(clients), l.fam.label(), len(servers), l.edges.what())}
 	var fixed []string
-	wantNginx := strings.ReplaceAll(nginxLocation, "$request_uri", path)
+	wantNginx := strings.ReplaceAll(l.fam.nginxLocation(), "$request_uri", path)
 	if hs.nginx != nil {
 		for _, u := range []string{hs.nginx.url(hs.nginx.plain, "http", path), hs.nginx.url(hs.nginx.logged, "http", path)} {
 			if err := checkFixed(ctx, plain, u, wantNginx); err != nil {
@@ -63,15 +63,15 @@ func verifyHTTP(ctx context.Context, hs httpSides, l *lab, clients []netip.Addr,
 		fixed = append(fixed, "nginx (Location "+wantNginx+")")
 	}
 	if hs.bare != nil {
-		if err := checkFixed(ctx, plain, "http://"+hs.bare.ready+path, bareLocation); err != nil {
+		if err := checkFixed(ctx, plain, "http://"+hs.bare.ready+path, l.fam.bareLocation()); err != nil {
 			return nil, nil, fmt.Errorf("bare net/http: %w", err)
 		}
-		fixed = append(fixed, "bare net/http (Location "+bareLocation+")")
+		fixed = append(fixed, "bare net/http (Location "+l.fam.bareLocation()+")")
 	}
 	if len(fixed) > 0 {
 		checks = append(checks, "302 with a fixed Location from "+strings.Join(fixed, " and "))
 	}
-	if hs.any1.info.HTTPS != "" {
+	if hs.any1 != nil && hs.any1.info.HTTPS != "" {
 		tlsChecks = append(tlsChecks, "anysched answered 302 over TLS")
 	}
 	if hs.nginx != nil {
@@ -102,7 +102,47 @@ func nginxAddr(n *nginxPeer, port func(*nginxPeer) int) string {
 	if n == nil {
 		return ""
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port(n)))
+	return n.fam.hostPort(port(n))
+}
+
+// edgeSet is what anysched may answer with: the edge addresses of the
+// family's servers in the province it serves.
+type edgeSet struct {
+	fam   family
+	addrs map[netip.Addr]bool
+}
+
+func newEdgeSet(f family) edgeSet { return edgeSet{fam: f, addrs: serverAddrs(f)} }
+
+// what says what the addresses are, for the report.
+func (e edgeSet) what() string {
+	if e.fam.v6 {
+		return "a server's IPv6 address (address6)"
+	}
+	return "a server's IPv4 address"
+}
+
+// check fails unless host (a URL's, or a DNS record's address) is one of
+// the set, of the family; an IPv6 host of a URL must be bracketed.
+func (e edgeSet) check(host string) error {
+	if e.fam.v6 && !strings.HasPrefix(host, "[") {
+		return fmt.Errorf("%q is not a bracketed IPv6 address", host)
+	}
+	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if hp, err := netip.ParseAddrPort(host); err == nil {
+		h = hp.Addr().String()
+	}
+	a, err := netip.ParseAddr(h)
+	if err != nil {
+		return fmt.Errorf("%q is not an address", host)
+	}
+	if !e.fam.of(a) {
+		return fmt.Errorf("%s is not an %s address", a, e.fam.label())
+	}
+	if !e.addrs[a] {
+		return fmt.Errorf("%s is not %s in the province", a, e.what())
+	}
+	return nil
 }
 
 // resumesTLS connects twice to u, a new connection each time, and reports
@@ -152,9 +192,9 @@ func get(ctx context.Context, c *http.Client, u, xff string) (*http.Response, er
 	return resp, nil
 }
 
-// checkAnysched asks anysched at u for STB client and adds the server it
-// was sent to to servers.
-func checkAnysched(ctx context.Context, c *http.Client, u string, client netip.Addr, servers map[string]bool) error {
+// checkAnysched asks anysched at u for STB client, checks the Location's
+// host is one of edges, and adds it to servers.
+func checkAnysched(ctx context.Context, c *http.Client, u string, client netip.Addr, servers map[string]bool, edges edgeSet) error {
 	resp, err := get(ctx, c, u, client.String())
 	if err != nil {
 		return fmt.Errorf("anysched sample request: %w", err)
@@ -166,6 +206,9 @@ func checkAnysched(ctx context.Context, c *http.Client, u string, client netip.A
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	if err != nil || loc.Host == "" {
 		return fmt.Errorf("anysched answered STB %s with Location %q", client, resp.Header.Get("Location"))
+	}
+	if err := edges.check(loc.Host); err != nil {
+		return fmt.Errorf("anysched answered STB %s with Location %q: %w", client, resp.Header.Get("Location"), err)
 	}
 	servers[loc.Host] = true
 	return nil

@@ -13,14 +13,26 @@
 //     server as a reference;
 //   - scaling: anysched on two cores against one, HTTP keep-alive and DNS.
 //
+// All of it once per address family (-family, both by default): IPv4, every
+// server on 127.0.0.1 and A queries, then IPv6, every server on [::1]
+// (nginx `listen [::1]:port`, gdnsd `listen => [ "[::1]:port" ]`), the
+// load generators aimed there, AAAA queries, the STB addresses cycled
+// through X-Forwarded-For and the ECS client subnets (/56) in the zones'
+// IPv6 networks of the province made dual-stack (fixture.DualStack), and
+// the peers answering the equivalent (a 302 to http://[fd99::1]/..., a
+// static AAAA). anysched must answer every sample with an edge address of
+// the family (over IPv6 a server's address6), or the run fails. Each
+// family's ratios are against the baselines measured in its own run; the
+// report puts the two side by side.
+//
 // anysched serves the province-scale snapshot with its access log on (JSON
 // lines appended to a file, every decision by default), as a scheduler
 // does. Every server runs in its own process, pinned with taskset to one
 // core, and the load generator (wrk, dnsperf) to the other; Go servers then
 // run with GOMAXPROCS 1. anysched and the bare Go servers are this program
 // re-executed; nginx and gdnsd run as the current user with configuration,
-// pid file and logs in a temporary directory, on free ports of 127.0.0.1,
-// and are stopped when the run ends, also on Ctrl-C. A peer that is not
+// pid file and logs in a temporary directory, on free ports of 127.0.0.1
+// (or ::1), and are stopped when the run ends, also on Ctrl-C. A peer that is not
 // installed is reported as such and the run goes on.
 //
 // The servers of one kind of load are measured in alternation, round after
@@ -44,9 +56,11 @@
 // With -doc, the section between <!-- frontends:begin --> and
 // <!-- frontends:end --> of the document is replaced (the markers and a
 // "## STB front ends" heading are appended when the document lacks them).
-// With the defaults a run takes about 5½ minutes: 17 measured servers and
-// loads, 2 rounds of 8 s each, plus warm-ups and the two profiled runs
-// (some 20 s more once anysched's HTTPS listener is measured too).
+// With the defaults a run takes about 11 minutes, 5½ per family: 17
+// measured servers and loads, 2 rounds of 8 s each, plus warm-ups, and in
+// the first family's run the two profiled runs (some 20 s more per family
+// once anysched's HTTPS listener is measured too). -family ipv4 (or ipv6)
+// measures one family only.
 package main
 
 import (
@@ -94,6 +108,7 @@ type opts struct {
 	doc        string
 	skipHTTP   bool
 	skipDNS    bool
+	family     string // ipv4, ipv6 or both
 }
 
 func main() {
@@ -111,7 +126,7 @@ func main() {
 	flag.StringVar(&o.dnsTool, "dns-tool", "auto", "DNS load generator: auto (dnsperf if installed), dnsperf, or internal")
 	flag.IntVar(&o.dnsOutstanding, "dns-outstanding", 100, "dnsperf -q: queries in flight at most (closed loop; 100 is dnsperf's default)")
 	flag.IntVar(&o.dnsMaxQPS, "dns-max-qps", 0, "dnsperf -Q: cap on queries per second, the same offered load for every server (0: no cap)")
-	flag.StringVar(&o.dnsECS, "dns-ecs", "", "ECS prefix of the ECS runs (e.g. 100.64.0.0/24); empty: a /24 of an STB address in a coverage zone; none: no ECS runs")
+	flag.StringVar(&o.dnsECS, "dns-ecs", "", "ECS prefix of the ECS runs of its family (e.g. 100.64.0.0/24, or an IPv6 one for the IPv6 run); empty: a /24 (IPv6: a /56) of an STB address in a coverage zone; none: no ECS runs")
 	flag.Float64Var(&o.rateShare, "rate-share", 0.6, "fixed-rate runs offer this share of the lower closed-loop throughput of anysched and its peer (h2load --rps, dnsperf -Q), to compare latency at equal offered load; 0: no fixed-rate runs")
 	flag.BoolVar(&o.pin, "pin", true, "pin the server to one CPU and the load generator to another (taskset)")
 	flag.IntVar(&o.serverCPU, "server-cpu", -1, "CPU of the server (-1: the first allowed CPU)")
@@ -126,6 +141,7 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "markdown document whose frontends section is rewritten (e.g. docs/benchmarks.md)")
 	flag.BoolVar(&o.skipHTTP, "skip-http", false, "do not measure the HTTP front end")
 	flag.BoolVar(&o.skipDNS, "skip-dns", false, "do not measure the DNS front end")
+	flag.StringVar(&o.family, "family", "both", "address family of the runs: ipv4 (every server on 127.0.0.1, A queries), ipv6 (on [::1], AAAA queries, STBs and ECS subnets in the zones' IPv6 networks of the province made dual-stack), or both, one after the other, each with its own baselines")
 	flag.Parse()
 
 	if *child != "" {
@@ -176,9 +192,12 @@ func (o opts) validate() error {
 		errs = append(errs, "-dns-outstanding must be >= 1 and -dns-max-qps >= 0")
 	}
 	if o.dnsECS != "" && o.dnsECS != "none" {
-		if p, err := netip.ParsePrefix(o.dnsECS); err != nil || !p.Addr().Is4() {
-			errs = append(errs, "-dns-ecs must be an IPv4 prefix, empty or none")
+		if _, err := netip.ParsePrefix(o.dnsECS); err != nil {
+			errs = append(errs, "-dns-ecs must be a prefix, empty or none")
 		}
+	}
+	if _, err := families(o.family); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if (o.serverCPU < 0) != (o.loadCPU < 0) {
 		errs = append(errs, "-server-cpu and -load-cpu go together")
@@ -192,12 +211,15 @@ func (o opts) validate() error {
 	return nil
 }
 
-// lab is what every comparison shares: the temporary directory, the TLS
-// certificate, and the anysched processes.
+// lab is what every comparison of one family's run shares: the temporary
+// directory, the TLS certificate, the anysched processes, and the edge
+// addresses anysched may answer with.
 type lab struct {
 	tmp               string
 	certFile, keyFile string
 	cert              *x509.Certificate
+	fam               family
+	edges             edgeSet
 	any1              *anyschedProc // on the server's core
 	any2              *anyschedProc // on both cores; nil when not measured
 	any2Reason        string        // why any2 is nil
@@ -207,6 +229,7 @@ func run(ctx context.Context, o opts) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	fams, _ := families(o.family)
 	started := time.Now()
 	env := newEnvironment(ctx, o)
 	fmt.Println("placement: " + env.pin.describe())
@@ -215,53 +238,26 @@ func run(ctx context.Context, o opts) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	l := &lab{tmp: tmp}
-	if l.certFile, l.keyFile, l.cert, err = writeCert(tmp); err != nil {
+	certFile, keyFile, cert, err := writeCert(tmp)
+	if err != nil {
 		return err
 	}
-	logFile := func(name string) string {
-		switch o.accessLog {
-		case "discard":
-			return ""
-		case "off":
-			return "-"
-		}
-		return filepath.Join(tmp, name)
-	}
-	if l.any1, err = startAnysched(ctx, o, env.pin, env.pin.server, logFile("anysched-1.log"), l.certFile, l.keyFile); err != nil {
-		return err
-	}
-	defer l.any1.stop()
-	switch {
-	case !o.scaling:
-		l.any2Reason = "-scaling=false"
-	case !env.pin.on():
-		l.any2Reason = "nothing is pinned (" + env.pin.note + ")"
-	default:
-		if l.any2, err = startAnysched(ctx, o, env.pin, env.pin.server2, logFile("anysched-2.log"), l.certFile, l.keyFile); err != nil {
+	rep := &report{env: env, opts: o, args: os.Args[1:]}
+	for i, f := range fams {
+		dir := filepath.Join(tmp, f.name())
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
-		defer l.any2.stop()
-	}
-	fmt.Printf("snapshot: %s, built in %s (in the anysched process, GOMAXPROCS %d)\n",
-		l.any1.info.Topology, l.any1.info.BuildTime.Round(time.Millisecond), l.any1.info.GOMAXPROCS)
-
-	rep := &report{env: env, opts: o, topo: l.any1.info.Topology}
-	if !o.skipHTTP {
-		scs, rows, prof, rps, err := benchHTTP(ctx, o, env, l)
+		l := &lab{tmp: dir, certFile: certFile, keyFile: keyFile, cert: cert, fam: f}
+		// One profile of each front end: in the first family's run.
+		fo := o
+		fo.profile = o.profile && i == 0
+		fr, err := runFamily(ctx, fo, env, l)
 		if err != nil {
-			return fmt.Errorf("http: %w", err)
+			return fmt.Errorf("%s: %w", f.label(), err)
 		}
-		rep.scenarios, rep.rows = append(rep.scenarios, scs...), append(rep.rows, rows...)
-		rep.profiles = append(rep.profiles, profileRun{"HTTP 302, keep-alive", "req/s", rps, prof})
-	}
-	if !o.skipDNS {
-		scs, rows, prof, rps, err := benchDNS(ctx, o, env, l)
-		if err != nil {
-			return fmt.Errorf("dns: %w", err)
-		}
-		rep.scenarios, rep.rows = append(rep.scenarios, scs...), append(rep.rows, rows...)
-		rep.profiles = append(rep.profiles, profileRun{"DNS A, plain queries", "q/s", rps, prof})
+		rep.runs = append(rep.runs, fr)
+		rep.profiles = append(rep.profiles, fr.profiles...)
 	}
 	rep.elapsed, rep.loadEnd = time.Since(started), loadAvg()
 	fmt.Println()
@@ -273,4 +269,57 @@ func run(ctx context.Context, o opts) error {
 		fmt.Printf("\n%s: frontends section rewritten\n", o.doc)
 	}
 	return nil
+}
+
+// runFamily measures every load of one family: its anysched processes,
+// started here and stopped when it returns, against the family's peers.
+func runFamily(ctx context.Context, o opts, env *environment, l *lab) (*familyRun, error) {
+	fmt.Printf("%s: every server on %s\n", l.fam.label(), l.fam.urlHost())
+	l.edges = newEdgeSet(l.fam)
+	logFile := func(name string) string {
+		switch o.accessLog {
+		case "discard":
+			return ""
+		case "off":
+			return "-"
+		}
+		return filepath.Join(l.tmp, name)
+	}
+	var err error
+	if l.any1, err = startAnysched(ctx, o, l.fam, env.pin, env.pin.server, logFile("anysched-1.log"), l.certFile, l.keyFile); err != nil {
+		return nil, err
+	}
+	defer l.any1.stop()
+	switch {
+	case !o.scaling:
+		l.any2Reason = "-scaling=false"
+	case !env.pin.on():
+		l.any2Reason = "nothing is pinned (" + env.pin.note + ")"
+	default:
+		if l.any2, err = startAnysched(ctx, o, l.fam, env.pin, env.pin.server2, logFile("anysched-2.log"), l.certFile, l.keyFile); err != nil {
+			return nil, err
+		}
+		defer l.any2.stop()
+	}
+	fmt.Printf("snapshot: %s, built in %s (in the anysched process, GOMAXPROCS %d)\n",
+		l.any1.info.Topology, l.any1.info.BuildTime.Round(time.Millisecond), l.any1.info.GOMAXPROCS)
+
+	fr := &familyRun{fam: l.fam, topo: l.any1.info.Topology}
+	if !o.skipHTTP {
+		scs, rows, prof, rps, err := benchHTTP(ctx, o, env, l)
+		if err != nil {
+			return nil, fmt.Errorf("http: %w", err)
+		}
+		fr.scenarios, fr.rows = append(fr.scenarios, scs...), append(fr.rows, rows...)
+		fr.profiles = append(fr.profiles, profileRun{"HTTP 302, keep-alive (" + l.fam.label() + ")", "req/s", rps, prof})
+	}
+	if !o.skipDNS {
+		scs, rows, prof, rps, err := benchDNS(ctx, o, env, l)
+		if err != nil {
+			return nil, fmt.Errorf("dns: %w", err)
+		}
+		fr.scenarios, fr.rows = append(fr.scenarios, scs...), append(fr.rows, rows...)
+		fr.profiles = append(fr.profiles, profileRun{"DNS " + l.fam.rrType() + ", plain queries", "q/s", rps, prof})
+	}
+	return fr, nil
 }

@@ -9,18 +9,14 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// nginxLocation is what nginx redirects every request to: a server
-// address and the request's own path, the shape of anysched's Location.
-const nginxLocation = "http://10.1.1.1$request_uri"
-
 // nginxPeer is nginx as an operator would put it in front of STBs: one
-// worker process answering every request with a fixed 302, on three ports
-// of 127.0.0.1: access log off, access log on (nginx's default combined
+// worker process answering every request with a fixed 302 (to the
+// family's edge address: http://[fd99::1]/... over IPv6), on three ports
+// of the family's loopback address (127.0.0.1 or [::1]): access log off, access log on (nginx's default combined
 // format, to a file), and TLS with the access log on (combined plus the
 // TLS protocol and whether the session was resumed, which the report
 // counts). Its configuration, pid file, logs and temporary directories
@@ -28,6 +24,7 @@ const nginxLocation = "http://10.1.1.1$request_uri"
 type nginxPeer struct {
 	*proc
 	dir                string
+	fam                family
 	plain, logged, tls int    // ports
 	accessLog, tlsLog  string // the files the logged and the TLS server append to
 }
@@ -36,6 +33,7 @@ type nginxPeer struct {
 type nginxConf struct {
 	dir                string
 	user               string // "user NAME GROUP;" when running as root, else ""
+	fam                family // listen on its loopback address, redirect to its edge address
 	plain, logged, tls int
 	cert, key          string
 	resume             bool // offer TLS session resumption (nginx's default); false: full handshakes only
@@ -45,6 +43,7 @@ type nginxConf struct {
 // /var is read or written.
 func (c nginxConf) render() string {
 	p := func(name string) string { return filepath.Join(c.dir, name) }
+	loc := c.fam.nginxLocation()
 	noResume := ""
 	if !c.resume {
 		noResume = "        ssl_session_cache off;\n        ssl_session_tickets off;\n"
@@ -77,16 +76,16 @@ http {
                             '$ssl_protocol $ssl_session_reused';
 
     server {
-        listen 127.0.0.1:%d;
+        listen %s;
         return 302 %s;
     }
     server {
-        listen 127.0.0.1:%d;
+        listen %s;
         access_log %s combined;
         return 302 %s;
     }
     server {
-        listen 127.0.0.1:%d ssl;
+        listen %s ssl;
         ssl_certificate %s;
         ssl_certificate_key %s;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -96,9 +95,9 @@ http {
 }
 `, c.user, p("nginx.pid"), p("error.log"),
 		p("client_body"), p("proxy"), p("fastcgi"), p("uwsgi"), p("scgi"),
-		c.plain, nginxLocation,
-		c.logged, p("access.log"), nginxLocation,
-		c.tls, c.cert, c.key, noResume, p("tls-access.log"), nginxLocation)
+		c.fam.hostPort(c.plain), loc,
+		c.fam.hostPort(c.logged), p("access.log"), loc,
+		c.fam.hostPort(c.tls), c.cert, c.key, noResume, p("tls-access.log"), loc)
 	return b.String()
 }
 
@@ -120,15 +119,16 @@ func userDirective() string {
 }
 
 // startNginx writes the configuration into a new directory under tmp and
-// starts nginx on the server's CPU, returning once all three ports accept.
-func startNginx(ctx context.Context, path string, pin pinning, tmp, certFile, keyFile string, resume bool) (*nginxPeer, error) {
+// starts nginx of family f on the server's CPU, returning once all three
+// ports accept.
+func startNginx(ctx context.Context, path string, f family, pin pinning, tmp, certFile, keyFile string, resume bool) (*nginxPeer, error) {
 	dir, err := os.MkdirTemp(tmp, "nginx-")
 	if err != nil {
 		return nil, err
 	}
-	c := nginxConf{dir: dir, user: userDirective(), cert: certFile, key: keyFile, resume: resume}
+	c := nginxConf{dir: dir, user: userDirective(), fam: f, cert: certFile, key: keyFile, resume: resume}
 	for _, port := range []*int{&c.plain, &c.logged, &c.tls} {
-		if *port, err = freePort(false); err != nil {
+		if *port, err = freePort(f, false); err != nil {
 			return nil, err
 		}
 	}
@@ -141,10 +141,10 @@ func startNginx(ctx context.Context, path string, pin pinning, tmp, certFile, ke
 	if err != nil {
 		return nil, err
 	}
-	n := &nginxPeer{proc: p, dir: dir, plain: c.plain, logged: c.logged, tls: c.tls, accessLog: filepath.Join(dir, "access.log"), tlsLog: filepath.Join(dir, "tls-access.log")}
+	n := &nginxPeer{proc: p, dir: dir, fam: f, plain: c.plain, logged: c.logged, tls: c.tls, accessLog: filepath.Join(dir, "access.log"), tlsLog: filepath.Join(dir, "tls-access.log")}
 	err = p.waitReady(ctx, 10*time.Second, func() error {
 		for _, port := range []int{c.plain, c.logged, c.tls} {
-			conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+			conn, err := net.DialTimeout("tcp", f.hostPort(port), time.Second)
 			if err != nil {
 				return err
 			}
@@ -163,7 +163,7 @@ func startNginx(ctx context.Context, path string, pin pinning, tmp, certFile, ke
 }
 
 func (n *nginxPeer) url(port int, scheme, path string) string {
-	return scheme + "://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + path
+	return scheme + "://" + n.fam.hostPort(port) + path
 }
 
 // tlsSummary reads a combined_tls log: the protocols negotiated and the

@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,12 +138,12 @@ func (t *tailBuffer) String() string {
 	return t.buf.String()
 }
 
-// freePort returns a port of 127.0.0.1 free for TCP (and for UDP too when
+// freePort returns a port of f's loopback address free for TCP (and for UDP too when
 // udp is set) at the time of the call, for a peer that wants a port number
 // in its configuration.
-func freePort(udp bool) (int, error) {
+func freePort(f family, udp bool) (int, error) {
 	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", f.listen())
 		if err != nil {
 			return 0, err
 		}
@@ -154,12 +152,12 @@ func freePort(udp bool) (int, error) {
 			ln.Close()
 			return port, nil
 		}
-		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		pc, err := net.ListenPacket("udp", f.hostPort(port))
 		ln.Close()
 		if err == nil {
 			pc.Close()
 			return port, nil
 		}
 	}
-	return 0, errors.New("no port free for both TCP and UDP on 127.0.0.1")
+	return 0, fmt.Errorf("no port free for both TCP and UDP on %s", f.loopback())
 }

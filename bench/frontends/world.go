@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"github.com/anysched/anysched/internal/province/topology/topogen"
 	"github.com/anysched/anysched/internal/stb/accesslog"
 	"github.com/anysched/anysched/internal/stb/steer"
+	"github.com/anysched/anysched/internal/testbed/fixture"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,9 +35,43 @@ type world struct {
 	done   chan struct{}
 }
 
-func buildWorld(sampleEvery uint64, accessLog io.Writer, zones, clients int) (*world, error) {
+// provinceTopology is the province-scale topology anysched serves; made
+// dual-stack for an IPv6 run (fixture.DualStack: an address6 beside every
+// server's address, an IPv6 /48 beside each zone's networks, a service
+// address per family), as it is for IPv4 the province as generated.
+func provinceTopology(f family) *topology.Topology {
+	tp := topogen.ProvinceScale(nil)
+	if f.v6 {
+		fixture.DualStack(tp)
+	}
+	return tp
+}
+
+// serverAddrs are the edge addresses of the family's servers in the
+// province anysched serves (address or address6): every answer of
+// anysched's must be one of them.
+func serverAddrs(f family) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	tp := provinceTopology(f)
+	for _, n := range tp.Nodes {
+		for _, sv := range n.Servers {
+			s := sv.Address
+			if f.v6 {
+				s = sv.Address6
+			}
+			if ap, err := netip.ParseAddrPort(s); err == nil {
+				out[ap.Addr()] = true
+			} else if a, err := netip.ParseAddr(s); err == nil {
+				out[a] = true
+			}
+		}
+	}
+	return out
+}
+
+func buildWorld(f family, sampleEvery uint64, accessLog io.Writer, zones, clients int) (*world, error) {
 	start := time.Now()
-	snap, err := topology.Compile(topogen.ProvinceScale(nil), 1)
+	snap, err := topology.Compile(provinceTopology(f), 1)
 	if err != nil {
 		return nil, fmt.Errorf("compile province-scale topology: %w", err)
 	}
@@ -47,7 +83,7 @@ func buildWorld(sampleEvery uint64, accessLog io.Writer, zones, clients int) (*w
 		defer close(w.done)
 		_ = w.rec.Run(ctx)
 	}()
-	w.clients, w.zonesUsed, err = pickClients(snap, zones, clients)
+	w.clients, w.zonesUsed, err = pickClients(snap, f, zones, clients)
 	if err != nil {
 		w.stop()
 		return nil, err
@@ -87,38 +123,73 @@ func (w *world) dropped() float64 {
 	return 0
 }
 
-// pickClients returns n STB addresses spread over `zones` coverage zones
-// chosen evenly across the snapshot (so over every region), each address a
-// random host of a different network of its zone. It is deterministic.
-func pickClients(snap *topology.Snapshot, zones, n int) ([]netip.Addr, int, error) {
+// pickClients returns n STB addresses of family f spread over `zones`
+// coverage zones chosen evenly across the snapshot (so over every region),
+// each address a random host of a different network of its zone (of the
+// family). It is deterministic.
+func pickClients(snap *topology.Snapshot, f family, zones, n int) ([]netip.Addr, int, error) {
 	var located []int
+	nets := map[int][]netip.Prefix{}
 	for i, z := range snap.Zones {
-		if z.Region >= 0 && len(z.Networks) > 0 && z.Networks[0].Addr().Is4() {
+		if z.Region < 0 {
+			continue
+		}
+		for _, p := range z.Networks {
+			if f.of(p.Addr()) {
+				nets[i] = append(nets[i], p)
+			}
+		}
+		if len(nets[i]) > 0 {
 			located = append(located, i)
 		}
 	}
 	if len(located) == 0 {
-		return nil, 0, fmt.Errorf("the topology has no IPv4 coverage zone")
+		return nil, 0, fmt.Errorf("the topology has no %s coverage zone", f.label())
 	}
 	zones = min(zones, len(located), n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	out := make([]netip.Addr, 0, n)
 	for i := range n {
-		z := snap.Zones[located[(i%zones)*len(located)/zones]]
-		p := z.Networks[(i/zones*7919+rng.IntN(len(z.Networks)))%len(z.Networks)]
-		host := uint32(1)
-		if size := uint32(1) << (32 - p.Bits()); size > 2 {
-			host = 1 + rng.Uint32N(size-2) // neither network nor broadcast address
-		}
-		b := p.Masked().Addr().As4()
-		v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) + host
-		a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-		if zi, ok := snap.ZoneOf(a); !ok || snap.Zones[zi].Region < 0 {
-			return nil, 0, fmt.Errorf("internal error: %s (from %s of zone %s) is in no coverage zone", a, p, z.Name)
+		zi := located[(i%zones)*len(located)/zones]
+		zn := nets[zi]
+		p := zn[(i/zones*7919+rng.IntN(len(zn)))%len(zn)]
+		a := randomHost(p, rng)
+		if zj, ok := snap.ZoneOf(a); !ok || snap.Zones[zj].Region < 0 {
+			return nil, 0, fmt.Errorf("internal error: %s (from %s of zone %s) is in no coverage zone", a, p, snap.Zones[zi].Name)
 		}
 		out = append(out, a)
 	}
 	return out, zones, nil
+}
+
+// randomHost is a random address of p: for IPv4 neither its network nor
+// its broadcast address, for IPv6 not its subnet-router anycast address
+// (host part zero).
+func randomHost(p netip.Prefix, rng *rand.Rand) netip.Addr {
+	b := p.Masked().Addr().As16()
+	hostBits := p.Addr().BitLen() - p.Bits()
+	if p.Addr().Is4() {
+		host := uint32(1)
+		if size := uint32(1) << hostBits; hostBits < 32 && size > 2 {
+			host = 1 + rng.Uint32N(size-2)
+		}
+		v := binary.BigEndian.Uint32(b[12:]) + host
+		binary.BigEndian.PutUint32(b[12:], v)
+		return netip.AddrFrom16(b).Unmap()
+	}
+	// IPv6: random bits below the prefix, the last one set (never zero).
+	var r [16]byte
+	binary.BigEndian.PutUint64(r[:8], rng.Uint64())
+	binary.BigEndian.PutUint64(r[8:], rng.Uint64()|1)
+	for i := range 16 {
+		keep := max(0, min(8, p.Bits()-8*i)) // prefix bits in byte i
+		mask := byte(0xff >> keep)
+		if keep == 8 {
+			mask = 0
+		}
+		b[i] = b[i]&^mask | r[i]&mask
+	}
+	return netip.AddrFrom16(b)
 }
 
 // luaScript is the wrk script: the service Host header, and an
