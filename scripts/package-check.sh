@@ -189,7 +189,10 @@ until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$admin/re
   sleep 0.3
 done
 log "ready after $(( $(date +%s) - t0 ))s"
-curl -s --max-time 5 "http://$admin/metrics" | grep -q "^anysched_build_info{.*version=\"$stamp\"" ||
+# Read whole before grep: grep -q leaves at the first match, and under
+# pipefail curl's next write into the closed pipe would fail the check.
+metrics=$(curl -s --max-time 5 "http://$admin/metrics") || die "/metrics: curl exit $?"
+grep -q "^anysched_build_info{.*version=\"$stamp\"" <<<"$metrics" ||
   die "/metrics has no anysched_build_info with version \"$stamp\""
 kill -TERM "$daemon_pid"
 rc=0
