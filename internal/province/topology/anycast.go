@@ -65,7 +65,7 @@ func (l Limits) CheckCenterPrefix(p netip.Prefix, ip netip.Addr) error {
 	case p.Bits() < min:
 		return fmt.Errorf("%s is shorter than /%d: the center would announce more than the province's addresses", p, min)
 	case ip.IsValid() && !p.Contains(ip):
-		return fmt.Errorf("%s does not contain anycast.service_ip %s, so routers could not fall back to the center", p, ip)
+		return fmt.Errorf("%s does not contain the service address %s, so routers could not fall back to the center", p, ip)
 	}
 	return nil
 }

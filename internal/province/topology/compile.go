@@ -130,7 +130,7 @@ func (c *compiler) anycast6() {
 		c.add("anycast.center_prefix6", "host bits set: %q (did you mean %s?)", a.CenterPrefix6, pfx.Masked())
 	default:
 		if err := c.lim.CheckCenterPrefix(pfx, c.s.ServiceIP6); err != nil {
-			c.add("anycast.center_prefix6", "%v", strings.ReplaceAll(err.Error(), "anycast.service_ip ", "anycast.service_ip6 "))
+			c.add("anycast.center_prefix6", "%v", err)
 		} else {
 			c.s.CenterPrefix6 = pfx
 		}

@@ -190,7 +190,7 @@ func TestBadDocuments(t *testing.T) {
 		{name: "null location", edits: []edit{{"location: {lat: 31.36, lon: 118.44}", "location: ~"}}, path: "nodes[1] (wuhu-1).location", msg: "required"},
 
 		// anycast
-		{name: "center prefix without the service IP", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.1.0/26"}}, path: "anycast.center_prefix", msg: "does not contain anycast.service_ip 198.18.0.1"},
+		{name: "center prefix without the service IP", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.1.0/26"}}, path: "anycast.center_prefix", msg: "does not contain the service address 198.18.0.1"},
 		{name: "center prefix with host bits", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.1/26"}}, path: "anycast.center_prefix", msg: "host bits set: \"198.18.0.1/26\" (did you mean 198.18.0.0/26?)"},
 		{name: "center prefix is everything", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 0.0.0.0/0"}}, path: "anycast.center_prefix", msg: "shorter than /16"},
 		{name: "center prefix too wide", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.0.0.0/8"}}, path: "anycast.center_prefix", msg: "shorter than /16"},
@@ -202,7 +202,7 @@ func TestBadDocuments(t *testing.T) {
 		{name: "IPv6 prefix without address", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.center_prefix6", msg: "set without anycast.service_ip6"},
 		{name: "IPv6 address without prefix", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1"}}, path: "anycast.center_prefix6", msg: "required with anycast.service_ip6"},
 		{name: "IPv4 in service_ip6", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 198.18.0.2\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.service_ip6", msg: "not an IPv6 address"},
-		{name: "IPv6 prefix outside", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:fe::/48"}}, path: "anycast.center_prefix6", msg: "does not contain anycast.service_ip6 2001:db8:ff::1"},
+		{name: "IPv6 prefix outside", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:fe::/48"}}, path: "anycast.center_prefix6", msg: "does not contain the service address 2001:db8:ff::1"},
 		{name: "IPv6 prefix too wide", edits: []edit{{"center_prefix: 198.18.0.0/26", "center_prefix: 198.18.0.0/26\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001::/16"}}, path: "anycast.center_prefix6", msg: "shorter than /48"},
 		{name: "two IPv6 service addresses", edits: []edit{{"service_ip: 198.18.0.1\n  center_prefix: 198.18.0.0/26", "service_ip: 2001:db8:fe::1\n  center_prefix: 2001:db8:fe::/48\n  service_ip6: 2001:db8:ff::1\n  center_prefix6: 2001:db8:ff::/48"}}, path: "anycast.service_ip", msg: "dual-stack province writes its IPv4 service address here"},
 		{name: "IPv4 in address6", edits: []edit{{"address: 10.2.1.10:8080", "address: 10.2.1.10:8080\n        address6: 10.2.1.11:8080"}}, path: "nodes[1] (wuhu-1).servers[0] (wuhu-1-a).address6", msg: "not an IPv6 address"},
