@@ -129,6 +129,31 @@ func BenchmarkNewEngine(b *testing.B) {
 	}
 }
 
+// BenchmarkNewEngineSkip: BenchmarkNewEngine on the province made
+// dual-stack with family_fallback skip and one server's IPv6 address in
+// ten down, so the per-family pools are built too; its baseline is the
+// same province with every address up (no family pool differs).
+func BenchmarkNewEngineSkip(b *testing.B) {
+	benchNewFamily(b, func(i int32, v6 bool) bool { return !v6 || i%10 != 0 })
+}
+func BenchmarkNewEngineSkip_Baseline(b *testing.B) {
+	benchNewFamily(b, func(int32, bool) bool { return true })
+}
+
+func benchNewFamily(b *testing.B, up func(int32, bool) bool) {
+	doc := scaleDoc(b)
+	fixture.DualStack(doc)
+	doc.Services[0].FamilyFallback = topology.FamilySkip
+	s, err := topology.Compile(doc, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		steer.New(s, steer.Options{FamilyUp: up})
+	}
+}
+
 // BenchmarkDecidePoolsOverflow: BenchmarkDecide with the service on a pool
 // (every other node's servers), overflow thresholds on and one node in ten
 // over them, counting requests per node as a scheduler does. Target:
