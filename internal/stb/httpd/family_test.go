@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	healthavail "github.com/anysched/anysched/internal/province/health/avail"
+	"github.com/anysched/anysched/internal/province/topology"
 	"github.com/anysched/anysched/internal/stb/balance"
 	"github.com/anysched/anysched/internal/stb/httpd"
+	"github.com/anysched/anysched/internal/stb/pathway"
 	"github.com/anysched/anysched/internal/stb/steer"
 )
 
@@ -129,5 +131,33 @@ func TestDualStackFamilyDown(t *testing.T) {
 	}
 	if resp, body := do(t, base, req{from: "::1", host: skipHost}); resp.StatusCode != 503 {
 		t.Errorf("skip: %d %q %s, want 503", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+}
+
+// TestDualStackSteering: a steering manifest decides for the player's
+// family as its redirect did: an IPv6 player on a skip service is kept on
+// the server with IPv6 and the pathway's address is its IPv6 one, on both
+// serving paths.
+func TestDualStackSteering(t *testing.T) {
+	for _, mode := range []string{httpd.ServerFast, httpd.ServerNetHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			rec, logs, _, stop := recording(t)
+			eng := dualEngine(t, false)
+			snap := eng().Snapshot()
+			for i := range snap.Services {
+				snap.Services[i].Steering = &topology.SteeringView{TTL: 10, Retry: 2, MovesPerSecond: 10, MoveBurst: 10, Pathways: 3}
+			}
+			cfg := httpd.Config{InstanceID: instance, Server: mode, TrustedProxies: mustPrefixes(t, "::1/128"), Steering: pathway.New(nil)}
+			v6 := serveOn(t, httpd.New(cfg, eng, rec, nil), "[::1]:0")
+			resp, body := do(t, v6, req{from: "::1", host: skipHost, path: pathway.Prefix + "/cctv1/index.m3u8?_HLS_pathway=.",
+				header: map[string]string{"X-Forwarded-For": "2001:db8:99::1"}})
+			if resp.StatusCode != 200 || !strings.Contains(body, `"RELOAD-URI":"`+pathway.Prefix+`/cctv1/index.m3u8?_anysched_base=hefei-1-a"`) {
+				t.Fatalf("IPv6 player in wuhu on the skip service: %d %s, want pinned to hefei-1-a (the only server with IPv6)", resp.StatusCode, body)
+			}
+			stop()
+			if out := logs.String(); !strings.Contains(out, `"server":"hefei-1-a","target":"[2001:db8:1::10]:8080"`) || !strings.Contains(out, `"family":"ipv6","target_family":"ipv6"`) {
+				t.Errorf("access log of the manifest:\n%s", out)
+			}
+		})
 	}
 }

@@ -71,7 +71,8 @@ func (s *Server) steering(r *stbRequest, a *answer, scratch []byte, start time.T
 		a.entry.Result = steer.ResultError
 		return done(http.StatusServiceUnavailable, bodyNoSnap+"\n")
 	}
-	req := steer.Request{Client: client, Host: r.host, Path: play, Query: r.query, Now: start}
+	req := steer.Request{Client: client, Host: r.host, Path: play, Query: r.query, Now: start, Family: steer.FamilyOf(client)}
+	a.entry.Family = req.Family
 	d := eng.Peek(req)
 	a.entry.Result = d.Result
 	if d.Result == steer.ResultMiss {
@@ -106,6 +107,9 @@ func (s *Server) steering(r *stbRequest, a *answer, scratch []byte, start time.T
 	}
 	names := eng.Names(&ad)
 	setNames(e, &names)
+	if ad.Server >= 0 {
+		_, _, e.TargetFamily, _ = eng.Addr(&ad)
+	}
 	e.Steering = res.Outcome.String()
 	if res.From >= 0 {
 		e.From = snap.Servers[res.From].Name
